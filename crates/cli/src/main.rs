@@ -1,0 +1,52 @@
+//! The `tailguard` binary: parses arguments and hands them to one library function per verb.
+//!
+//! Each subcommand lives in its own file under `cmd/`; this file only dispatches.
+
+mod cmd;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Fix tail latency, and prove it.
+#[derive(Debug, Parser)]
+#[command(name = "tailguard", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Open-loop load tester: constant-rate traffic, corrected percentiles, interval reports.
+    Load(cmd::load::Args),
+    /// Test backends that misbehave on purpose: one, or a whole fleet from one process.
+    Serve(cmd::serve::Args),
+    /// Deterministic simulation of balancers in virtual time.
+    Sim(cmd::sim::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    let result = match cli.command {
+        Command::Load(args) => cmd::load::run(args),
+        Command::Serve(args) => cmd::serve::run(args),
+        Command::Sim(args) => cmd::sim::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("tailguard: error: {err:#}");
+            ExitCode::from(cmd::EXIT_USAGE)
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TAILGUARD_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

@@ -1,0 +1,2 @@
+//! The pure behaviour model of test backends: latency distributions, failures, fault schedules, fleet files.
+#![warn(missing_docs)]

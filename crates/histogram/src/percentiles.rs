@@ -1,0 +1,68 @@
+//! The headline percentiles every tailguard report prints.
+
+use crate::Histogram;
+use serde::{Deserialize, Serialize};
+
+/// The quantiles reported everywhere, with their names: p50 to p99.99.
+pub const QUANTILES: [(&str, f64); 6] = [
+    ("p50", 0.50),
+    ("p90", 0.90),
+    ("p95", 0.95),
+    ("p99", 0.99),
+    ("p999", 0.999),
+    ("p9999", 0.9999),
+];
+
+/// Min, p50, p90, p95, p99, p99.9, p99.99 and max, in microseconds.
+///
+/// Field names are the JSON contract of `tailguard load --json` and `tailguard sim --json`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Percentiles {
+    /// Smallest value.
+    pub min: u64,
+    /// Median.
+    pub p50: u64,
+    /// 90th percentile.
+    pub p90: u64,
+    /// 95th percentile.
+    pub p95: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// 99.9th percentile (the real one, not the max as in slow_cooker).
+    pub p999: u64,
+    /// 99.99th percentile.
+    pub p9999: u64,
+    /// Largest value.
+    pub max: u64,
+}
+
+impl Percentiles {
+    /// Reads the headline percentiles of `h`; all zero when it is empty.
+    pub fn of(h: &Histogram) -> Percentiles {
+        Percentiles {
+            min: h.min_us(),
+            p50: h.quantile_us(0.50),
+            p90: h.quantile_us(0.90),
+            p95: h.quantile_us(0.95),
+            p99: h.quantile_us(0.99),
+            p999: h.quantile_us(0.999),
+            p9999: h.quantile_us(0.9999),
+            max: h.max_us(),
+        }
+    }
+
+    /// The value of a named field (`min`, `p50`, ... `max`), for SLO checks and renderers.
+    pub fn get(&self, name: &str) -> Option<u64> {
+        Some(match name {
+            "min" => self.min,
+            "p50" => self.p50,
+            "p90" => self.p90,
+            "p95" => self.p95,
+            "p99" => self.p99,
+            "p999" => self.p999,
+            "p9999" => self.p9999,
+            "max" => self.max,
+            _ => return None,
+        })
+    }
+}

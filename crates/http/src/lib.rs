@@ -1,0 +1,15 @@
+//! hyper plumbing shared by tailguard's `load`, `serve` and `proxy`.
+//!
+//! Every socket tailguard opens or accepts goes through [`tcp`], which sets `TCP_NODELAY`
+//! (Nagle's algorithm plus delayed ACKs adds up to 40 ms to small writes: seed 001). The only
+//! way to get a socket without it is to ask for it by name (`Nagle::On`), which `tailguard
+//! serve --nagle` does on purpose to demonstrate the trap.
+//!
+//! [`server`] serves HTTP/1.1 and HTTP/2 (prior-knowledge h2c) on the same port.
+
+#![warn(missing_docs)]
+
+pub mod server;
+pub mod tcp;
+
+pub use tcp::Nagle;

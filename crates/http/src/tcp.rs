@@ -1,0 +1,79 @@
+//! TCP sockets with `TCP_NODELAY` set, accepted or dialed.
+//!
+//! # Example
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> std::io::Result<()> {
+//! use tailguard_http::tcp;
+//! let listener = tcp::bind("127.0.0.1:0".parse().unwrap()).await?;
+//! let addr = listener.local_addr()?;
+//! let dialed = tcp::connect(addr, tcp::Nagle::Off).await?;
+//! let (accepted, _) = tcp::accept(&listener, tcp::Nagle::Off).await?;
+//! assert!(dialed.nodelay()? && accepted.nodelay()?);
+//! # Ok(()) }
+//! ```
+
+use std::io;
+use std::net::SocketAddr;
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+
+/// Whether Nagle's algorithm runs on a socket. `Off` (TCP_NODELAY set) everywhere by default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Nagle {
+    /// TCP_NODELAY set: small writes leave at once.
+    #[default]
+    Off,
+    /// Nagle's algorithm left on, for demonstrating its latency cost.
+    On,
+}
+
+impl Nagle {
+    fn nodelay(self) -> bool {
+        self == Nagle::Off
+    }
+}
+
+/// Binds a listener with `SO_REUSEADDR` (so restarted servers rebind at once) and a deep backlog.
+pub async fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(4096)
+}
+
+/// Accepts one connection and sets `TCP_NODELAY` on it per `nagle`.
+pub async fn accept(listener: &TcpListener, nagle: Nagle) -> io::Result<(TcpStream, SocketAddr)> {
+    let (stream, peer) = listener.accept().await?;
+    stream.set_nodelay(nagle.nodelay())?;
+    Ok((stream, peer))
+}
+
+/// Dials `addr` and sets `TCP_NODELAY` per `nagle`.
+pub async fn connect(addr: SocketAddr, nagle: Nagle) -> io::Result<TcpStream> {
+    let stream = TcpStream::connect(addr).await?;
+    stream.set_nodelay(nagle.nodelay())?;
+    Ok(stream)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn nagle_on_leaves_nodelay_unset() {
+        let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let dialed = connect(addr, Nagle::On).await.unwrap();
+        let (accepted, _) = accept(&listener, Nagle::On).await.unwrap();
+        assert!(!dialed.nodelay().unwrap());
+        assert!(!accepted.nodelay().unwrap());
+        let dialed = connect(addr, Nagle::Off).await.unwrap();
+        let (accepted, _) = accept(&listener, Nagle::Off).await.unwrap();
+        assert!(dialed.nodelay().unwrap());
+        assert!(accepted.nodelay().unwrap());
+    }
+}

@@ -1,0 +1,2 @@
+//! The open-loop load generator behind `tailguard load`.
+#![warn(missing_docs)]

@@ -1,0 +1,2 @@
+//! Test backends that misbehave on purpose, behind `tailguard serve`.
+#![warn(missing_docs)]
