@@ -1,2 +1,83 @@
-//! The per-request record and interval aggregation shared by every tailguard tool.
+//! The per-request record and its aggregation, shared by every tailguard tool.
+//!
+//! A [`Record`] is what one request did: when it was *scheduled* (the open-loop send time),
+//! when it was actually *sent*, when its response *completed*, its status or error, the bytes
+//! read and which target it went to. From those three instants come the three durations every
+//! report shows:
+//!
+//! - latency = completed − scheduled: what a user of the system would have seen (corrected for
+//!   coordinated omission: a stalled server delays the requests queued behind it, and that
+//!   delay is counted);
+//! - service time = completed − sent: what the server took once it had the request;
+//! - send lag = sent − scheduled: how late the generator (or its concurrency cap) sent it.
+//!
+//! [`Stats`] aggregates records into histograms and counters without allocating per record;
+//! one `Stats` per worker, merged at interval ends. [`RunSummary`] and [`IntervalSummary`] are
+//! the machine-readable results (`--json`).
+//!
+//! # Example
+//! ```
+//! use std::time::Duration;
+//! use tailguard_record::{Classifier, Outcome, Record, Stats};
+//!
+//! let ms = Duration::from_millis;
+//! let rec = Record {
+//!     scheduled: ms(10),
+//!     sent: ms(12),
+//!     completed: ms(17),
+//!     outcome: Outcome::Status(200),
+//!     bytes: 2,
+//!     target: 0,
+//! };
+//! assert_eq!(rec.latency(), ms(7));
+//! assert_eq!(rec.service_time(), ms(5));
+//! let mut stats = Stats::new();
+//! stats.record(&rec, Classifier::default());
+//! assert_eq!(stats.good, 1);
+//! ```
+
 #![warn(missing_docs)]
+
+mod outcome;
+mod stats;
+mod summary;
+
+pub use outcome::{Class, Classifier, ErrorKind, Outcome};
+pub use stats::Stats;
+pub use summary::{IntervalSummary, RunSummary, Totals};
+
+use std::time::Duration;
+
+/// What one request did. Times are offsets from the start of the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// When the request was due (open-loop schedule).
+    pub scheduled: Duration,
+    /// When it was handed to a ready connection.
+    pub sent: Duration,
+    /// When its response completed (last body byte) or it failed.
+    pub completed: Duration,
+    /// The status code, or why there was none.
+    pub outcome: Outcome,
+    /// Response body bytes read.
+    pub bytes: u64,
+    /// Index of the target (URL or endpoint) it went to.
+    pub target: u32,
+}
+
+impl Record {
+    /// Completed minus scheduled: the latency a user saw, coordinated omission included.
+    pub fn latency(&self) -> Duration {
+        self.completed.saturating_sub(self.scheduled)
+    }
+
+    /// Completed minus sent: the time the server (and network) took.
+    pub fn service_time(&self) -> Duration {
+        self.completed.saturating_sub(self.sent)
+    }
+
+    /// Sent minus scheduled: how late the request left.
+    pub fn send_lag(&self) -> Duration {
+        self.sent.saturating_sub(self.scheduled)
+    }
+}

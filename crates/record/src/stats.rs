@@ -1,0 +1,235 @@
+//! Aggregating records: histograms and counters, no allocation per record.
+
+use crate::outcome::{Class, Classifier, ErrorKind, Outcome};
+use crate::Record;
+use std::collections::BTreeMap;
+use std::time::Duration;
+use tailguard_histogram::Histogram;
+
+/// A request sent more than this after its scheduled time counts as a late send.
+pub const LATE_AFTER: Duration = Duration::from_millis(1);
+
+const STATUS_SLOTS: usize = 600;
+
+/// Histograms and counters over a set of records: one interval of one worker, or a whole run.
+///
+/// Which requests enter the latency histograms: every request that got an HTTP response, and
+/// every request that timed out (at the time it was given up, a lower bound of its real latency).
+/// Requests that failed fast (refused, reset, closed, malformed) are counted under `failed` and
+/// their error kind, but kept out of the percentiles so a dead server does not look fast.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stats {
+    /// Latency from the scheduled send (coordinated omission corrected).
+    pub latency: Histogram,
+    /// Service time from the actual send.
+    pub service: Histogram,
+    /// Send lag: actual send minus scheduled send, every request.
+    pub send_lag: Histogram,
+    /// Responses classed good.
+    pub good: u64,
+    /// Responses classed bad.
+    pub bad: u64,
+    /// Requests with no response.
+    pub failed: u64,
+    /// Requests sent more than [`LATE_AFTER`] after their schedule.
+    pub late: u64,
+    /// Response body bytes.
+    pub bytes: u64,
+    status: Vec<u64>,
+    errors: [u64; ErrorKind::ALL.len()],
+    per_target: Vec<u64>,
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Stats {
+    /// Empty statistics.
+    pub fn new() -> Self {
+        Stats {
+            latency: Histogram::new(),
+            service: Histogram::new(),
+            send_lag: Histogram::new(),
+            good: 0,
+            bad: 0,
+            failed: 0,
+            late: 0,
+            bytes: 0,
+            status: vec![0; STATUS_SLOTS],
+            errors: [0; ErrorKind::ALL.len()],
+            per_target: Vec::new(),
+        }
+    }
+
+    /// Adds one record.
+    pub fn record(&mut self, rec: &Record, classifier: Classifier) {
+        match classifier.classify(rec.outcome) {
+            Class::Good => self.good += 1,
+            Class::Bad => self.bad += 1,
+            Class::Failed => self.failed += 1,
+        }
+        let lag = rec.send_lag();
+        self.send_lag.record(lag);
+        if lag > LATE_AFTER {
+            self.late += 1;
+        }
+        self.bytes += rec.bytes;
+        let timed = match rec.outcome {
+            Outcome::Status(code) => {
+                self.status[usize::from(code).min(STATUS_SLOTS - 1)] += 1;
+                true
+            }
+            Outcome::Error(kind) => {
+                self.errors[kind.index()] += 1;
+                kind == ErrorKind::Timeout
+            }
+        };
+        if timed {
+            self.latency.record(rec.latency());
+            self.service.record(rec.service_time());
+        }
+        self.count_target(rec.target);
+    }
+
+    fn count_target(&mut self, target: u32) {
+        let i = target as usize;
+        if i >= self.per_target.len() {
+            self.per_target.resize(i + 1, 0);
+        }
+        self.per_target[i] += 1;
+    }
+
+    /// All records added.
+    pub fn requests(&self) -> u64 {
+        self.good + self.bad + self.failed
+    }
+
+    /// Good responses over all requests (1.0 when there were none).
+    pub fn success_rate(&self) -> f64 {
+        match self.requests() {
+            0 => 1.0,
+            n => self.good as f64 / n as f64,
+        }
+    }
+
+    /// Adds `other` into these statistics.
+    pub fn merge(&mut self, other: &Stats) {
+        self.latency.merge(&other.latency);
+        self.service.merge(&other.service);
+        self.send_lag.merge(&other.send_lag);
+        self.good += other.good;
+        self.bad += other.bad;
+        self.failed += other.failed;
+        self.late += other.late;
+        self.bytes += other.bytes;
+        for (a, b) in self.status.iter_mut().zip(&other.status) {
+            *a += b;
+        }
+        for (a, b) in self.errors.iter_mut().zip(&other.errors) {
+            *a += b;
+        }
+        if other.per_target.len() > self.per_target.len() {
+            self.per_target.resize(other.per_target.len(), 0);
+        }
+        for (a, b) in self.per_target.iter_mut().zip(&other.per_target) {
+            *a += b;
+        }
+    }
+
+    /// Returns the statistics gathered so far and starts afresh, keeping allocations.
+    pub fn take(&mut self) -> Stats {
+        let snapshot = self.clone();
+        self.reset();
+        snapshot
+    }
+
+    /// Empties these statistics, keeping allocations.
+    pub fn reset(&mut self) {
+        self.latency.reset();
+        self.service.reset();
+        self.send_lag.reset();
+        (self.good, self.bad, self.failed, self.late, self.bytes) = (0, 0, 0, 0, 0);
+        self.status.iter_mut().for_each(|c| *c = 0);
+        self.errors = [0; ErrorKind::ALL.len()];
+        self.per_target.iter_mut().for_each(|c| *c = 0);
+    }
+
+    /// Counts per status code, by code (codes outside 100..=599 are counted under 599).
+    pub fn status_codes(&self) -> BTreeMap<u16, u64> {
+        (0..STATUS_SLOTS)
+            .filter(|&i| self.status[i] > 0)
+            .map(|i| (i as u16, self.status[i]))
+            .collect()
+    }
+
+    /// Counts per error kind, only the kinds that occurred.
+    pub fn errors(&self) -> BTreeMap<ErrorKind, u64> {
+        ErrorKind::ALL
+            .iter()
+            .filter(|k| self.errors[k.index()] > 0)
+            .map(|k| (*k, self.errors[k.index()]))
+            .collect()
+    }
+
+    /// Requests per target index.
+    pub fn per_target(&self) -> &[u64] {
+        &self.per_target
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(sched_ms: u64, sent_ms: u64, done_ms: u64, outcome: Outcome, target: u32) -> Record {
+        let ms = Duration::from_millis;
+        Record {
+            scheduled: ms(sched_ms),
+            sent: ms(sent_ms),
+            completed: ms(done_ms),
+            outcome,
+            bytes: 10,
+            target,
+        }
+    }
+
+    #[test]
+    fn counts_classes_codes_errors_and_lateness() {
+        let mut s = Stats::new();
+        let c = Classifier::default();
+        s.record(&rec(0, 0, 5, Outcome::Status(200), 0), c);
+        s.record(&rec(0, 3, 9, Outcome::Status(503), 1), c);
+        s.record(&rec(0, 0, 1, Outcome::Error(ErrorKind::Connect), 1), c);
+        s.record(&rec(0, 0, 100, Outcome::Error(ErrorKind::Timeout), 2), c);
+        assert_eq!((s.good, s.bad, s.failed, s.late), (1, 1, 2, 1));
+        assert_eq!(s.requests(), 4);
+        assert_eq!(s.status_codes().into_iter().collect::<Vec<_>>(), [(200, 1), (503, 1)]);
+        let errors: Vec<_> = s.errors().into_iter().collect();
+        assert_eq!(errors, [(ErrorKind::Connect, 1), (ErrorKind::Timeout, 1)]);
+        // The refused request stays out of the percentiles; the timeout is in.
+        assert_eq!(s.latency.count(), 3);
+        assert_eq!(s.send_lag.count(), 4);
+        assert_eq!(s.per_target(), &[1, 2, 1]);
+        assert_eq!(s.bytes, 40);
+    }
+
+    #[test]
+    fn merge_then_take_round_trip() {
+        let c = Classifier::default();
+        let mut a = Stats::new();
+        let mut b = Stats::new();
+        a.record(&rec(0, 0, 5, Outcome::Status(200), 0), c);
+        b.record(&rec(0, 0, 7, Outcome::Status(500), 3), c);
+        a.merge(&b);
+        assert_eq!((a.good, a.bad), (1, 1));
+        assert_eq!(a.per_target(), &[1, 0, 0, 1]);
+        let snap = a.take();
+        assert_eq!(snap.requests(), 2);
+        assert_eq!(a.requests(), 0);
+        assert!(a.latency.is_empty());
+        assert_eq!(a.per_target(), &[0, 0, 0, 0]);
+    }
+}

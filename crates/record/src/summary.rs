@@ -1,0 +1,121 @@
+//! Machine-readable results: what `--json` writes and `tailguard report` reads back.
+
+use crate::Stats;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::Duration;
+use tailguard_histogram::Percentiles;
+
+/// The figures shared by a whole run and each of its intervals.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Totals {
+    /// Requests per second asked for (0 = as fast as possible).
+    pub target_rate: f64,
+    /// Requests per second completed.
+    pub achieved_rate: f64,
+    /// Requests completed (good + bad + failed).
+    pub requests: u64,
+    /// Responses 1xx-4xx (or 1xx-3xx with 4xx counted bad).
+    pub good: u64,
+    /// Responses 5xx.
+    pub bad: u64,
+    /// Requests without a response.
+    pub failed: u64,
+    /// good / requests.
+    pub success_rate: f64,
+    /// Latency from the scheduled send, microseconds.
+    pub latency_us: Percentiles,
+    /// Service time from the actual send, microseconds.
+    pub service_time_us: Percentiles,
+    /// Send lag (actual minus scheduled send), microseconds.
+    pub send_lag_us: Percentiles,
+    /// Requests sent more than 1 ms late.
+    pub late_sends: u64,
+    /// Response body bytes read.
+    pub bytes: u64,
+    /// Responses per status code.
+    pub status_codes: BTreeMap<String, u64>,
+    /// Failures per error kind.
+    pub errors: BTreeMap<String, u64>,
+}
+
+impl Totals {
+    /// Summarizes `stats` gathered over `elapsed` against `target_rate`.
+    pub fn from_stats(stats: &Stats, target_rate: f64, elapsed: Duration) -> Totals {
+        let secs = elapsed.as_secs_f64();
+        Totals {
+            target_rate,
+            achieved_rate: if secs > 0.0 {
+                stats.requests() as f64 / secs
+            } else {
+                0.0
+            },
+            requests: stats.requests(),
+            good: stats.good,
+            bad: stats.bad,
+            failed: stats.failed,
+            success_rate: stats.success_rate(),
+            latency_us: stats.latency.percentiles(),
+            service_time_us: stats.service.percentiles(),
+            send_lag_us: stats.send_lag.percentiles(),
+            late_sends: stats.late,
+            bytes: stats.bytes,
+            status_codes: stats
+                .status_codes()
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            errors: stats
+                .errors()
+                .into_iter()
+                .map(|(k, v)| (k.name().to_string(), v))
+                .collect(),
+        }
+    }
+}
+
+/// One interval of a run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct IntervalSummary {
+    /// Wall-clock end of the interval, RFC 3339.
+    pub timestamp: String,
+    /// Offset of the interval's start from the run's start, seconds.
+    pub start_s: f64,
+    /// Length of the interval, seconds.
+    pub duration_s: f64,
+    /// Requests due in the interval by the schedule (0 in closed loop).
+    pub target: u64,
+    /// The change marker printed for this interval (`+`, `--`, or empty).
+    pub change: String,
+    /// The interval's figures.
+    #[serde(flatten)]
+    pub totals: Totals,
+}
+
+/// A whole run: what was asked, what happened, per interval and in total.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// The tool and version that produced this.
+    pub tool: String,
+    /// Targets, in index order.
+    pub urls: Vec<String>,
+    /// HTTP method.
+    pub method: String,
+    /// In-flight request cap.
+    pub concurrency: u64,
+    /// `constant`, `poisson` or `closed`.
+    pub arrivals: String,
+    /// Run length, seconds.
+    pub duration_s: f64,
+    /// The run's figures.
+    #[serde(flatten)]
+    pub totals: Totals,
+    /// Requests per target index.
+    pub per_target: Vec<u64>,
+    /// Latency histogram rows: `[from_us, to_us, count]`.
+    pub histogram: Vec<[u64; 3]>,
+    /// Client CPU time per request, microseconds (when measurable).
+    pub client_cpu_us_per_request: Option<f64>,
+    /// Every interval, in order.
+    pub intervals: Vec<IntervalSummary>,
+}

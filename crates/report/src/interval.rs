@@ -1,0 +1,139 @@
+//! The interval report: one fixed-column line per interval, in slow_cooker's layout.
+//!
+//! ```text
+//! # sending 1000 GET req/s with concurrency=10 to http://127.0.0.1:9000/ ...
+//! #                     good/bad/failed   target goal% intvl      min [     p50      p95      p99     p999 ]      max change
+//! 2026-11-22T17:10:00Z          10000/0/0    10000  100%   10s    142µs [   260µs    310µs    402µs   1.21ms ]   5.01ms
+//! ```
+//!
+//! Differences from slow_cooker, on purpose: `p999` is the 99.9th percentile (slow_cooker
+//! prints the max there), values carry their unit and decimals, and `goal%` prints `-` in
+//! closed-loop runs where there is no target.
+
+use crate::Unit;
+use std::fmt::Write as _;
+use tailguard_record::IntervalSummary;
+
+const COUNTS: usize = 18;
+const VALUE: usize = 8;
+
+/// The first line: what is being sent, where.
+pub fn header(rate: f64, method: &str, concurrency: u64, urls: &[String]) -> String {
+    let target = match urls {
+        [one] => one.clone(),
+        [first, ..] => format!("{first} and {} more", urls.len() - 1),
+        [] => String::from("nothing"),
+    };
+    let pace = if rate > 0.0 {
+        format!("{} {method} req/s", trim_float(rate))
+    } else {
+        format!("{method} requests as fast as possible")
+    };
+    format!("# sending {pace} with concurrency={concurrency} to {target} ...")
+}
+
+/// The column titles, aligned with [`line`].
+pub fn titles() -> String {
+    let mut s = format!(
+        "#{:>19} {:>COUNTS$} {:>8} {:>5} {:>5} {:>VALUE$} [",
+        "", "good/bad/failed", "target", "goal%", "intvl", "min"
+    );
+    for name in ["p50", "p95", "p99", "p999"] {
+        let _ = write!(s, " {name:>VALUE$}");
+    }
+    let _ = write!(s, " ] {:>VALUE$} change", "max");
+    s
+}
+
+/// One interval's line.
+pub fn line(iv: &IntervalSummary, unit: Unit) -> String {
+    let t = &iv.totals;
+    let counts = format!("{}/{}/{}", t.good, t.bad, t.failed);
+    let (target, goal) = if iv.target > 0 {
+        let pct = ((t.good + t.bad) * 100 / iv.target).min(100);
+        (iv.target.to_string(), format!("{pct}%"))
+    } else {
+        ("-".to_string(), "-".to_string())
+    };
+    let l = &t.latency_us;
+    let mut s = format!(
+        "{:<20} {counts:>COUNTS$} {target:>8} {goal:>5} {:>5} {:>VALUE$} [",
+        iv.timestamp,
+        format!("{}s", trim_float(iv.duration_s)),
+        unit.format(l.min),
+    );
+    for v in [l.p50, l.p95, l.p99, l.p999] {
+        let _ = write!(s, " {:>VALUE$}", unit.format(v));
+    }
+    let _ = write!(s, " ] {:>VALUE$} {}", unit.format(l.max), iv.change);
+    s.trim_end().to_string()
+}
+
+/// `10`, `2.5`, `0.333`: a rate or length without trailing zeros.
+pub fn trim_float(v: f64) -> String {
+    let s = format!("{v:.3}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    s.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tailguard_histogram::Percentiles;
+    use tailguard_record::Totals;
+
+    fn interval(target: u64, good: u64) -> IntervalSummary {
+        IntervalSummary {
+            timestamp: "2026-11-22T17:10:00Z".into(),
+            start_s: 0.0,
+            duration_s: 10.0,
+            target,
+            change: "+".into(),
+            totals: Totals {
+                good,
+                bad: 1,
+                failed: 2,
+                latency_us: Percentiles {
+                    min: 142,
+                    p50: 260,
+                    p90: 300,
+                    p95: 310,
+                    p99: 402,
+                    p999: 1_210,
+                    p9999: 4_000,
+                    max: 5_010,
+                },
+                ..Totals::default()
+            },
+        }
+    }
+
+    #[test]
+    fn line_is_aligned_with_titles_and_shows_the_real_p999() {
+        let l = line(&interval(5000, 4990), Unit::Auto);
+        assert_eq!(
+            l,
+            "2026-11-22T17:10:00Z           4990/1/2     5000   99%   10s    142µs [    260µs    310µs    402µs   1.21ms ]   5.01ms +"
+        );
+        let t = titles();
+        let col = |s: &str, pat: &str| s.char_indices().position(|(_, c)| c == '[').map(|p| (p, pat.len()));
+        assert_eq!(col(&t, "["), col(&l, "["), "\n{t}\n{l}");
+    }
+
+    #[test]
+    fn goal_is_capped_and_dashed_without_target() {
+        assert!(line(&interval(100, 500), Unit::Auto).contains(" 100% "));
+        let closed = line(&interval(0, 500), Unit::Auto);
+        assert!(closed.contains("        -     - "), "{closed}");
+    }
+
+    #[test]
+    fn header_names_rate_or_max() {
+        let urls = vec!["http://a/".to_string(), "http://b/".to_string()];
+        assert_eq!(
+            header(1000.0, "GET", 10, &urls),
+            "# sending 1000 GET req/s with concurrency=10 to http://a/ and 1 more ..."
+        );
+        assert!(header(0.0, "GET", 4, &urls[..1]).contains("as fast as possible"));
+    }
+}

@@ -1,0 +1,139 @@
+//! The final report of a run: totals, percentiles side by side, histogram, codes, errors.
+
+use crate::interval::trim_float;
+use crate::Unit;
+use std::fmt::Write as _;
+use tailguard_histogram::Percentiles;
+use tailguard_record::RunSummary;
+
+/// Renders the whole end-of-run report.
+pub fn final_report(run: &RunSummary, unit: Unit) -> String {
+    let mut out = String::new();
+    totals(&mut out, run);
+    percentiles(&mut out, &run.totals.latency_us, &run.totals.service_time_us, unit);
+    histogram(&mut out, &run.histogram, unit);
+    codes(&mut out, run);
+    out
+}
+
+fn totals(out: &mut String, run: &RunSummary) {
+    let t = &run.totals;
+    let _ = writeln!(
+        out,
+        "# {} requests in {}s: good {}, bad {}, failed {} (success {:.3}%)",
+        t.requests,
+        trim_float(run.duration_s),
+        t.good,
+        t.bad,
+        t.failed,
+        t.success_rate * 100.0
+    );
+    let target = if t.target_rate > 0.0 {
+        format!(
+            "target {}/s, achieved {:.1}/s ({:.1}%)",
+            trim_float(t.target_rate),
+            t.achieved_rate,
+            t.achieved_rate / t.target_rate * 100.0
+        )
+    } else {
+        format!("achieved {:.1}/s (closed loop)", t.achieved_rate)
+    };
+    let _ = writeln!(
+        out,
+        "# rate: {target}; sent late (>1ms): {}; send lag p99 {}",
+        t.late_sends,
+        Unit::Auto.format(t.send_lag_us.p99)
+    );
+    if let Some(cpu) = run.client_cpu_us_per_request {
+        let _ = writeln!(out, "# client CPU: {cpu:.2}µs per request");
+    }
+}
+
+fn percentiles(out: &mut String, latency: &Percentiles, service: &Percentiles, unit: Unit) {
+    let _ = writeln!(out, "{:>8} {:>10} {:>12}", "", "latency", "service time");
+    for name in ["min", "p50", "p90", "p95", "p99", "p999", "p9999", "max"] {
+        let (l, s) = (latency.get(name), service.get(name));
+        let (Some(l), Some(s)) = (l, s) else { continue };
+        let _ = writeln!(
+            out,
+            "{:>8} {:>10} {:>12}",
+            label(name),
+            unit.format(l),
+            unit.format(s)
+        );
+    }
+}
+
+fn label(name: &str) -> &str {
+    match name {
+        "p999" => "p99.9",
+        "p9999" => "p99.99",
+        other => other,
+    }
+}
+
+fn histogram(out: &mut String, rows: &[[u64; 3]], unit: Unit) {
+    let _ = writeln!(out, "{:>10} {:>10} {:>10}", "FROM", "TO", "#REQUESTS");
+    for [from, to, count] in rows {
+        let _ = writeln!(
+            out,
+            "{:>10} {:>10} {:>10}",
+            unit.format(*from),
+            unit.format(*to),
+            count
+        );
+    }
+}
+
+fn codes(out: &mut String, run: &RunSummary) {
+    let join = |m: &std::collections::BTreeMap<String, u64>| {
+        m.iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let t = &run.totals;
+    if !t.status_codes.is_empty() {
+        let _ = writeln!(out, "# status codes: {}", join(&t.status_codes));
+    }
+    if !t.errors.is_empty() {
+        let _ = writeln!(out, "# errors: {}", join(&t.errors));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tailguard_record::Totals;
+
+    #[test]
+    fn report_shows_totals_side_by_side_percentiles_and_codes() {
+        let mut run = RunSummary {
+            duration_s: 10.0,
+            histogram: vec![[0, 512, 3], [512, 1024, 7]],
+            client_cpu_us_per_request: Some(4.25),
+            totals: Totals {
+                target_rate: 1000.0,
+                achieved_rate: 999.5,
+                requests: 10,
+                good: 9,
+                failed: 1,
+                success_rate: 0.9,
+                ..Totals::default()
+            },
+            ..RunSummary::default()
+        };
+        run.totals.latency_us.p999 = 1_500;
+        run.totals.service_time_us.p999 = 700;
+        run.totals.status_codes.insert("200".into(), 9);
+        run.totals.errors.insert("timeout".into(), 1);
+        let text = final_report(&run, Unit::Auto);
+        assert!(text.contains("# 10 requests in 10s: good 9, bad 0, failed 1 (success 90.000%)"));
+        assert!(text.contains("target 1000/s, achieved 999.5/s (100.0%)"), "{text}");
+        assert!(text.contains("   p99.9     1.50ms        700µs"), "{text}");
+        assert!(text.contains("     512µs     1.02ms          7"), "{text}");
+        assert!(text.contains("# status codes: 200=9"));
+        assert!(text.contains("# errors: timeout=1"));
+        assert!(text.contains("# client CPU: 4.25µs per request"));
+    }
+}
