@@ -5,13 +5,15 @@ use hyper::service::Service;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncWrite};
 
-/// Serves HTTP/1.1 (keep-alive) and prior-knowledge HTTP/2 (h2c) on one connection until the
-/// peer closes it. Errors are the peer's doing (a malformed request, a reset) and are logged at
-/// debug level, not returned: one bad client must not disturb the server.
-pub async fn serve_connection<S, B>(stream: TcpStream, service: S)
+/// Serves HTTP/1.1 (keep-alive) and HTTP/2 (prior knowledge, or over TLS after ALPN) on one
+/// connection (TCP or TLS) until the peer closes it. Errors are the peer's doing (a malformed
+/// request, a reset) and are logged at debug level, not returned: one bad client must not
+/// disturb the server.
+pub async fn serve_connection<I, S, B>(stream: I, service: S)
 where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
     S::Future: Send + 'static,
     S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,

@@ -1,2 +1,47 @@
 //! The open-loop load generator behind `tailguard load`.
+//!
+//! Requests are released on a schedule ([`tailguard_pacing`]) by a dedicated pacer thread,
+//! whatever the server does, and each one's latency is measured from the time it was *due*:
+//! when a server stalls, the requests due during the stall are counted with the wait they
+//! would have seen (no coordinated omission). At most `concurrency` requests are in flight;
+//! requests due while every connection is busy wait their turn, and the wait is counted too.
+//! Service time (from the actual send) and send lag are kept beside latency, so a slow client
+//! is told apart from a slow server.
+//!
+//! `--rate 0` switches to a closed loop: `concurrency` workers each send their next request
+//! as soon as the previous one completes, for maximum throughput.
+//!
+//! # Example
+//! ```no_run
+//! use std::time::Duration;
+//! use tailguard_load::{run, Config, Target};
+//!
+//! let mut cfg = Config::new(vec![Target::parse("http://127.0.0.1:9000/").unwrap()]);
+//! cfg.rate = 1000.0;
+//! cfg.duration = Some(Duration::from_secs(10));
+//! let report = run(cfg, &mut std::io::stdout()).unwrap();
+//! println!("p99 = {}µs", report.summary.totals.latency_us.p99);
+//! ```
+
 #![warn(missing_docs)]
+
+mod clock;
+pub mod config;
+mod conn;
+mod metrics;
+mod pacer;
+mod reporter;
+mod request;
+mod run;
+mod selfcheck;
+pub mod slo;
+pub mod target;
+mod tls;
+mod worker;
+
+pub use config::{Config, ConfigError, Protocol, RecordHook};
+pub use run::{run, LoadError, Report};
+pub use target::Target;
+
+/// The User-Agent sent unless `--header` sets one, and the producer named in logs.
+pub const USER_AGENT: &str = concat!("tailguard/", env!("CARGO_PKG_VERSION"));

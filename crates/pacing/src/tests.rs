@@ -4,7 +4,10 @@ use proptest::prelude::*;
 #[test]
 fn rejects_bad_rates_and_names() {
     for rate in [0.0, -1.0, f64::NAN, f64::INFINITY] {
-        assert!(Schedule::new(Arrivals::Constant, rate, 1).is_err(), "{rate}");
+        assert!(
+            Schedule::new(Arrivals::Constant, rate, 1).is_err(),
+            "{rate}"
+        );
     }
     assert_eq!(
         "burst".parse::<Arrivals>().unwrap_err().to_string(),

@@ -116,7 +116,11 @@ mod tests {
         ];
         for (outcome, four_xx_bad, want) in table {
             let c = Classifier { four_xx_bad };
-            assert_eq!(c.classify(outcome), want, "{outcome:?} four_xx_bad={four_xx_bad}");
+            assert_eq!(
+                c.classify(outcome),
+                want,
+                "{outcome:?} four_xx_bad={four_xx_bad}"
+            );
         }
     }
 }

@@ -206,7 +206,10 @@ mod tests {
         s.record(&rec(0, 0, 100, Outcome::Error(ErrorKind::Timeout), 2), c);
         assert_eq!((s.good, s.bad, s.failed, s.late), (1, 1, 2, 1));
         assert_eq!(s.requests(), 4);
-        assert_eq!(s.status_codes().into_iter().collect::<Vec<_>>(), [(200, 1), (503, 1)]);
+        assert_eq!(
+            s.status_codes().into_iter().collect::<Vec<_>>(),
+            [(200, 1), (503, 1)]
+        );
         let errors: Vec<_> = s.errors().into_iter().collect();
         assert_eq!(errors, [(ErrorKind::Connect, 1), (ErrorKind::Timeout, 1)]);
         // The refused request stays out of the percentiles; the timeout is in.

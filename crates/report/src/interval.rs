@@ -49,11 +49,9 @@ pub fn titles() -> String {
 pub fn line(iv: &IntervalSummary, unit: Unit) -> String {
     let t = &iv.totals;
     let counts = format!("{}/{}/{}", t.good, t.bad, t.failed);
-    let (target, goal) = if iv.target > 0 {
-        let pct = ((t.good + t.bad) * 100 / iv.target).min(100);
-        (iv.target.to_string(), format!("{pct}%"))
-    } else {
-        ("-".to_string(), "-".to_string())
+    let (target, goal) = match ((t.good + t.bad) * 100).checked_div(iv.target) {
+        Some(pct) => (iv.target.to_string(), format!("{}%", pct.min(100))),
+        None => ("-".to_string(), "-".to_string()),
     };
     let l = &t.latency_us;
     let mut s = format!(
@@ -116,7 +114,11 @@ mod tests {
             "2026-11-22T17:10:00Z           4990/1/2     5000   99%   10s    142µs [    260µs    310µs    402µs   1.21ms ]   5.01ms +"
         );
         let t = titles();
-        let col = |s: &str, pat: &str| s.char_indices().position(|(_, c)| c == '[').map(|p| (p, pat.len()));
+        let col = |s: &str, pat: &str| {
+            s.char_indices()
+                .position(|(_, c)| c == '[')
+                .map(|p| (p, pat.len()))
+        };
         assert_eq!(col(&t, "["), col(&l, "["), "\n{t}\n{l}");
     }
 

@@ -10,7 +10,12 @@ use tailguard_record::RunSummary;
 pub fn final_report(run: &RunSummary, unit: Unit) -> String {
     let mut out = String::new();
     totals(&mut out, run);
-    percentiles(&mut out, &run.totals.latency_us, &run.totals.service_time_us, unit);
+    percentiles(
+        &mut out,
+        &run.totals.latency_us,
+        &run.totals.service_time_us,
+        unit,
+    );
     histogram(&mut out, &run.histogram, unit);
     codes(&mut out, run);
     out
@@ -129,7 +134,10 @@ mod tests {
         run.totals.errors.insert("timeout".into(), 1);
         let text = final_report(&run, Unit::Auto);
         assert!(text.contains("# 10 requests in 10s: good 9, bad 0, failed 1 (success 90.000%)"));
-        assert!(text.contains("target 1000/s, achieved 999.5/s (100.0%)"), "{text}");
+        assert!(
+            text.contains("target 1000/s, achieved 999.5/s (100.0%)"),
+            "{text}"
+        );
         assert!(text.contains("   p99.9     1.50ms        700µs"), "{text}");
         assert!(text.contains("     512µs     1.02ms          7"), "{text}");
         assert!(text.contains("# status codes: 200=9"));

@@ -111,6 +111,9 @@ mod tests {
     fn parses_unit_names_and_names_bad_ones() {
         assert_eq!("ms".parse::<Unit>(), Ok(Unit::Ms));
         let err = "min".parse::<Unit>().unwrap_err();
-        assert_eq!(err.to_string(), "unknown unit \"min\": use auto, us, ms or s");
+        assert_eq!(
+            err.to_string(),
+            "unknown unit \"min\": use auto, us, ms or s"
+        );
     }
 }

@@ -1,12 +1,195 @@
-//! `tailguard load`.
+//! `tailguard load`: parse flags into a [`tailguard_load::Config`] and run it.
 
+use super::EXIT_SLO;
+use anyhow::{bail, Context};
+use bytes::Bytes;
+use http::{HeaderName, HeaderValue, Method};
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
+use tailguard_load::{slo, target, Config, Protocol, Target};
+use tailguard_pacing::Arrivals;
+use tailguard_record::Classifier;
+use tailguard_report::Unit;
 
 /// Arguments of `tailguard load`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+#[command(after_help = EXIT_CODES)]
+pub struct Args {
+    /// Target URLs (http:// or https://), or @FILE with one URL per line; requests go to them in turn.
+    #[arg(required = true, value_name = "URL")]
+    urls: Vec<String>,
+    /// TOTAL requests per second, across all connections (not per worker, unlike slow_cooker's -qps); 0 = closed loop, as fast as possible.
+    #[arg(short, long, default_value_t = 100.0)]
+    rate: f64,
+    /// Maximum requests in flight; also the HTTP/1.1 connections per target.
+    #[arg(short, long, default_value_t = 10)]
+    concurrency: usize,
+    /// How long to send (e.g. 30s, 5m). Default 10s unless --total-requests is given.
+    #[arg(short, long, value_parser = humantime::parse_duration)]
+    duration: Option<Duration>,
+    /// Send exactly this many requests, then stop.
+    #[arg(short = 'n', long)]
+    total_requests: Option<u64>,
+    /// Interval report period.
+    #[arg(short, long, default_value = "10s", value_parser = humantime::parse_duration)]
+    interval: Duration,
+    /// Arrival process: constant (evenly spaced) or poisson.
+    #[arg(long, default_value = "constant")]
+    arrivals: Arrivals,
+    /// Seed for Poisson arrivals.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// HTTP method.
+    #[arg(short = 'X', long, default_value = "GET")]
+    method: String,
+    /// Request header 'Name: value' (repeatable).
+    #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
+    headers: Vec<String>,
+    /// Request body, or @FILE to read it from a file.
+    #[arg(long)]
+    data: Option<String>,
+    /// Per-request timeout, from the actual send.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+    /// Host header (HTTP/1.1) or :authority (HTTP/2) to send instead of the URL's.
+    #[arg(long)]
+    host: Option<String>,
+    /// Open a new connection for every request.
+    #[arg(long)]
+    no_reuse: bool,
+    /// Speak HTTP/1.1 only (also over TLS).
+    #[arg(long, conflicts_with = "h2")]
+    http1: bool,
+    /// Speak HTTP/2: prior knowledge (h2c) on http://, required via ALPN on https://.
+    #[arg(long)]
+    h2: bool,
+    /// HTTP/2 connections per target (streams are spread over them).
+    #[arg(long, default_value_t = 1)]
+    h2_connections: usize,
+    /// Accept any TLS certificate (self-signed test servers).
+    #[arg(long)]
+    insecure: bool,
+    /// Count 4xx responses as bad (default: good, as slow_cooker does).
+    #[arg(long)]
+    four_xx_bad: bool,
+    /// Latency unit in reports: auto, us, ms or s.
+    #[arg(long, default_value = "auto")]
+    unit: Unit,
+    /// Runtime threads (default: one per core).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+    /// Write the run summary as JSON to PATH (- for stdout; the text report then goes to stderr).
+    #[arg(long, value_name = "PATH")]
+    json: Option<PathBuf>,
+    /// Write an HdrHistogram interval log (latency and service time per interval) to PATH.
+    #[arg(long, value_name = "PATH")]
+    hdr_log: Option<PathBuf>,
+    /// Serve Prometheus metrics of the run at ADDR (e.g. 127.0.0.1:9102).
+    #[arg(long, value_name = "ADDR")]
+    metrics_addr: Option<SocketAddr>,
+    /// Objectives checked at the end, e.g. 'p99<=5ms,p999<=20ms,success>=99.9%'; exit 1 if missed.
+    #[arg(long)]
+    slo: Option<String>,
+    /// Print only the final report.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+const EXIT_CODES: &str =
+    "Exit status: 0 done (every --slo objective met); 1 an --slo objective missed; \
+2 bad input (flag, URL, file, unreachable target); 130 interrupted by Ctrl-C.";
 
 /// Runs `tailguard load`.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`tailguard load` is not built yet")
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let json_to_stdout = args.json.as_deref().is_some_and(|p| p.as_os_str() == "-");
+    let cfg = config(args)?;
+    let report = if json_to_stdout {
+        tailguard_load::run(cfg, &mut std::io::stderr())?
+    } else {
+        tailguard_load::run(cfg, &mut std::io::stdout())?
+    };
+    Ok(if report.interrupted {
+        ExitCode::from(130)
+    } else if !report.slo_met() {
+        eprintln!("tailguard: an objective was missed");
+        ExitCode::from(EXIT_SLO)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn config(args: Args) -> anyhow::Result<Config> {
+    let urls = target::expand_args(&args.urls)?;
+    let targets = urls
+        .iter()
+        .map(|u| Target::parse(u))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut cfg = Config::new(targets);
+    cfg.method = Method::from_bytes(args.method.as_bytes())
+        .with_context(|| format!("bad --method {:?}", args.method))?;
+    for h in &args.headers {
+        let (name, value) = parse_header(h)?;
+        cfg.headers.append(name, value);
+    }
+    cfg.body = body(args.data.as_deref())?;
+    cfg.host = args.host;
+    cfg.rate = args.rate;
+    cfg.arrivals = args.arrivals;
+    cfg.seed = args.seed;
+    cfg.concurrency = args.concurrency;
+    cfg.h2_connections = args.h2_connections;
+    cfg.total_requests = args.total_requests;
+    cfg.duration = match (args.duration, args.total_requests) {
+        (None, Some(_)) => None,
+        (d, _) => Some(d.unwrap_or(Duration::from_secs(10))),
+    };
+    cfg.interval = args.interval;
+    cfg.timeout = args.timeout;
+    cfg.reuse = !args.no_reuse;
+    cfg.protocol = match (args.http1, args.h2) {
+        (true, _) => Protocol::Http1,
+        (_, true) => Protocol::Http2,
+        _ => Protocol::Auto,
+    };
+    cfg.insecure = args.insecure;
+    cfg.classifier = Classifier {
+        four_xx_bad: args.four_xx_bad,
+    };
+    cfg.unit = args.unit;
+    cfg.threads = args.threads;
+    cfg.json = args.json;
+    cfg.hdr_log = args.hdr_log;
+    cfg.metrics_addr = args.metrics_addr;
+    cfg.slo = match &args.slo {
+        Some(spec) => slo::parse(spec)?,
+        None => Vec::new(),
+    };
+    cfg.quiet = args.quiet;
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+fn parse_header(h: &str) -> anyhow::Result<(HeaderName, HeaderValue)> {
+    let Some((name, value)) = h.split_once(':') else {
+        bail!("bad --header {h:?}: expected 'Name: value'");
+    };
+    let name = HeaderName::from_bytes(name.trim().as_bytes())
+        .with_context(|| format!("bad --header {h:?}: invalid header name"))?;
+    let value = HeaderValue::from_str(value.trim())
+        .with_context(|| format!("bad --header {h:?}: invalid header value"))?;
+    Ok((name, value))
+}
+
+fn body(data: Option<&str>) -> anyhow::Result<Bytes> {
+    Ok(match data {
+        None => Bytes::new(),
+        Some(d) => match d.strip_prefix('@') {
+            Some(path) => Bytes::from(
+                std::fs::read(path).with_context(|| format!("cannot read --data file {path:?}"))?,
+            ),
+            None => Bytes::from(d.to_string()),
+        },
+    })
 }

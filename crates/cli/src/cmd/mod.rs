@@ -4,5 +4,7 @@ pub mod load;
 pub mod serve;
 pub mod sim;
 
-/// Exit code for bad input: a bad flag, a bad file, an unreachable target.
+/// Exit status when a `--slo` objective is missed.
+pub const EXIT_SLO: u8 = 1;
+/// Exit status for bad input: a bad flag, a bad file, an unreachable target.
 pub const EXIT_USAGE: u8 = 2;

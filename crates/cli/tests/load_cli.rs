@@ -1,0 +1,158 @@
+//! `tailguard load` as a user runs it: flags, output, exit codes.
+
+use std::process::{Command, Output};
+use std::time::Duration;
+use tailguard_testsupport::TestServer;
+
+fn tailguard(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tailguard"))
+        .args(args)
+        .output()
+        .expect("run tailguard")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn prints_interval_lines_and_the_final_report() {
+    let server = TestServer::builder().spawn();
+    let url = server.url("/");
+    let out = tailguard(&[
+        "load", "--rate", "200", "-d", "2s", "-i", "1s", "-c", "4", &url,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with(&format!(
+        "# sending 200 GET req/s with concurrency=4 to {url} ...\n"
+    )));
+    assert!(text.contains("good/bad/failed   target goal% intvl"));
+    // Two interval lines, each due 200 requests (responses land in the interval they complete).
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("/0/0      200 "))
+        .collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    let good: u64 = lines
+        .iter()
+        .map(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .unwrap()
+                .split('/')
+                .next()
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+        })
+        .sum();
+    assert_eq!(good, 400);
+    assert!(text.contains("# 400 requests in"), "{text}");
+    assert!(text.contains("# status codes: 200=400"), "{text}");
+    assert!(text.contains("FROM         TO  #REQUESTS"), "{text}");
+}
+
+#[test]
+fn slo_verdicts_set_the_exit_code() {
+    let server = TestServer::builder()
+        .delay(Duration::from_millis(20))
+        .spawn();
+    let url = server.url("/");
+    let met = tailguard(&[
+        "load",
+        "-n",
+        "20",
+        "-c",
+        "20",
+        "-q",
+        "--slo",
+        "p50<=1s,success>=99.9%",
+        &url,
+    ]);
+    assert_eq!(met.status.code(), Some(0), "{}", stderr(&met));
+    assert!(String::from_utf8_lossy(&met.stdout).contains("# SLO success>=99.9%: met"));
+    let missed = tailguard(&[
+        "load", "-n", "20", "-c", "20", "-q", "--slo", "p99<=5ms", &url,
+    ]);
+    assert_eq!(missed.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&missed.stdout);
+    assert!(
+        stdout.contains("# SLO p99<=5ms: MISSED (actual 2"),
+        "{stdout}"
+    );
+    assert!(stderr(&missed).contains("an objective was missed"));
+}
+
+#[test]
+fn json_to_stdout_moves_the_text_to_stderr() {
+    let server = TestServer::builder().spawn();
+    let out = tailguard(&[
+        "load",
+        "-n",
+        "50",
+        "--rate",
+        "0",
+        "--json",
+        "-",
+        &server.url("/"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    assert_eq!(json["requests"], 50);
+    assert_eq!(json["arrivals"], "closed");
+    assert!(stderr(&out).contains("# 50 requests in"));
+}
+
+#[test]
+fn bad_input_is_one_clear_line_and_exit_2() {
+    let cases: [(&[&str], &str); 8] = [
+        (&["load", "127.0.0.1:9/"], "missing scheme"),
+        (
+            &["load", "ftp://127.0.0.1/"],
+            "the scheme must be http or https",
+        ),
+        (
+            &["load", "--unit", "min", "http://127.0.0.1:9/"],
+            "unknown unit \"min\"",
+        ),
+        (
+            &["load", "-H", "NoColon", "http://127.0.0.1:9/"],
+            "expected 'Name: value'",
+        ),
+        (
+            &["load", "--rate=-5", "http://127.0.0.1:9/"],
+            "--rate must be 0",
+        ),
+        (
+            &["load", "--arrivals", "burst", "http://127.0.0.1:9/"],
+            "unknown arrivals",
+        ),
+        (
+            &["load", "--slo", "p99=1ms", "http://127.0.0.1:9/"],
+            "expected METRIC<=VALUE",
+        ),
+        (&["load", "@/nonexistent/urls.txt"], "cannot read URL file"),
+    ];
+    for (args, want) in cases {
+        let out = tailguard(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn unreachable_target_exits_2_before_sending() {
+    let server = TestServer::builder().spawn();
+    let url = server.url("/");
+    drop(server);
+    let out = tailguard(&["load", "-d", "1s", &url]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains(&format!("cannot connect to {url}")),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -1,0 +1,184 @@
+//! The typed configuration of a run, parsed once at the edge (the CLI) and validated here.
+
+use crate::slo::Objective;
+use crate::target::Target;
+use bytes::Bytes;
+use http::{HeaderMap, Method};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tailguard_pacing::Arrivals;
+use tailguard_record::{Classifier, Record};
+use tailguard_report::Unit;
+
+/// Which HTTP version to speak.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Protocol {
+    /// HTTP/1.1 on `http://`; on `https://`, whatever ALPN picks (h2 preferred).
+    #[default]
+    Auto,
+    /// HTTP/1.1 only.
+    Http1,
+    /// HTTP/2: prior knowledge (h2c) on `http://`, required through ALPN on `https://`.
+    Http2,
+}
+
+/// A callback that sees every record as it completes (tests, custom sinks).
+pub type RecordHook = Arc<dyn Fn(&Record) + Send + Sync>;
+
+/// Everything a run needs.
+#[derive(Clone)]
+pub struct Config {
+    /// Where requests go; request `i` goes to `targets[i % len]`.
+    pub targets: Vec<Target>,
+    /// HTTP method.
+    pub method: Method,
+    /// Extra request headers.
+    pub headers: HeaderMap,
+    /// Request body.
+    pub body: Bytes,
+    /// Overrides the Host header (HTTP/1.1) or `:authority` (HTTP/2).
+    pub host: Option<String>,
+    /// Total requests per second across all connections; 0 = closed loop, as fast as possible.
+    pub rate: f64,
+    /// Constant or Poisson arrivals.
+    pub arrivals: Arrivals,
+    /// Maximum requests in flight (and HTTP/1.1 connections per target).
+    pub concurrency: usize,
+    /// HTTP/2 connections per target (streams share them).
+    pub h2_connections: usize,
+    /// Stop sending after this long.
+    pub duration: Option<Duration>,
+    /// Stop after exactly this many requests.
+    pub total_requests: Option<u64>,
+    /// Interval report period.
+    pub interval: Duration,
+    /// Per-request timeout, from the actual send.
+    pub timeout: Duration,
+    /// Keep connections open between requests.
+    pub reuse: bool,
+    /// HTTP version.
+    pub protocol: Protocol,
+    /// Accept any TLS certificate (self-signed test servers).
+    pub insecure: bool,
+    /// Good, bad or failed.
+    pub classifier: Classifier,
+    /// Latency units in reports.
+    pub unit: Unit,
+    /// Seed for Poisson arrivals.
+    pub seed: u64,
+    /// Runtime worker threads.
+    pub threads: usize,
+    /// Write the JSON summary here (`-` = stdout).
+    pub json: Option<PathBuf>,
+    /// Write an HdrHistogram interval log here.
+    pub hdr_log: Option<PathBuf>,
+    /// Serve Prometheus metrics of the run here.
+    pub metrics_addr: Option<SocketAddr>,
+    /// Service level objectives checked at the end.
+    pub slo: Vec<Objective>,
+    /// Skip the interval lines; print only the final report.
+    pub quiet: bool,
+    /// Called with every record (off by default: it runs on the hot path).
+    pub on_record: Option<RecordHook>,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("targets", &self.targets)
+            .field("method", &self.method)
+            .field("rate", &self.rate)
+            .field("concurrency", &self.concurrency)
+            .field("duration", &self.duration)
+            .field("total_requests", &self.total_requests)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A configuration that cannot run.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ConfigError {
+    /// No URL given.
+    #[error("no target URL given")]
+    NoTargets,
+    /// Rate below zero or not a number.
+    #[error("--rate must be 0 (as fast as possible) or a positive number, got {0}")]
+    BadRate(f64),
+    /// Concurrency of zero.
+    #[error("--concurrency must be at least 1")]
+    ZeroConcurrency,
+    /// Neither a duration nor a request count: the run would not end.
+    #[error("give --duration or --total-requests (or both), or the run never ends")]
+    Endless,
+    /// A zero-length interval.
+    #[error("--interval must be longer than zero")]
+    ZeroInterval,
+    /// A zero timeout.
+    #[error("--timeout must be longer than zero")]
+    ZeroTimeout,
+}
+
+impl Config {
+    /// A configuration with the defaults of `tailguard load`: GET, 1 req/s... callers set the
+    /// rest. Defaults: concurrency 10, interval 10 s, timeout 10 s, keep-alive, constant arrivals.
+    pub fn new(targets: Vec<Target>) -> Config {
+        Config {
+            targets,
+            method: Method::GET,
+            headers: HeaderMap::new(),
+            body: Bytes::new(),
+            host: None,
+            rate: 100.0,
+            arrivals: Arrivals::Constant,
+            concurrency: 10,
+            h2_connections: 1,
+            duration: Some(Duration::from_secs(10)),
+            total_requests: None,
+            interval: Duration::from_secs(10),
+            timeout: Duration::from_secs(10),
+            reuse: true,
+            protocol: Protocol::Auto,
+            insecure: false,
+            classifier: Classifier::default(),
+            unit: Unit::Auto,
+            seed: 1,
+            threads: 0,
+            json: None,
+            hdr_log: None,
+            metrics_addr: None,
+            slo: Vec::new(),
+            quiet: false,
+            on_record: None,
+        }
+    }
+
+    /// Checks the constraints a run depends on.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.targets.is_empty() {
+            return Err(ConfigError::NoTargets);
+        }
+        if !(self.rate.is_finite() && self.rate >= 0.0) {
+            return Err(ConfigError::BadRate(self.rate));
+        }
+        if self.concurrency == 0 {
+            return Err(ConfigError::ZeroConcurrency);
+        }
+        if self.duration.is_none() && self.total_requests.is_none() {
+            return Err(ConfigError::Endless);
+        }
+        if self.interval.is_zero() {
+            return Err(ConfigError::ZeroInterval);
+        }
+        if self.timeout.is_zero() {
+            return Err(ConfigError::ZeroTimeout);
+        }
+        Ok(())
+    }
+
+    /// True when requests follow a schedule (open loop).
+    pub fn open_loop(&self) -> bool {
+        self.rate > 0.0
+    }
+}

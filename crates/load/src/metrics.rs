@@ -1,0 +1,132 @@
+//! `--metrics-addr`: the run's figures as Prometheus metrics, updated at each interval end (so
+//! the per-request path pays nothing for them).
+
+use bytes::Bytes;
+use http_body_util::Full;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use tailguard_http::{server, tcp, Nagle};
+use tailguard_record::IntervalSummary;
+
+type Labels = Vec<(&'static str, String)>;
+
+/// The run's metrics.
+pub(crate) struct Metrics {
+    registry: Registry,
+    requests: Family<Labels, Counter>,
+    errors: Family<Labels, Counter>,
+    latency: Family<Labels, Gauge<f64, AtomicU64>>,
+    achieved: Gauge<f64, AtomicU64>,
+    target: Gauge<f64, AtomicU64>,
+}
+
+impl Metrics {
+    pub(crate) fn new() -> Self {
+        let mut registry = Registry::with_prefix("tailguard_load");
+        let requests = Family::<Labels, Counter>::default();
+        let errors = Family::<Labels, Counter>::default();
+        let latency = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+        let achieved = Gauge::<f64, AtomicU64>::default();
+        let target = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "requests",
+            "Requests completed, by class (good, bad, failed)",
+            requests.clone(),
+        );
+        registry.register(
+            "errors",
+            "Requests without a response, by error kind",
+            errors.clone(),
+        );
+        registry.register(
+            "latency_seconds",
+            "Latency from the scheduled send over the last interval, by quantile",
+            latency.clone(),
+        );
+        registry.register(
+            "achieved_rate",
+            "Requests per second completed in the last interval",
+            achieved.clone(),
+        );
+        registry.register(
+            "target_rate",
+            "Requests per second asked for (0: closed loop)",
+            target.clone(),
+        );
+        Metrics {
+            registry,
+            requests,
+            errors,
+            latency,
+            achieved,
+            target,
+        }
+    }
+
+    /// Folds one interval into the metrics.
+    pub(crate) fn update(&self, iv: &IntervalSummary) {
+        let t = &iv.totals;
+        for (class, n) in [("good", t.good), ("bad", t.bad), ("failed", t.failed)] {
+            self.requests
+                .get_or_create(&vec![("class", class.to_string())])
+                .inc_by(n);
+        }
+        for (kind, n) in &t.errors {
+            self.errors
+                .get_or_create(&vec![("kind", kind.clone())])
+                .inc_by(*n);
+        }
+        let quantiles = [
+            ("0.5", t.latency_us.p50),
+            ("0.9", t.latency_us.p90),
+            ("0.99", t.latency_us.p99),
+            ("0.999", t.latency_us.p999),
+            ("1", t.latency_us.max),
+        ];
+        for (q, us) in quantiles {
+            self.latency
+                .get_or_create(&vec![("quantile", q.to_string())])
+                .set(us as f64 / 1e6);
+        }
+        self.achieved.set(t.achieved_rate);
+        self.target.set(t.target_rate);
+    }
+
+    fn render(&self) -> String {
+        let mut out = String::new();
+        encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        out
+    }
+}
+
+/// Serves `/metrics` (any path, in fact) on `addr` until the run ends.
+pub(crate) async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<SocketAddr> {
+    let listener = tcp::bind(addr).await?;
+    let local = listener.local_addr()?;
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = tcp::accept(&listener, Nagle::Off).await {
+            let metrics = metrics.clone();
+            let svc = hyper::service::service_fn(move |_req| {
+                let body = metrics.render();
+                async move {
+                    let mut resp = hyper::Response::new(Full::new(Bytes::from(body)));
+                    resp.headers_mut().insert(
+                        http::header::CONTENT_TYPE,
+                        http::HeaderValue::from_static(
+                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        ),
+                    );
+                    Ok::<_, std::convert::Infallible>(resp)
+                }
+            });
+            tokio::spawn(server::serve_connection(stream, svc));
+        }
+    });
+    Ok(local)
+}

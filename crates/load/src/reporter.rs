@@ -1,0 +1,202 @@
+//! Interval reporting: merges the workers' statistics at each interval end, prints the line,
+//! feeds the HdrHistogram log, the metrics and the self-check, and keeps the run's totals.
+
+use crate::metrics::Metrics;
+use crate::pacer::PacerState;
+use crate::selfcheck::{self, Evidence};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tailguard_histogram::{log, Histogram};
+use tailguard_pacing::Schedule;
+use tailguard_record::{IntervalSummary, Stats, Totals};
+use tailguard_report::{interval, ChangeMarker, Unit};
+
+/// Counts the requests the schedule had due by a given time (the interval's `target`).
+#[derive(Debug)]
+pub(crate) struct DueCounter {
+    schedule: Schedule,
+    next: u64,
+    total: Option<u64>,
+    duration: Option<Duration>,
+}
+
+impl DueCounter {
+    pub(crate) fn new(schedule: Schedule, total: Option<u64>, duration: Option<Duration>) -> Self {
+        DueCounter {
+            schedule,
+            next: 0,
+            total,
+            duration,
+        }
+    }
+
+    /// Requests due in `[previous call, until)`.
+    pub(crate) fn advance(&mut self, until: Duration) -> u64 {
+        let start = self.next;
+        while self.total.is_none_or(|n| self.next < n) {
+            let due = self.schedule.next_send(self.next);
+            if due >= until || self.duration.is_some_and(|d| due >= d) {
+                break;
+            }
+            self.next += 1;
+        }
+        self.next - start
+    }
+}
+
+/// Everything the interval loop updates.
+pub(crate) struct Reporter {
+    pub workers: Vec<Arc<Mutex<Stats>>>,
+    pub total: Stats,
+    pub intervals: Vec<IntervalSummary>,
+    pub due: Option<DueCounter>,
+    pub rate: f64,
+    pub unit: Unit,
+    pub quiet: bool,
+    pub threads: usize,
+    pub change: ChangeMarker,
+    pub hdr: Option<log::Writer<BufWriter<File>>>,
+    pub metrics: Option<Arc<Metrics>>,
+    pub pacer: Option<Arc<PacerState>>,
+    last_end: Duration,
+    last_cpu: Option<Duration>,
+}
+
+impl Reporter {
+    #[allow(clippy::too_many_arguments)] // One constructor for one loop's state; named fields below.
+    pub(crate) fn new(
+        workers: Vec<Arc<Mutex<Stats>>>,
+        due: Option<DueCounter>,
+        rate: f64,
+        unit: Unit,
+        quiet: bool,
+        threads: usize,
+        hdr: Option<log::Writer<BufWriter<File>>>,
+        metrics: Option<Arc<Metrics>>,
+        pacer: Option<Arc<PacerState>>,
+    ) -> Self {
+        Reporter {
+            workers,
+            total: Stats::new(),
+            intervals: Vec::new(),
+            due,
+            rate,
+            unit,
+            quiet,
+            threads,
+            change: ChangeMarker::new(),
+            hdr,
+            metrics,
+            pacer,
+            last_end: Duration::ZERO,
+            last_cpu: selfcheck::cpu_time(),
+        }
+    }
+
+    /// Closes the interval ending at `now` (offset from the run start).
+    pub(crate) fn close_interval(&mut self, now: Duration, out: &mut dyn Write) {
+        let merged = self.collect();
+        let len = now.saturating_sub(self.last_end);
+        let target = self.due.as_mut().map_or(0, |d| d.advance(now));
+        let p99 = (!merged.latency.is_empty()).then(|| merged.latency.quantile_us(0.99));
+        let iv = IntervalSummary {
+            timestamp: wall_clock(),
+            start_s: self.last_end.as_secs_f64(),
+            duration_s: len.as_secs_f64(),
+            target,
+            change: self.change.observe(p99),
+            totals: Totals::from_stats(&merged, self.rate, len),
+        };
+        if !self.quiet {
+            let _ = writeln!(out, "{}", interval::line(&iv, self.unit));
+            let _ = out.flush();
+        }
+        self.log(&merged, len);
+        if let Some(m) = &self.metrics {
+            m.update(&iv);
+        }
+        self.self_check(&merged, len);
+        self.total.merge(&merged);
+        self.intervals.push(iv);
+        self.last_end = now;
+    }
+
+    fn collect(&mut self) -> Stats {
+        let mut merged = Stats::new();
+        for w in &self.workers {
+            let mut stats = w.lock().expect("stats lock is never poisoned");
+            merged.merge(&stats);
+            stats.reset();
+        }
+        merged
+    }
+
+    fn log(&mut self, merged: &Stats, len: Duration) {
+        if let Some(w) = self.hdr.as_mut() {
+            let start = self.last_end;
+            let result = w
+                .write(&merged.latency, start, len, Some("latency"))
+                .and_then(|_| w.write(&merged.service, start, len, Some("service")))
+                .and_then(|_| w.flush());
+            if let Err(err) = result {
+                eprintln!("tailguard: warning: {err}; the interval log stops here");
+                self.hdr = None;
+            }
+        }
+    }
+
+    fn self_check(&mut self, merged: &Stats, len: Duration) {
+        let cpu_now = selfcheck::cpu_time();
+        let cpu = cpu_now.zip(self.last_cpu).map(|(a, b)| a.saturating_sub(b));
+        self.last_cpu = cpu_now;
+        let lateness = match &self.pacer {
+            Some(p) => p.lateness.lock().expect("not poisoned").take(),
+            None => Histogram::new(),
+        };
+        let evidence = Evidence {
+            pacer_lateness: &lateness,
+            cpu,
+            wall: len,
+            threads: self.threads,
+            late_sends: merged.late,
+            requests: merged.requests(),
+        };
+        for w in selfcheck::warnings(&evidence) {
+            eprintln!("tailguard: {w}");
+        }
+    }
+}
+
+/// The wall-clock time, RFC 3339 to the second, for interval timestamps.
+#[allow(clippy::disallowed_methods)] // Timestamps are for humans reading the report.
+fn wall_clock() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+/// Seconds since the Unix epoch, for the interval log's StartTime.
+#[allow(clippy::disallowed_methods)] // The log header records when the run started.
+pub(crate) fn epoch_secs() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tailguard_pacing::Arrivals;
+
+    #[test]
+    fn due_counter_splits_the_schedule_into_intervals() {
+        let s = Schedule::new(Arrivals::Constant, 10.0, 1).unwrap();
+        let mut d = DueCounter::new(s, Some(25), Some(Duration::from_secs(60)));
+        assert_eq!(d.advance(Duration::from_secs(1)), 10);
+        assert_eq!(d.advance(Duration::from_millis(2_050)), 11);
+        assert_eq!(d.advance(Duration::from_secs(10)), 4); // capped by the total of 25
+        let s = Schedule::new(Arrivals::Constant, 10.0, 1).unwrap();
+        let mut d = DueCounter::new(s, None, Some(Duration::from_secs(2)));
+        assert_eq!(d.advance(Duration::from_secs(100)), 20);
+    }
+}

@@ -1,0 +1,70 @@
+//! Request templates: everything about a request decided once, so sending one is a few clones.
+
+use crate::config::Config;
+use crate::conn::ReqBody;
+use crate::target::Target;
+use bytes::Bytes;
+use http::header::{HeaderValue, HOST, USER_AGENT};
+use http::{HeaderMap, Method, Request, Uri, Version};
+use http_body_util::Full;
+
+/// The request sent to one target, prepared for both HTTP versions.
+#[derive(Debug)]
+pub(crate) struct Template {
+    method: Method,
+    origin_form: Uri,
+    absolute: Uri,
+    h1_headers: HeaderMap,
+    h2_headers: HeaderMap,
+    body: Bytes,
+}
+
+impl Template {
+    /// Prepares the request for `target` from the run's method, headers, body and host override.
+    pub(crate) fn new(cfg: &Config, target: &Target) -> Result<Template, String> {
+        let authority = match &cfg.host {
+            Some(h) => h.parse().map_err(|_| format!("bad --host {h:?}"))?,
+            None => target.authority.clone(),
+        };
+        let absolute = Uri::builder()
+            .scheme(if target.tls { "https" } else { "http" })
+            .authority(authority)
+            .path_and_query(target.path.clone())
+            .build()
+            .map_err(|e| e.to_string())?;
+        let origin_form = Uri::from(target.path.clone());
+        let mut h2_headers = cfg.headers.clone();
+        if !h2_headers.contains_key(USER_AGENT) {
+            h2_headers.insert(USER_AGENT, HeaderValue::from_static(crate::USER_AGENT));
+        }
+        let host_value = cfg.host.as_deref().unwrap_or(target.authority.as_str());
+        let host =
+            HeaderValue::from_str(host_value).map_err(|_| format!("bad host {host_value:?}"))?;
+        let mut h1_headers = h2_headers.clone();
+        h1_headers.insert(HOST, host);
+        h2_headers.remove(HOST);
+        Ok(Template {
+            method: cfg.method.clone(),
+            origin_form,
+            absolute,
+            h1_headers,
+            h2_headers,
+            body: cfg.body.clone(),
+        })
+    }
+
+    /// A fresh request for an HTTP/1.1 or HTTP/2 connection.
+    pub(crate) fn build(&self, h2: bool) -> Request<ReqBody> {
+        let mut req = Request::new(Full::new(self.body.clone()));
+        *req.method_mut() = self.method.clone();
+        if h2 {
+            *req.uri_mut() = self.absolute.clone();
+            *req.headers_mut() = self.h2_headers.clone();
+            *req.version_mut() = Version::HTTP_2;
+        } else {
+            *req.uri_mut() = self.origin_form.clone();
+            *req.headers_mut() = self.h1_headers.clone();
+        }
+        req
+    }
+}

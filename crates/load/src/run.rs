@@ -1,0 +1,395 @@
+//! A whole run: check the targets, start workers and the pacer, report every interval, then
+//! the final report, JSON and SLO verdicts.
+
+use crate::clock::Clock;
+use crate::config::{Config, ConfigError, Protocol};
+use crate::conn::Connector;
+use crate::metrics::{self, Metrics};
+use crate::pacer::{self, Limits, PacerState};
+use crate::reporter::{epoch_secs, DueCounter, Reporter};
+use crate::request::Template;
+use crate::selfcheck;
+use crate::slo::Verdict;
+use crate::target::TargetError;
+use crate::worker::{ClosedLoop, H2Pool, Job, Shared, Worker};
+use std::io::{BufWriter, Write};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tailguard_histogram::log;
+use tailguard_pacing::Schedule;
+use tailguard_record::{RunSummary, Stats, Totals};
+use tailguard_report::{interval, text};
+use tokio::task::JoinSet;
+
+/// Why a run could not start or finish.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A URL is invalid.
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    /// A target refused or did not answer the pre-flight connection.
+    #[error("cannot connect to {url}: {reason}")]
+    Unreachable {
+        /// The URL.
+        url: String,
+        /// What the connection attempt said.
+        reason: String,
+    },
+    /// A flag value that is well-formed but unusable (e.g. a bad host override).
+    #[error("{0}")]
+    Invalid(String),
+    /// An output file could not be written.
+    #[error("cannot write {path}: {reason}")]
+    Output {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// The runtime or a listener could not start.
+    #[error("cannot start: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// What a finished run produced.
+#[derive(Debug)]
+pub struct Report {
+    /// The machine-readable summary (what `--json` writes).
+    pub summary: RunSummary,
+    /// One verdict per `--slo` objective.
+    pub verdicts: Vec<Verdict>,
+    /// True when Ctrl-C ended the run early.
+    pub interrupted: bool,
+}
+
+impl Report {
+    /// True when every objective was met.
+    pub fn slo_met(&self) -> bool {
+        self.verdicts.iter().all(|v| v.met)
+    }
+}
+
+/// Runs the load described by `cfg`, printing the interval report to `out`. Blocks until done.
+///
+/// # Errors
+/// Bad configuration, unusable URLs, unreachable targets and unwritable output files are
+/// reported before any request is sent.
+pub fn run(cfg: Config, out: &mut dyn Write) -> Result<Report, LoadError> {
+    cfg.validate()?;
+    let threads = match cfg.threads {
+        0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
+        n => n,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .thread_name("tailguard-load")
+        .build()?;
+    rt.block_on(run_async(cfg, threads, out))
+}
+
+async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<Report, LoadError> {
+    preflight(&cfg).await?;
+    let hdr = open_hdr_log(&cfg)?;
+    let metrics = start_metrics(&cfg).await?;
+    let clock = Clock::start();
+    let shared = Arc::new(shared(&cfg, clock)?);
+    let urls: Vec<String> = cfg.targets.iter().map(|t| t.url.clone()).collect();
+    if !cfg.quiet {
+        let _ = writeln!(
+            out,
+            "{}",
+            interval::header(cfg.rate, cfg.method.as_str(), cfg.concurrency as u64, &urls)
+        );
+        let _ = writeln!(out, "{}", interval::titles());
+    }
+    let cpu_start = selfcheck::cpu_time();
+    let stats: Vec<_> = (0..cfg.concurrency)
+        .map(|_| Arc::new(Mutex::new(Stats::new())))
+        .collect();
+    let mut workers = JoinSet::new();
+    let control = start_load(&cfg, clock, &shared, &stats, &mut workers);
+    let due = control.pacer.as_ref().map(|_| {
+        let schedule = Schedule::new(cfg.arrivals, cfg.rate, cfg.seed).expect("validated rate");
+        DueCounter::new(schedule, cfg.total_requests, cfg.duration)
+    });
+    let mut reporter = Reporter::new(
+        stats,
+        due,
+        cfg.rate,
+        cfg.unit,
+        cfg.quiet,
+        threads,
+        hdr,
+        metrics,
+        control.pacer.clone(),
+    );
+    let interrupted = drive(&cfg, clock, &control, &mut workers, &mut reporter, out).await;
+    if let Some(p) = control.pacer_thread {
+        let _ = tokio::task::spawn_blocking(move || p.join()).await;
+    }
+    let elapsed = clock.elapsed();
+    reporter.close_interval(elapsed, out);
+    let cpu = cpu_start
+        .zip(selfcheck::cpu_time())
+        .map(|(a, b)| b.saturating_sub(a));
+    let summary = summarize(&cfg, urls, &reporter, elapsed, cpu);
+    finish(&cfg, summary, interrupted, out)
+}
+
+/// How the run is being driven: the pacer (open loop) or the closed-loop control.
+struct Control {
+    pacer: Option<Arc<PacerState>>,
+    pacer_thread: Option<std::thread::JoinHandle<()>>,
+    closed: Option<Arc<ClosedLoop>>,
+    jobs: Option<async_channel::Receiver<Job>>,
+}
+
+fn start_load(
+    cfg: &Config,
+    clock: Clock,
+    shared: &Arc<Shared>,
+    stats: &[Arc<Mutex<Stats>>],
+    workers: &mut JoinSet<()>,
+) -> Control {
+    if !cfg.open_loop() {
+        let ctl = Arc::new(ClosedLoop::new(cfg.total_requests));
+        for (id, s) in stats.iter().enumerate() {
+            workers.spawn(Worker::new(id, shared.clone(), s.clone()).run_closed(ctl.clone()));
+        }
+        return Control {
+            pacer: None,
+            pacer_thread: None,
+            closed: Some(ctl),
+            jobs: None,
+        };
+    }
+    let (tx, rx) = async_channel::unbounded();
+    for (id, s) in stats.iter().enumerate() {
+        workers.spawn(Worker::new(id, shared.clone(), s.clone()).run_open(rx.clone()));
+    }
+    let state = Arc::new(PacerState::default());
+    let schedule = Schedule::new(cfg.arrivals, cfg.rate, cfg.seed).expect("validated rate");
+    let limits = Limits {
+        total: cfg.total_requests,
+        duration: cfg.duration,
+    };
+    let thread = pacer::spawn(schedule, limits, clock, tx, state.clone());
+    Control {
+        pacer: Some(state),
+        pacer_thread: Some(thread),
+        closed: None,
+        jobs: Some(rx),
+    }
+}
+
+/// Reports intervals until every worker is done; returns true when Ctrl-C stopped the run.
+async fn drive(
+    cfg: &Config,
+    clock: Clock,
+    control: &Control,
+    workers: &mut JoinSet<()>,
+    reporter: &mut Reporter,
+    out: &mut dyn Write,
+) -> bool {
+    let origin = tokio::time::Instant::from_std(clock.origin());
+    let end = cfg.duration.map(|d| origin + d);
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    let (mut k, mut interrupted, mut ended) = (1u32, false, false);
+    loop {
+        let boundary = origin + cfg.interval * k;
+        tokio::select! {
+            _ = tokio::time::sleep_until(boundary) => {
+                reporter.close_interval(cfg.interval * k, out);
+                k += 1;
+            }
+            _ = sleep_until_opt(end), if !ended => {
+                ended = true;
+                if let Some(c) = &control.closed { c.stop.store(true, Ordering::Relaxed) }
+            }
+            done = workers.join_next() => if done.is_none() { return interrupted },
+            _ = &mut ctrl_c, if !interrupted => {
+                interrupted = true;
+                eprintln!("tailguard: interrupted: finishing the requests in flight");
+                stop(control);
+            }
+        }
+    }
+}
+
+async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn stop(control: &Control) {
+    if let Some(p) = &control.pacer {
+        p.stop.store(true, Ordering::Relaxed);
+    }
+    if let Some(c) = &control.closed {
+        c.stop.store(true, Ordering::Relaxed);
+    }
+    if let Some(jobs) = &control.jobs {
+        let unsent = jobs.len();
+        jobs.close();
+        if unsent > 0 {
+            eprintln!("tailguard: {unsent} scheduled requests were not sent");
+        }
+    }
+}
+
+fn shared(cfg: &Config, clock: Clock) -> Result<Shared, LoadError> {
+    let any_tls = cfg.targets.iter().any(|t| t.tls);
+    let templates = cfg
+        .targets
+        .iter()
+        .map(|t| Template::new(cfg, t))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(LoadError::Invalid)?;
+    let pooled = cfg.protocol == Protocol::Http2 || (cfg.protocol == Protocol::Auto && any_tls);
+    let h2_pools = if pooled && cfg.reuse {
+        cfg.targets
+            .iter()
+            .map(|_| H2Pool::new(cfg.h2_connections))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(Shared {
+        clock,
+        targets: cfg.targets.clone(),
+        templates,
+        connector: Connector::new(cfg.protocol, cfg.insecure, any_tls),
+        h2_pools,
+        timeout: cfg.timeout,
+        reuse: cfg.reuse,
+        classifier: cfg.classifier,
+        on_record: cfg.on_record.clone(),
+    })
+}
+
+/// Connects once to every target so an unreachable one is a clear error, not a run of failures.
+async fn preflight(cfg: &Config) -> Result<(), LoadError> {
+    for t in &cfg.targets {
+        let attempt = tokio::time::timeout(
+            Duration::from_secs(3),
+            tokio::net::TcpStream::connect(t.addr),
+        );
+        let reason = match attempt.await {
+            Ok(Ok(_)) => continue,
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => "no answer within 3s".to_string(),
+        };
+        return Err(LoadError::Unreachable {
+            url: t.url.clone(),
+            reason,
+        });
+    }
+    Ok(())
+}
+
+fn open_hdr_log(cfg: &Config) -> Result<Option<log::Writer<BufWriter<std::fs::File>>>, LoadError> {
+    let Some(path) = &cfg.hdr_log else {
+        return Ok(None);
+    };
+    let output_err = |reason: String| LoadError::Output {
+        path: path.display().to_string(),
+        reason,
+    };
+    let file = std::fs::File::create(path).map_err(|e| output_err(e.to_string()))?;
+    let writer = log::Writer::new(BufWriter::new(file), epoch_secs(), crate::USER_AGENT)
+        .map_err(|e| output_err(e.to_string()))?;
+    Ok(Some(writer))
+}
+
+async fn start_metrics(cfg: &Config) -> Result<Option<Arc<Metrics>>, LoadError> {
+    let Some(addr) = cfg.metrics_addr else {
+        return Ok(None);
+    };
+    let m = Arc::new(Metrics::new());
+    let bound = metrics::serve(addr, m.clone())
+        .await
+        .map_err(|e| LoadError::Output {
+            path: format!("metrics address {addr}"),
+            reason: e.to_string(),
+        })?;
+    eprintln!("# metrics at http://{bound}/metrics");
+    Ok(Some(m))
+}
+
+fn summarize(
+    cfg: &Config,
+    urls: Vec<String>,
+    r: &Reporter,
+    elapsed: Duration,
+    cpu: Option<Duration>,
+) -> RunSummary {
+    let requests = r.total.requests();
+    RunSummary {
+        tool: crate::USER_AGENT.to_string(),
+        urls,
+        method: cfg.method.to_string(),
+        concurrency: cfg.concurrency as u64,
+        arrivals: if cfg.open_loop() {
+            cfg.arrivals.to_string()
+        } else {
+            "closed".to_string()
+        },
+        duration_s: elapsed.as_secs_f64(),
+        totals: Totals::from_stats(&r.total, cfg.rate, elapsed),
+        per_target: r.total.per_target().to_vec(),
+        histogram: r
+            .total
+            .latency
+            .log_buckets()
+            .iter()
+            .map(|b| [b.from_us, b.to_us, b.count])
+            .collect(),
+        client_cpu_us_per_request: cpu
+            .filter(|_| requests > 0)
+            .map(|c| c.as_secs_f64() * 1e6 / requests as f64),
+        intervals: r.intervals.clone(),
+    }
+}
+
+fn finish(
+    cfg: &Config,
+    summary: RunSummary,
+    interrupted: bool,
+    out: &mut dyn Write,
+) -> Result<Report, LoadError> {
+    let verdicts: Vec<Verdict> = cfg.slo.iter().map(|o| o.judge(&summary)).collect();
+    let _ = write!(out, "{}", text::final_report(&summary, cfg.unit));
+    for v in &verdicts {
+        let word = if v.met { "met" } else { "MISSED" };
+        let _ = writeln!(out, "# SLO {}: {word} (actual {})", v.objective, v.actual);
+    }
+    if let Some(path) = &cfg.json {
+        write_json(path, &summary)?;
+    }
+    Ok(Report {
+        summary,
+        verdicts,
+        interrupted,
+    })
+}
+
+fn write_json(path: &std::path::Path, summary: &RunSummary) -> Result<(), LoadError> {
+    let text = serde_json::to_string_pretty(summary).expect("summaries always serialize");
+    let result = if path.as_os_str() == "-" {
+        writeln!(std::io::stdout(), "{text}")
+    } else {
+        std::fs::write(path, text + "\n")
+    };
+    result.map_err(|e| LoadError::Output {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })
+}

@@ -1,0 +1,239 @@
+//! Service level objectives for CI: `--slo 'p99<=5ms,p999<=20ms,success>=99.9%'`.
+//!
+//! Each objective is `METRIC OP VALUE`. Metrics: the latency percentiles `min p50 p90 p95 p99
+//! p999 p9999 max` (corrected latency, values with a unit: `us`, `ms`, `s`), `success` (good
+//! responses over all requests, as a percentage or a fraction) and `rate` (achieved requests
+//! per second). Operators: `<=`, `<`, `>=`, `>`. A run that misses any objective exits with
+//! status 1.
+//!
+//! # Example
+//! ```
+//! use tailguard_load::slo;
+//! let objectives = slo::parse("p99<=5ms, success>=99.9%").unwrap();
+//! assert_eq!(objectives.len(), 2);
+//! assert_eq!(objectives[0].to_string(), "p99<=5ms");
+//! assert!(slo::parse("p98<=5ms").unwrap_err().to_string().contains("unknown metric \"p98\""));
+//! ```
+
+use std::fmt;
+use tailguard_record::RunSummary;
+use tailguard_report::Unit;
+
+/// One objective.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Objective {
+    metric: Metric,
+    op: Op,
+    /// Microseconds for latency, a fraction for success, req/s for rate.
+    threshold: f64,
+    text: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Metric {
+    Latency(&'static str),
+    Success,
+    Rate,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Op {
+    Le,
+    Lt,
+    Ge,
+    Gt,
+}
+
+/// A malformed `--slo` value.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SloError {
+    /// No operator in an objective.
+    #[error("bad objective {0:?}: expected METRIC<=VALUE (or <, >=, >)")]
+    NoOperator(String),
+    /// A metric name not in the list.
+    #[error("bad objective: unknown metric {0:?} (use min, p50, p90, p95, p99, p999, p9999, max, success, rate)")]
+    UnknownMetric(String),
+    /// A value that does not parse for its metric.
+    #[error("bad objective {objective:?}: {reason}")]
+    BadValue {
+        /// The objective text.
+        objective: String,
+        /// What is wrong with the value.
+        reason: String,
+    },
+}
+
+/// The verdict on one objective.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Verdict {
+    /// The objective as written.
+    pub objective: String,
+    /// The measured value, formatted.
+    pub actual: String,
+    /// Whether it was met.
+    pub met: bool,
+}
+
+const LATENCY: [&str; 8] = ["min", "p50", "p90", "p95", "p99", "p999", "p9999", "max"];
+
+/// Parses a comma-separated list of objectives.
+pub fn parse(spec: &str) -> Result<Vec<Objective>, SloError> {
+    spec.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(parse_one)
+        .collect()
+}
+
+fn parse_one(text: &str) -> Result<Objective, SloError> {
+    let (name, op, value) = split_op(text).ok_or_else(|| SloError::NoOperator(text.into()))?;
+    let metric = match name.trim() {
+        "success" => Metric::Success,
+        "rate" => Metric::Rate,
+        n => Metric::Latency(
+            LATENCY
+                .iter()
+                .find(|m| **m == n)
+                .ok_or_else(|| SloError::UnknownMetric(n.into()))?,
+        ),
+    };
+    let bad = |reason: String| SloError::BadValue {
+        objective: text.into(),
+        reason,
+    };
+    let value = value.trim();
+    let threshold = match metric {
+        Metric::Latency(_) => parse_latency_us(value).map_err(bad)?,
+        Metric::Success => parse_fraction(value).map_err(bad)?,
+        Metric::Rate => value
+            .parse::<f64>()
+            .map_err(|_| bad(format!("{value:?} is not a rate in req/s")))?,
+    };
+    Ok(Objective {
+        metric,
+        op,
+        threshold,
+        text: text.replace(' ', ""),
+    })
+}
+
+fn split_op(text: &str) -> Option<(&str, Op, &str)> {
+    for (sym, op) in [("<=", Op::Le), (">=", Op::Ge), ("<", Op::Lt), (">", Op::Gt)] {
+        if let Some((l, r)) = text.split_once(sym) {
+            return Some((l, op, r));
+        }
+    }
+    None
+}
+
+fn parse_latency_us(v: &str) -> Result<f64, String> {
+    let split = v
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .ok_or_else(|| format!("{v:?} needs a unit (us, ms or s)"))?;
+    let (num, unit) = v.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{num:?} is not a number"))?;
+    let scale = match unit.trim() {
+        "us" | "µs" => 1.0,
+        "ms" => 1e3,
+        "s" => 1e6,
+        u => return Err(format!("unknown unit {u:?} (use us, ms or s)")),
+    };
+    Ok(n * scale)
+}
+
+fn parse_fraction(v: &str) -> Result<f64, String> {
+    let (num, pct) = match v.strip_suffix('%') {
+        Some(n) => (n, true),
+        None => (v, false),
+    };
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{v:?} is not a percentage"))?;
+    let f = if pct { n / 100.0 } else { n };
+    if (0.0..=1.0).contains(&f) {
+        Ok(f)
+    } else {
+        Err(format!("{v:?} is not between 0% and 100%"))
+    }
+}
+
+impl fmt::Display for Objective {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl Objective {
+    /// Judges the objective against a finished run.
+    pub fn judge(&self, run: &RunSummary) -> Verdict {
+        let t = &run.totals;
+        let (actual, shown) = match self.metric {
+            Metric::Latency(name) => {
+                let us = t.latency_us.get(name).unwrap_or(0);
+                (us as f64, Unit::Auto.format(us))
+            }
+            Metric::Success => (t.success_rate, format!("{:.3}%", t.success_rate * 100.0)),
+            Metric::Rate => (t.achieved_rate, format!("{:.1}/s", t.achieved_rate)),
+        };
+        // `99.9%` parses to 0.9990000000000001: allow float rounding on the inclusive bounds.
+        let eps = 1e-9 * self.threshold.abs().max(1.0);
+        let met = match self.op {
+            Op::Le => actual <= self.threshold + eps,
+            Op::Lt => actual < self.threshold,
+            Op::Ge => actual >= self.threshold - eps,
+            Op::Gt => actual > self.threshold,
+        };
+        Verdict {
+            objective: self.text.clone(),
+            actual: shown,
+            met,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(p99_us: u64, success: f64) -> RunSummary {
+        let mut r = RunSummary::default();
+        r.totals.latency_us.p99 = p99_us;
+        r.totals.success_rate = success;
+        r.totals.achieved_rate = 1000.0;
+        r
+    }
+
+    #[test]
+    fn judges_latency_success_and_rate() {
+        let objs = parse("p99<=5ms,success>=99.9%,rate>990").unwrap();
+        let verdicts: Vec<bool> = objs
+            .iter()
+            .map(|o| o.judge(&run(5_000, 0.999)).met)
+            .collect();
+        assert_eq!(verdicts, [true, true, true]);
+        let missed = objs[0].judge(&run(5_001, 1.0));
+        assert!(!missed.met);
+        assert_eq!(missed.actual, "5.00ms");
+        assert!(!objs[1].judge(&run(1, 0.998)).met);
+        assert!(parse("p50<250us").unwrap()[0].judge(&run(0, 1.0)).met);
+        assert!(parse("success>=0.5").unwrap()[0].judge(&run(0, 0.5)).met);
+    }
+
+    #[test]
+    fn errors_name_the_broken_part() {
+        let cases = [
+            ("p99=5ms", "expected METRIC<=VALUE"),
+            ("p99<=5", "needs a unit"),
+            ("p99<=5min", "unknown unit \"min\""),
+            ("success>=120%", "not between 0% and 100%"),
+            ("rate>fast", "not a rate"),
+            ("latency<1s", "unknown metric \"latency\""),
+        ];
+        for (spec, want) in cases {
+            let err = parse(spec).unwrap_err().to_string();
+            assert!(err.contains(want), "{spec}: {err}");
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! Workers: each owns its connections and its statistics, takes the next due request, sends it
+//! and records what happened. A run has `concurrency` workers, so at most that many requests are
+//! in flight; a request due while every worker is busy waits in the queue, and the wait counts
+//! in its latency (it is measured from the schedule), never hidden.
+
+use crate::clock::Clock;
+use crate::config::RecordHook;
+use crate::conn::{Conn, Connector};
+use crate::request::Template;
+use crate::target::Target;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tailguard_record::{Classifier, ErrorKind, Outcome, Record, Stats};
+
+/// One request to send: its index in the run and when it was due.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Job {
+    pub index: u64,
+    pub scheduled: Duration,
+}
+
+/// What every worker of a run shares, read-only.
+pub(crate) struct Shared {
+    pub clock: Clock,
+    pub targets: Vec<Target>,
+    pub templates: Vec<Template>,
+    pub connector: Connector,
+    pub h2_pools: Vec<H2Pool>,
+    pub timeout: Duration,
+    pub reuse: bool,
+    pub classifier: Classifier,
+    pub on_record: Option<RecordHook>,
+}
+
+/// Closed-loop control: hands out request indexes until the count or the time runs out.
+#[derive(Debug, Default)]
+pub(crate) struct ClosedLoop {
+    next: AtomicU64,
+    pub total: Option<u64>,
+    pub stop: AtomicBool,
+}
+
+impl ClosedLoop {
+    pub(crate) fn new(total: Option<u64>) -> Self {
+        ClosedLoop {
+            total,
+            ..Self::default()
+        }
+    }
+
+    fn take(&self) -> Option<u64> {
+        if self.stop.load(Ordering::Relaxed) {
+            return None;
+        }
+        let i = self.next.fetch_add(1, Ordering::Relaxed);
+        match self.total {
+            Some(n) if i >= n => None,
+            _ => Some(i),
+        }
+    }
+}
+
+/// HTTP/2 connections per target, shared by the workers (`slot = worker % len`).
+pub(crate) struct H2Pool {
+    slots: Vec<tokio::sync::Mutex<Option<Conn>>>,
+}
+
+impl H2Pool {
+    pub(crate) fn new(connections: usize) -> Self {
+        H2Pool {
+            slots: (0..connections.max(1))
+                .map(|_| tokio::sync::Mutex::new(None))
+                .collect(),
+        }
+    }
+
+    /// A handle on the worker's shared connection, dialing it when missing or closed. When ALPN
+    /// settles on HTTP/1.1, the connection is the worker's own and is not pooled.
+    async fn get(
+        &self,
+        worker: usize,
+        connector: &Connector,
+        target: &Target,
+    ) -> Result<Conn, ErrorKind> {
+        let mut slot = self.slots[worker % self.slots.len()].lock().await;
+        if let Some(conn) = slot.as_mut() {
+            if conn.ready().await.is_ok() {
+                return Ok(conn.share().expect("only HTTP/2 connections are pooled"));
+            }
+        }
+        let conn = connector.connect(target).await?;
+        *slot = conn.share();
+        Ok(conn)
+    }
+}
+
+/// One worker: a connection per target, its own statistics.
+pub(crate) struct Worker {
+    id: usize,
+    shared: Arc<Shared>,
+    conns: Vec<Option<Conn>>,
+    stats: Arc<Mutex<Stats>>,
+    /// The request timeout, one timer per worker reset for each request.
+    timer: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl Worker {
+    pub(crate) fn new(id: usize, shared: Arc<Shared>, stats: Arc<Mutex<Stats>>) -> Self {
+        let conns = shared.targets.iter().map(|_| None).collect();
+        let timer = Box::pin(tokio::time::sleep(Duration::ZERO));
+        Worker {
+            id,
+            shared,
+            conns,
+            stats,
+            timer,
+        }
+    }
+
+    /// Open loop: sends queued jobs until the queue is closed and empty.
+    pub(crate) async fn run_open(mut self, jobs: async_channel::Receiver<crate::worker::Job>) {
+        while let Ok(job) = jobs.recv().await {
+            self.execute(job).await;
+        }
+    }
+
+    /// Closed loop: each request is due the moment the previous one completed.
+    pub(crate) async fn run_closed(mut self, ctl: Arc<ClosedLoop>) {
+        while let Some(index) = ctl.take() {
+            let scheduled = self.shared.clock.elapsed();
+            self.execute(Job { index, scheduled }).await;
+        }
+    }
+
+    async fn execute(&mut self, job: Job) {
+        let t = (job.index % self.shared.targets.len() as u64) as usize;
+        let record = self.attempt(t, job.scheduled).await;
+        if !self.shared.reuse {
+            self.conns[t] = None;
+        }
+        if let Some(hook) = &self.shared.on_record {
+            hook(&record);
+        }
+        let classifier = self.shared.classifier;
+        self.stats
+            .lock()
+            .expect("stats lock is never poisoned")
+            .record(&record, classifier);
+    }
+
+    async fn attempt(&mut self, t: usize, scheduled: Duration) -> Record {
+        let clock = self.shared.clock;
+        let mut sent = clock.elapsed();
+        let deadline = tokio::time::Instant::now() + self.shared.timeout;
+        self.timer.as_mut().reset(deadline);
+        let timer = &mut self.timer;
+        let conns = &mut self.conns;
+        let shared = &self.shared;
+        let id = self.id;
+        let exchange = async {
+            let conn = ready_conn(&mut conns[t], shared, t, id).await?;
+            sent = clock.elapsed();
+            conn.exchange(shared.templates[t].build(conn.is_h2())).await
+        };
+        let result = tokio::select! {
+            biased;
+            r = exchange => r,
+            _ = timer.as_mut() => Err(ErrorKind::Timeout),
+        };
+        let (outcome, bytes) = match result {
+            Ok((status, bytes)) => (Outcome::Status(status), bytes),
+            Err(kind) => {
+                self.conns[t] = None;
+                (Outcome::Error(kind), 0)
+            }
+        };
+        Record {
+            scheduled,
+            sent,
+            completed: clock.elapsed(),
+            outcome,
+            bytes,
+            target: t as u32,
+        }
+    }
+}
+
+/// The worker's connection to target `t`, ready for a request: the open one if it is still
+/// usable, else a new (or pooled HTTP/2) one.
+async fn ready_conn<'a>(
+    slot: &'a mut Option<Conn>,
+    shared: &Shared,
+    t: usize,
+    worker: usize,
+) -> Result<&'a mut Conn, ErrorKind> {
+    if let Some(conn) = slot.as_mut() {
+        if conn.ready().await.is_ok() {
+            return Ok(slot.as_mut().expect("checked above"));
+        }
+    }
+    let conn = match shared.h2_pools.get(t) {
+        Some(pool) => {
+            pool.get(worker, &shared.connector, &shared.targets[t])
+                .await?
+        }
+        None => shared.connector.connect(&shared.targets[t]).await?,
+    };
+    let conn = slot.insert(conn);
+    conn.ready().await?;
+    Ok(conn)
+}

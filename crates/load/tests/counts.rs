@@ -1,0 +1,51 @@
+//! Exact request counts and rate accuracy.
+
+mod common;
+
+use std::time::Duration;
+use tailguard_testsupport::TestServer;
+
+#[test]
+fn total_requests_sends_exactly_n_open_and_closed_loop() {
+    for rate in [2000.0, 0.0] {
+        let server = TestServer::builder().spawn();
+        let mut cfg = common::config(&server.url("/"), rate, Duration::from_secs(60));
+        cfg.duration = None;
+        cfg.total_requests = Some(1_234);
+        cfg.concurrency = 7;
+        let (report, _) = common::run(cfg);
+        assert_eq!(report.summary.totals.requests, 1_234, "rate {rate}");
+        assert_eq!(server.hits(), 1_234, "rate {rate}");
+    }
+}
+
+fn rate_within_one_percent(rate: f64) {
+    let server = TestServer::builder().spawn();
+    let mut cfg = common::config(&server.url("/"), rate, Duration::from_secs(10));
+    cfg.concurrency = 32;
+    cfg.threads = 2;
+    let (report, _) = common::run(cfg);
+    let t = &report.summary.totals;
+    let want = rate * 10.0;
+    assert_eq!(t.requests as f64, want, "every scheduled request is sent");
+    assert_eq!(server.hits() as f64, want);
+    let err = (t.achieved_rate - rate).abs() / rate;
+    assert!(err < 0.01, "achieved {} vs {rate}", t.achieved_rate);
+    for iv in &report.summary.intervals[..9] {
+        assert_eq!(iv.target as f64, rate, "target per 1 s interval");
+        let got = iv.totals.requests as f64;
+        // Interval edges move by a timer tick on a busy machine: 3% per interval.
+        assert!(
+            (got - rate).abs() / rate < 0.03,
+            "interval {} got {got}",
+            iv.start_s
+        );
+    }
+}
+
+/// One test, so the two rates do not compete for the CPU.
+#[test]
+fn rate_accuracy_at_1000_and_10000_per_second() {
+    rate_within_one_percent(1_000.0);
+    rate_within_one_percent(10_000.0);
+}

@@ -1,0 +1,176 @@
+//! HTTP/1.1, h2c, TLS with ALPN, connection reuse, classification and output files.
+
+mod common;
+
+use std::time::Duration;
+use tailguard_load::Protocol;
+use tailguard_testsupport::TestServer;
+
+#[test]
+fn h2c_prior_knowledge_multiplexes_on_one_connection() {
+    let server = TestServer::builder().spawn();
+    let mut cfg = common::config(&server.url("/"), 0.0, Duration::from_secs(60));
+    cfg.protocol = Protocol::Http2;
+    cfg.total_requests = Some(300);
+    cfg.duration = None;
+    let (report, _) = common::run(cfg);
+    assert_eq!(report.summary.totals.good, 300);
+    // One connection for the pre-flight check, one carrying every stream.
+    assert_eq!(server.connections(), 2);
+    assert_eq!(server.h2_requests(), 300);
+}
+
+#[test]
+fn tls_negotiates_h2_by_alpn_or_http1_when_asked() {
+    for (protocol, h2) in [(Protocol::Auto, 300), (Protocol::Http1, 0)] {
+        let server = TestServer::builder().tls().spawn();
+        let mut cfg = common::config(&server.url("/"), 0.0, Duration::from_secs(60));
+        assert!(server.url("/").starts_with("https://"));
+        cfg.protocol = protocol;
+        cfg.insecure = true;
+        cfg.total_requests = Some(300);
+        cfg.duration = None;
+        let (report, _) = common::run(cfg);
+        assert_eq!(report.summary.totals.good, 300, "{protocol:?}");
+        assert_eq!(server.h2_requests(), h2, "{protocol:?}");
+    }
+}
+
+#[test]
+fn tls_without_insecure_rejects_a_self_signed_certificate() {
+    let server = TestServer::builder().tls().spawn();
+    let mut cfg = common::config(&server.url("/"), 0.0, Duration::from_secs(60));
+    cfg.total_requests = Some(5);
+    cfg.duration = None;
+    let (report, _) = common::run(cfg);
+    let t = &report.summary.totals;
+    assert_eq!(t.failed, 5);
+    assert_eq!(t.errors.get("tls"), Some(&5));
+}
+
+#[test]
+fn keep_alive_reuses_and_no_reuse_reconnects() {
+    // Connections: the pre-flight check, then one per worker, or one per request.
+    for (reuse, conns) in [(true, 1 + 3), (false, 1 + 40)] {
+        let server = TestServer::builder().spawn();
+        let mut cfg = common::config(&server.url("/"), 0.0, Duration::from_secs(60));
+        cfg.concurrency = 3;
+        cfg.reuse = reuse;
+        cfg.total_requests = Some(40);
+        cfg.duration = None;
+        let (report, _) = common::run(cfg);
+        assert_eq!(report.summary.totals.good, 40);
+        assert_eq!(server.connections(), conns, "reuse={reuse}");
+    }
+}
+
+#[test]
+fn five_hundreds_are_bad_and_four_hundreds_bad_only_when_asked() {
+    let s503 = TestServer::builder().status(503).spawn();
+    let s404 = TestServer::builder().status(404).spawn();
+    for (url, four_xx_bad, good, bad) in [
+        (s503.url("/"), false, 0, 20),
+        (s404.url("/"), false, 20, 0),
+        (s404.url("/"), true, 0, 20),
+    ] {
+        let mut cfg = common::config(&url, 0.0, Duration::from_secs(60));
+        cfg.classifier.four_xx_bad = four_xx_bad;
+        cfg.total_requests = Some(20);
+        cfg.duration = None;
+        let (report, _) = common::run(cfg);
+        let t = &report.summary.totals;
+        assert_eq!(
+            (t.good, t.bad),
+            (good, bad),
+            "{url} four_xx_bad={four_xx_bad}"
+        );
+    }
+}
+
+#[test]
+fn timeouts_are_failed_and_counted_in_latency() {
+    let server = TestServer::builder()
+        .delay(Duration::from_millis(400))
+        .spawn();
+    let mut cfg = common::config(&server.url("/"), 0.0, Duration::from_secs(60));
+    cfg.timeout = Duration::from_millis(50);
+    cfg.total_requests = Some(4);
+    cfg.concurrency = 4;
+    cfg.duration = None;
+    let (report, _) = common::run(cfg);
+    let t = &report.summary.totals;
+    assert_eq!(t.failed, 4);
+    assert_eq!(t.errors.get("timeout"), Some(&4));
+    assert!(
+        t.latency_us.min >= 50_000 && t.latency_us.max < 100_000,
+        "{:?}",
+        t.latency_us
+    );
+}
+
+#[test]
+fn json_and_hdr_log_hold_the_run() {
+    let server = TestServer::builder().spawn();
+    let dir = std::env::temp_dir().join(format!("tg-load-out-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut cfg = common::config(&server.url("/"), 500.0, Duration::from_secs(2));
+    cfg.json = Some(dir.join("run.json"));
+    cfg.hdr_log = Some(dir.join("run.hlog"));
+    let (report, text) = common::run(cfg);
+    assert!(text.contains("# 1000 requests in"), "{text}");
+
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
+    for key in [
+        "target_rate",
+        "achieved_rate",
+        "requests",
+        "good",
+        "bad",
+        "failed",
+        "latency_us",
+        "service_time_us",
+        "status_codes",
+        "intervals",
+    ] {
+        assert!(json.get(key).is_some(), "missing {key}");
+    }
+    for key in ["min", "p50", "p90", "p95", "p99", "p999", "p9999", "max"] {
+        assert!(json["latency_us"][key].is_u64(), "latency_us.{key}");
+        assert!(
+            json["intervals"][0]["latency_us"][key].is_u64(),
+            "intervals[0].latency_us.{key}"
+        );
+    }
+    assert_eq!(json["requests"], 1000);
+    assert_eq!(json["status_codes"]["200"], 1000);
+    assert_eq!(
+        json["intervals"].as_array().unwrap().len(),
+        report.summary.intervals.len()
+    );
+
+    let log = std::fs::read(dir.join("run.hlog")).unwrap();
+    let intervals = tailguard_histogram::log::read(&log).unwrap();
+    let logged: u64 = intervals
+        .iter()
+        .filter(|i| i.tag.as_deref() == Some("latency"))
+        .map(|i| i.histogram.count())
+        .sum();
+    assert_eq!(logged, 1000);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn unreachable_target_is_one_clear_error() {
+    let server = TestServer::builder().spawn();
+    let url = server.url("/");
+    drop(server);
+    let cfg = common::config(&url, 10.0, Duration::from_secs(1));
+    let err = tailguard_load::run(cfg, &mut Vec::new())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with(&format!("cannot connect to {url}: ")),
+        "{err}"
+    );
+}
