@@ -36,6 +36,7 @@ mod run;
 mod selfcheck;
 pub mod slo;
 pub mod target;
+mod threads;
 mod tls;
 mod worker;
 

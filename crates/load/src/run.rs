@@ -11,7 +11,8 @@ use crate::request::Template;
 use crate::selfcheck;
 use crate::slo::Verdict;
 use crate::target::TargetError;
-use crate::worker::{ClosedLoop, H2Pool, Job, Shared, Worker};
+use crate::threads::{Feed, WorkerThreads};
+use crate::worker::{ClosedLoop, H2Pool, Job, Shared};
 use std::io::{BufWriter, Write};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -20,7 +21,6 @@ use tailguard_histogram::log;
 use tailguard_pacing::Schedule;
 use tailguard_record::{RunSummary, Stats, Totals};
 use tailguard_report::{interval, text};
-use tokio::task::JoinSet;
 
 /// Why a run could not start or finish.
 #[derive(Debug, thiserror::Error)]
@@ -84,10 +84,9 @@ pub fn run(cfg: Config, out: &mut dyn Write) -> Result<Report, LoadError> {
         0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
         n => n,
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(threads)
+    // The control runtime (reporting, metrics, Ctrl-C); workers run on their own threads.
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .thread_name("tailguard-load")
         .build()?;
     rt.block_on(run_async(cfg, threads, out))
 }
@@ -108,15 +107,13 @@ async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<R
         let _ = writeln!(out, "{}", interval::titles());
     }
     let cpu_start = selfcheck::cpu_time();
-    let stats: Vec<_> = (0..cfg.concurrency)
-        .map(|_| Arc::new(Mutex::new(Stats::new())))
-        .collect();
-    let mut workers = JoinSet::new();
-    let control = start_load(&cfg, clock, &shared, &stats, &mut workers);
+    let control = start_load(&cfg, clock, threads, &shared);
     let due = control.pacer.as_ref().map(|_| {
         let schedule = Schedule::new(cfg.arrivals, cfg.rate, cfg.seed).expect("validated rate");
         DueCounter::new(schedule, cfg.total_requests, cfg.duration)
     });
+    let mut control = control;
+    let stats = std::mem::take(&mut control.stats);
     let mut reporter = Reporter::new(
         stats,
         due,
@@ -128,10 +125,12 @@ async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<R
         metrics,
         control.pacer.clone(),
     );
-    let interrupted = drive(&cfg, clock, &control, &mut workers, &mut reporter, out).await;
-    if let Some(p) = control.pacer_thread {
+    let interrupted = drive(&cfg, clock, &mut control, &mut reporter, out).await;
+    if let Some(p) = control.pacer_thread.take() {
         let _ = tokio::task::spawn_blocking(move || p.join()).await;
     }
+    let workers = control.workers;
+    let _ = tokio::task::spawn_blocking(move || workers.join()).await;
     let elapsed = clock.elapsed();
     reporter.close_interval(elapsed, out);
     let cpu = cpu_start
@@ -143,25 +142,22 @@ async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<R
 
 /// How the run is being driven: the pacer (open loop) or the closed-loop control.
 struct Control {
+    workers: WorkerThreads,
+    stats: Vec<Arc<Mutex<Stats>>>,
     pacer: Option<Arc<PacerState>>,
     pacer_thread: Option<std::thread::JoinHandle<()>>,
     closed: Option<Arc<ClosedLoop>>,
     jobs: Option<async_channel::Receiver<Job>>,
 }
 
-fn start_load(
-    cfg: &Config,
-    clock: Clock,
-    shared: &Arc<Shared>,
-    stats: &[Arc<Mutex<Stats>>],
-    workers: &mut JoinSet<()>,
-) -> Control {
+fn start_load(cfg: &Config, clock: Clock, threads: usize, shared: &Arc<Shared>) -> Control {
     if !cfg.open_loop() {
         let ctl = Arc::new(ClosedLoop::new(cfg.total_requests));
-        for (id, s) in stats.iter().enumerate() {
-            workers.spawn(Worker::new(id, shared.clone(), s.clone()).run_closed(ctl.clone()));
-        }
+        let feed = Feed::Closed(ctl.clone());
+        let (workers, stats) = WorkerThreads::start(threads, cfg.concurrency, shared, &feed);
         return Control {
+            workers,
+            stats,
             pacer: None,
             pacer_thread: None,
             closed: Some(ctl),
@@ -169,9 +165,8 @@ fn start_load(
         };
     }
     let (tx, rx) = async_channel::unbounded();
-    for (id, s) in stats.iter().enumerate() {
-        workers.spawn(Worker::new(id, shared.clone(), s.clone()).run_open(rx.clone()));
-    }
+    let feed = Feed::Open(rx.clone());
+    let (workers, stats) = WorkerThreads::start(threads, cfg.concurrency, shared, &feed);
     let state = Arc::new(PacerState::default());
     let schedule = Schedule::new(cfg.arrivals, cfg.rate, cfg.seed).expect("validated rate");
     let limits = Limits {
@@ -180,6 +175,8 @@ fn start_load(
     };
     let thread = pacer::spawn(schedule, limits, clock, tx, state.clone());
     Control {
+        workers,
+        stats,
         pacer: Some(state),
         pacer_thread: Some(thread),
         closed: None,
@@ -191,8 +188,7 @@ fn start_load(
 async fn drive(
     cfg: &Config,
     clock: Clock,
-    control: &Control,
-    workers: &mut JoinSet<()>,
+    control: &mut Control,
     reporter: &mut Reporter,
     out: &mut dyn Write,
 ) -> bool {
@@ -212,7 +208,7 @@ async fn drive(
                 ended = true;
                 if let Some(c) = &control.closed { c.stop.store(true, Ordering::Relaxed) }
             }
-            done = workers.join_next() => if done.is_none() { return interrupted },
+            _ = control.workers.finished() => return interrupted,
             _ = &mut ctrl_c, if !interrupted => {
                 interrupted = true;
                 eprintln!("tailguard: interrupted: finishing the requests in flight");
