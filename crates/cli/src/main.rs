@@ -24,6 +24,8 @@ enum Command {
     Serve(cmd::serve::Args),
     /// Deterministic simulation of balancers in virtual time.
     Sim(cmd::sim::Args),
+    /// Latency-aware HTTP/1.1, HTTP/2 and gRPC proxy.
+    Proxy(cmd::proxy::Args),
 }
 
 fn main() -> ExitCode {
@@ -33,6 +35,7 @@ fn main() -> ExitCode {
         Command::Load(args) => cmd::load::run(args),
         Command::Serve(args) => cmd::serve::run(args),
         Command::Sim(args) => cmd::sim::run(args),
+        Command::Proxy(args) => cmd::proxy::run(args),
     };
     match result {
         Ok(code) => code,

@@ -1,6 +1,7 @@
 //! One module per subcommand. Each exposes `Args` (clap) and `run(Args) -> Result<ExitCode>`.
 
 pub mod load;
+pub mod proxy;
 pub mod serve;
 pub mod sim;
 
