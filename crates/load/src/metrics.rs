@@ -130,3 +130,48 @@ pub(crate) async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::R
     });
     Ok(local)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tailguard_record::Totals;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[tokio::test]
+    async fn serves_the_last_interval_as_prometheus_text() {
+        let metrics = Arc::new(Metrics::new());
+        let mut iv = IntervalSummary {
+            totals: Totals {
+                good: 90,
+                bad: 7,
+                failed: 3,
+                achieved_rate: 100.0,
+                target_rate: 100.0,
+                ..Totals::default()
+            },
+            ..IntervalSummary::default()
+        };
+        iv.totals.latency_us.p99 = 2_500;
+        iv.totals.errors.insert("timeout".into(), 3);
+        metrics.update(&iv);
+        let addr = serve("127.0.0.1:0".parse().unwrap(), metrics)
+            .await
+            .unwrap();
+        let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+        conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut text = String::new();
+        conn.read_to_string(&mut text).await.unwrap();
+        assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+        for line in [
+            "tailguard_load_requests_total{class=\"good\"} 90",
+            "tailguard_load_requests_total{class=\"bad\"} 7",
+            "tailguard_load_errors_total{kind=\"timeout\"} 3",
+            "tailguard_load_latency_seconds{quantile=\"0.99\"} 0.0025",
+            "tailguard_load_achieved_rate 100.0",
+        ] {
+            assert!(text.contains(line), "missing {line}\n{text}");
+        }
+    }
+}
