@@ -1,2 +1,50 @@
-//! Endpoint load estimators (pending, peak EWMA) and pickers (round robin, P2C, heap, aperture).
+//! Endpoint load estimators and pickers: how to choose an endpoint so the tail stays short.
+//!
+//! Two layers, kept apart as in tower (`tower::load` and `tower::balance::p2c`):
+//!
+//! - [`load`]: what an endpoint costs right now. [`load::Pending`] counts requests in flight;
+//!   [`load::PeakEwma`] weighs a peak-sensitive round-trip estimate by them. Pickers only see the
+//!   one-method [`load::Load`] trait.
+//! - pickers, behind the [`Balance`] trait: [`RoundRobin`], [`Random`], [`BestOf`] (power of `d`
+//!   choices, P2C at `d = 2`, full scan at `d = n`) over any estimator, [`HeapLeastLoaded`],
+//!   and [`Aperture`]. [`Policy`] builds any of them at run time.
+//!
+//! Everything here is pure: no clock, no global RNG, no I/O, no allocation per request. Time is a
+//! [`std::time::Duration`] since an epoch the caller fixes (the simulator's virtual zero, or the
+//! proxy's start-up instant); randomness comes in as `&mut dyn RngCore`. The simulator and the
+//! proxy run the same structs, and so do the tests.
+//!
+//! # Example
+//! ```
+//! use std::time::Duration;
+//! use rand::SeedableRng;
+//! use tailguard_balance::{LoadKind, Policy};
+//!
+//! let mut rng = rand::rngs::StdRng::seed_from_u64(42);
+//! let mut balancer = Policy::p2c(LoadKind::peak_ewma()).build(3, Duration::ZERO, &mut rng).unwrap();
+//! let now = Duration::from_millis(1);
+//! let healthy = |i: usize| i != 2; // e.g. failure accrual marked endpoint 2 down
+//! let endpoint = balancer.pick(now, &healthy, &mut rng).unwrap();
+//! assert_ne!(endpoint, 2);
+//! balancer.start(endpoint, now);
+//! balancer.end(endpoint, Duration::from_millis(20), now + Duration::from_millis(20));
+//! ```
+
 #![warn(missing_docs)]
+
+pub mod aperture;
+pub mod balancer;
+pub mod best_of;
+pub mod heap;
+pub mod load;
+pub mod policy;
+pub mod random;
+pub mod round_robin;
+
+pub use aperture::{Aperture, ApertureConfig, ApertureError};
+pub use balancer::{all_ready, Balance, MAX_EFFORT};
+pub use best_of::{BestOf, Choices, ChoicesError};
+pub use heap::HeapLeastLoaded;
+pub use policy::{LoadKind, Policy, PolicyError};
+pub use random::Random;
+pub use round_robin::RoundRobin;

@@ -1,0 +1,69 @@
+//! The contract between the request path and a picker: [`Balance`].
+//!
+//! A balancer owns the load state of its endpoints (indexed `0..len()`), picks one per request,
+//! and hears when each request starts and ends. Which endpoints may be picked right now (failure
+//! accrual, outlier ejection, "not the one that just failed") is decided outside and passed to
+//! [`Balance::pick`] as a `ready` predicate, so balancing and health stay apart.
+//!
+//! Every picker obeys the same two rules:
+//! 1. it returns a ready endpoint whenever one exists;
+//! 2. when none is ready it still returns one (chosen among all), as Finagle does when every
+//!    node is down ("we might as well try") and as Envoy's panic threshold does: failing the
+//!    request outright cannot be better than trying.
+//!
+//! The trait is object safe (`Box<dyn Balance + Send>`): the simulator and the proxy choose the
+//! policy at run time. The hot path does not allocate.
+//!
+//! # Example
+//! ```
+//! use std::time::Duration;
+//! use rand::SeedableRng;
+//! use tailguard_balance::{Balance, RoundRobin};
+//!
+//! let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+//! let mut rr = RoundRobin::new(3);
+//! let now = Duration::ZERO;
+//! let down_is_1 = |i: usize| i != 1;
+//! assert_eq!(rr.pick(now, &down_is_1, &mut rng), Some(0));
+//! assert_eq!(rr.pick(now, &down_is_1, &mut rng), Some(2)); // 1 is skipped
+//! assert_eq!(rr.pick(now, &|_| false, &mut rng), Some(0)); // all down: pick anyway
+//! ```
+
+use rand::RngCore;
+use std::time::Duration;
+
+/// How many random draws a picker makes before it stops hoping to land on a ready endpoint by
+/// chance and scans for one (Finagle's `maxEffort`).
+pub const MAX_EFFORT: u32 = 5;
+
+/// Chooses an endpoint per request and tracks the load it creates.
+pub trait Balance: std::fmt::Debug {
+    /// Number of endpoints.
+    fn len(&self) -> usize;
+
+    /// True when there is no endpoint at all.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Picks an endpoint for a request at `now`: a ready one if any is ready, otherwise one of
+    /// all. `None` only when there are no endpoints. Picking does not count as sending: call
+    /// [`Balance::start`] when the request goes out.
+    fn pick(
+        &mut self,
+        now: Duration,
+        ready: &dyn Fn(usize) -> bool,
+        rng: &mut dyn RngCore,
+    ) -> Option<usize>;
+
+    /// A request was sent to `endpoint` at `now`.
+    fn start(&mut self, endpoint: usize, now: Duration);
+
+    /// A request sent to `endpoint` ended at `now` after `rtt`, however it ended.
+    fn end(&mut self, endpoint: usize, rtt: Duration, now: Duration);
+}
+
+/// The predicate for "every endpoint is ready".
+pub fn all_ready(_endpoint: usize) -> bool {
+    true
+}

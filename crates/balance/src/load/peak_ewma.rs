@@ -1,0 +1,180 @@
+//! Peak EWMA: a round-trip-time estimate that jumps up at once and comes down slowly.
+//!
+//! # What
+//! Per endpoint: an RTT `estimate`, the `stamp` of its last update, and the `pending` count.
+//!
+//! 1. `cost = estimate * (pending + 1)`: latency weighted by queue depth.
+//! 2. A completed request with round trip `rtt` at `now`: if `rtt > estimate`, the estimate
+//!    becomes `rtt` (the "peak"); otherwise, with `w = exp(-(now - stamp) / tau)`,
+//!    `estimate = estimate * w + rtt * (1 - w)`. Then `stamp = now`.
+//! 3. Reading the cost first observes an RTT of zero at `now`: the estimate decays toward zero
+//!    with time constant `tau` between samples, and `stamp` moves to `now`. Finagle
+//!    (`PeakEwma` in `finagle-core`'s load balancer), tower (`tower::load::PeakEwma`) and the
+//!    Envoy contrib policy all decay on read; so does this one. Because decays compose
+//!    (`exp(-a) * exp(-b) = exp(-(a + b))`), how often the cost is read does not change how fast
+//!    an idle estimate falls; it does make a later lower sample count for less, since `w` is
+//!    measured from the last read, not the last sample.
+//! 4. Until its first sample, an endpoint costs `default_rtt * (pending + 1)`, and that default
+//!    does not decay; the first sample replaces it whatever its size. (tower seeds the estimate
+//!    with the default and lets it decay; Finagle starts at zero and adds a large penalty while
+//!    the first request is outstanding. Holding the default keeps a new endpoint neither free nor
+//!    shunned.)
+//!
+//! # Why
+//! A slow endpoint must lose traffic as soon as one slow response shows it (the peak), and
+//! win it back only gradually, so one lucky fast response does not undo the lesson. Weighting
+//! by `pending + 1` keeps load spreading when estimates are equal. This is what keeps the tail
+//! short in seed 002 ("Beyond Round Robin"). Defaults are linkerd2-proxy's: `tau` 10 s,
+//! `default_rtt` 30 ms.
+//!
+//! # Example
+//! ```
+//! use std::time::Duration;
+//! use tailguard_balance::load::{Estimator, Load, PeakEwma, PeakEwmaConfig};
+//!
+//! let ms = Duration::from_millis;
+//! let mut e = PeakEwma::new(PeakEwmaConfig::default(), Duration::ZERO);
+//! assert_eq!(e.cost(ms(0)), 30e6); // the default RTT, in nanoseconds
+//! e.start(ms(0));
+//! e.end(ms(200), ms(200)); // a slow response: the estimate jumps to it
+//! assert_eq!(e.estimate(), ms(200));
+//! let later = e.cost(ms(10_200)); // ten seconds idle: down by a factor e
+//! assert!((later - 200e6 / std::f64::consts::E).abs() < 1.0);
+//! ```
+
+use super::{Estimator, Load};
+use std::time::Duration;
+
+/// Parameters of [`PeakEwma`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeakEwmaConfig {
+    /// Decay time constant: after `tau` without samples the estimate is down to `1/e`.
+    pub tau: Duration,
+    /// The RTT assumed for an endpoint that has not answered yet.
+    pub default_rtt: Duration,
+}
+
+impl Default for PeakEwmaConfig {
+    /// linkerd2-proxy's defaults: decay 10 s, default RTT 30 ms.
+    fn default() -> Self {
+        Self {
+            tau: Duration::from_secs(10),
+            default_rtt: Duration::from_millis(30),
+        }
+    }
+}
+
+/// A [`PeakEwmaConfig`] that cannot work.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PeakEwmaError {
+    /// `tau` must be positive: a zero time constant forgets every sample at once.
+    #[error("peak EWMA decay time (tau) must be above zero")]
+    ZeroTau,
+}
+
+impl PeakEwmaConfig {
+    /// Checks the parameters.
+    ///
+    /// # Errors
+    /// [`PeakEwmaError::ZeroTau`] when `tau` is zero.
+    pub fn validate(&self) -> Result<(), PeakEwmaError> {
+        if self.tau.is_zero() {
+            return Err(PeakEwmaError::ZeroTau);
+        }
+        Ok(())
+    }
+}
+
+/// The peak EWMA estimator of one endpoint.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PeakEwma {
+    tau_ns: f64,
+    /// RTT estimate in nanoseconds (the default RTT until `sampled`).
+    estimate_ns: f64,
+    stamp: Duration,
+    pending: u32,
+    sampled: bool,
+}
+
+impl PeakEwma {
+    /// A new estimator created at `now`. A zero `tau` is raised to one nanosecond; call
+    /// [`PeakEwmaConfig::validate`] at the edge to reject it instead.
+    pub fn new(config: PeakEwmaConfig, now: Duration) -> Self {
+        Self {
+            tau_ns: nanos(config.tau).max(1.0),
+            estimate_ns: nanos(config.default_rtt),
+            stamp: now,
+            pending: 0,
+            sampled: false,
+        }
+    }
+
+    /// The current RTT estimate, without decaying it.
+    pub fn estimate(&self) -> Duration {
+        Duration::from_nanos(self.estimate_ns as u64)
+    }
+
+    /// Requests in flight.
+    pub fn pending(&self) -> u32 {
+        self.pending
+    }
+
+    /// True once a round trip was observed.
+    pub fn is_sampled(&self) -> bool {
+        self.sampled
+    }
+
+    /// Feeds one round trip observed at `now` (step 2; the first sample replaces the default).
+    pub fn observe(&mut self, rtt: Duration, now: Duration) {
+        let rtt_ns = nanos(rtt);
+        if !self.sampled || rtt_ns > self.estimate_ns {
+            self.estimate_ns = rtt_ns;
+        } else {
+            let w = self.weight(now);
+            self.estimate_ns = self.estimate_ns * w + rtt_ns * (1.0 - w);
+        }
+        self.sampled = true;
+        self.stamp = self.stamp.max(now);
+    }
+
+    /// Step 3: observe a zero RTT at `now`, so the estimate decays between samples.
+    fn decay(&mut self, now: Duration) {
+        if self.sampled {
+            self.estimate_ns *= self.weight(now);
+            self.stamp = self.stamp.max(now);
+        }
+    }
+
+    /// `exp(-(now - stamp) / tau)`: 1 when no time passed (or time went backwards).
+    fn weight(&self, now: Duration) -> f64 {
+        let elapsed = nanos(now.saturating_sub(self.stamp));
+        (-elapsed / self.tau_ns).exp()
+    }
+}
+
+impl Load for PeakEwma {
+    /// Decays the estimate to `now` (as Finagle and tower do on read), then returns
+    /// `estimate * (pending + 1)` in nanoseconds.
+    fn cost(&mut self, now: Duration) -> f64 {
+        self.decay(now);
+        self.estimate_ns * (f64::from(self.pending) + 1.0)
+    }
+}
+
+impl Estimator for PeakEwma {
+    fn start(&mut self, _now: Duration) {
+        self.pending += 1;
+    }
+
+    fn end(&mut self, rtt: Duration, now: Duration) {
+        self.pending = self.pending.saturating_sub(1);
+        self.observe(rtt, now);
+    }
+}
+
+fn nanos(d: Duration) -> f64 {
+    d.as_nanos() as f64
+}
+
+#[cfg(test)]
+mod tests;
