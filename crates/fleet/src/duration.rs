@@ -1,0 +1,217 @@
+//! Durations written the way people write them: `167ms`, `1.5s`, `250us`, `2m`.
+//!
+//! Fleet files, fault strings and `?delay=` all use this one syntax, so a value means the same
+//! thing wherever it is typed. Unlike `humantime`, decimals are allowed (`0.5s`), which
+//! distribution parameters need. A bare `0` is accepted (it needs no unit); any other bare
+//! number is rejected because `150` could be milliseconds or seconds.
+//!
+//! # Example
+//! ```
+//! use std::time::Duration;
+//! use tailguard_fleet::duration::{format_duration, parse_duration};
+//! assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+//! assert_eq!(format_duration(Duration::from_millis(167)), "167ms");
+//! ```
+
+use serde::de::{self, Deserializer, Visitor};
+use std::fmt;
+use std::time::Duration;
+
+/// A duration string that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// Nothing was given.
+    #[error("empty duration")]
+    Empty,
+    /// The number part is not a non-negative decimal.
+    #[error("`{0}` is not a duration: expected a number then a unit, e.g. `150ms` or `1.5s`")]
+    Number(String),
+    /// A number without a unit, other than `0`.
+    #[error("`{0}` has no unit: write e.g. `{0}ms` or `{0}s`")]
+    NoUnit(String),
+    /// The unit is none of ns, us, µs, ms, s, m, h.
+    #[error("unknown unit `{unit}` in `{text}`: use ns, us, ms, s, m or h")]
+    Unit {
+        /// The whole input.
+        text: String,
+        /// The unit part.
+        unit: String,
+    },
+    /// Larger than `Duration` can hold.
+    #[error("`{0}` is too large")]
+    TooLarge(String),
+}
+
+/// Parses `<decimal><unit>` with unit ns, us (or µs), ms, s, m (or min) or h.
+///
+/// # Errors
+/// [`DurationError`] naming what is wrong with `text`.
+pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(DurationError::Empty);
+    }
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| DurationError::Number(text.to_owned()))?;
+    let unit = unit.trim();
+    let nanos_per_unit = match unit {
+        "" if value == 0.0 => 0.0,
+        "" => return Err(DurationError::NoUnit(text.to_owned())),
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        "m" | "min" => 60e9,
+        "h" => 3600e9,
+        _ => {
+            return Err(DurationError::Unit {
+                text: text.to_owned(),
+                unit: unit.to_owned(),
+            })
+        }
+    };
+    let nanos = (value * nanos_per_unit).round();
+    if !nanos.is_finite() || nanos >= u64::MAX as f64 {
+        return Err(DurationError::TooLarge(text.to_owned()));
+    }
+    Ok(Duration::from_nanos(nanos as u64))
+}
+
+/// Formats with the largest unit that keeps the value whole (`2s`, `167ms`, `250us`), else in
+/// seconds with the decimals needed (`1.168163325s`); either form parses back exactly.
+pub fn format_duration(d: Duration) -> String {
+    let nanos = d.as_nanos();
+    if nanos == 0 {
+        return "0s".to_owned();
+    }
+    for (unit, size) in [("h", 3_600_000_000_000), ("m", 60_000_000_000u128)] {
+        if nanos % size == 0 && nanos >= size {
+            return format!("{}{unit}", nanos / size);
+        }
+    }
+    for (unit, size) in [("s", 1_000_000_000u128), ("ms", 1_000_000), ("us", 1_000)] {
+        if nanos % size == 0 {
+            return format!("{}{unit}", nanos / size);
+        }
+    }
+    if nanos < 1_000 {
+        return format!("{nanos}ns");
+    }
+    let (unit, size) = if nanos >= 1_000_000_000 {
+        ("s", 1_000_000_000u128)
+    } else {
+        ("ms", 1_000_000)
+    };
+    let fraction = format!("{:0width$}", nanos % size, width = size.ilog10() as usize);
+    format!("{}.{}{unit}", nanos / size, fraction.trim_end_matches('0'))
+}
+
+/// serde helper: a duration field written as a string such as `150ms` (or the number `0`).
+pub fn deserialize<'de, D: Deserializer<'de>>(de: D) -> Result<Duration, D::Error> {
+    // A visitor (rather than parsing after deserializing a String) so the YAML reader still
+    // knows the position when the error is raised.
+    de.deserialize_any(DurationVisitor)
+}
+
+struct DurationVisitor;
+
+impl Visitor<'_> for DurationVisitor {
+    type Value = Duration;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a duration such as `150ms` or `1.5s`")
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Duration, E> {
+        parse_duration(v).map_err(E::custom)
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Duration, E> {
+        self.visit_str(&v.to_string())
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Duration, E> {
+        self.visit_str(&v.to_string())
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Duration, E> {
+        self.visit_str(&v.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn parses_each_unit() {
+        let ms = Duration::from_millis;
+        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
+        assert_eq!(parse_duration("150ms").unwrap(), ms(150));
+        assert_eq!(parse_duration("1.5s").unwrap(), ms(1500));
+        assert_eq!(parse_duration("0.1s").unwrap(), ms(100));
+        assert_eq!(parse_duration("250us").unwrap(), Duration::from_micros(250));
+        assert_eq!(parse_duration("250µs").unwrap(), Duration::from_micros(250));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
+        assert_eq!(parse_duration(" 7 ns ").unwrap(), Duration::from_nanos(7));
+    }
+
+    #[test]
+    fn rejects_with_a_reason() {
+        assert_eq!(parse_duration(""), Err(DurationError::Empty));
+        assert_eq!(
+            parse_duration("150"),
+            Err(DurationError::NoUnit("150".into()))
+        );
+        assert!(matches!(
+            parse_duration("3 fortnights"),
+            Err(DurationError::Unit { .. })
+        ));
+        assert!(matches!(
+            parse_duration("-1s"),
+            Err(DurationError::Number(_))
+        ));
+        assert!(matches!(
+            parse_duration("1e30h"),
+            Err(DurationError::Unit { .. })
+        ));
+    }
+
+    #[test]
+    fn rejects_overflow() {
+        assert!(matches!(
+            parse_duration("99999999999999h"),
+            Err(DurationError::TooLarge(_))
+        ));
+    }
+
+    #[test]
+    fn formats_with_the_largest_whole_unit() {
+        assert_eq!(format_duration(Duration::ZERO), "0s");
+        assert_eq!(format_duration(Duration::from_secs(2)), "2s");
+        assert_eq!(format_duration(Duration::from_secs(120)), "2m");
+        assert_eq!(format_duration(Duration::from_millis(1500)), "1500ms");
+        assert_eq!(format_duration(Duration::from_micros(250)), "250us");
+        assert_eq!(format_duration(Duration::from_nanos(7)), "7ns");
+        assert_eq!(
+            format_duration(Duration::from_nanos(1_168_163_325)),
+            "1.168163325s"
+        );
+        assert_eq!(format_duration(Duration::from_nanos(2_500_100)), "2.5001ms");
+    }
+
+    proptest! {
+        #[test]
+        fn format_then_parse_round_trips(nanos in 0u64..10_000_000_000_000) {
+            let d = Duration::from_nanos(nanos);
+            prop_assert_eq!(parse_duration(&format_duration(d)).unwrap(), d);
+        }
+    }
+}

@@ -1,0 +1,219 @@
+//! Fleet files end to end: parsing, errors with positions, built-ins, decisions.
+
+use super::*;
+use rand::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
+use std::time::Duration;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+const FILE: &str = "\
+seed: 7
+backends:
+  - name: fast
+    latency: 10ms
+  - name: flaky
+    replicas: 2
+    latency: {normal: {mean: 167ms, sd: 5ms, max: 200ms}}
+    fail: {error: 0.1, status: 503, close: 0.01, reset: 0.01}
+    schedule: ['from 15s to 45s latency x10', 'every 10s pause 5s']
+    body: echo
+  - body: {size: 1024}
+";
+
+#[test]
+fn parses_a_full_file() {
+    let fleet = Fleet::from_yaml_str(FILE, "fleet.yaml").unwrap();
+    assert_eq!(fleet.seed, 7);
+    let names: Vec<&str> = fleet.backends.iter().map(|b| b.name.as_str()).collect();
+    assert_eq!(names, ["fast", "flaky-0", "flaky-1", "b3"]);
+    let flaky = &fleet.backends[1];
+    assert_eq!(flaky.failure.status(), 503);
+    assert_eq!(flaky.schedule.faults().len(), 2);
+    assert_eq!(flaky.body, Body::Echo);
+    assert_eq!(fleet.backends[3].body, Body::Size(1024));
+    assert_eq!(
+        fleet.backends[3].latency,
+        LatencyDist::Fixed(Duration::ZERO)
+    );
+}
+
+fn error_of(text: &str) -> String {
+    Fleet::from_yaml_str(text, "bad.yaml")
+        .unwrap_err()
+        .to_string()
+}
+
+#[test]
+fn errors_name_file_line_and_field() {
+    let typo = "backends:\n  - name: a\n    latncy: 5ms\n";
+    let err = error_of(typo);
+    assert!(err.starts_with("bad.yaml:3:"), "{err}");
+    assert!(err.contains("backends[0]: unknown field `latncy`"), "{err}");
+
+    let bad_dist =
+        "backends:\n  - name: a\n  - latency: {normal: {mean: 5ms, sd: 1ms, max: 1ms, min: 2ms}}\n";
+    let err = error_of(bad_dist);
+    assert!(err.starts_with("bad.yaml:3:"), "{err}");
+    assert!(
+        err.contains("backends[1].latency") && err.contains("max is smaller"),
+        "{err}"
+    );
+
+    let bad_fault = "backends:\n  - schedule:\n    - from 5s latency x2\n    - from 10s fail 1.5\n";
+    let err = error_of(bad_fault);
+    assert!(err.starts_with("bad.yaml:"), "{err}");
+    assert!(err.starts_with("bad.yaml:4:"), "{err}");
+    assert!(
+        err.contains("backends[0].schedule[1]") && err.contains("fail 1.5"),
+        "{err}"
+    );
+    let unpaired = "backends:\n  - schedule: ['at 5s up']\n";
+    assert!(
+        error_of(unpaired).contains("backends[0].schedule: no open-ended"),
+        "{}",
+        error_of(unpaired)
+    );
+
+    let sum = "backends:\n  - fail: {error: 0.9, close: 0.2}\n";
+    assert!(error_of(sum).contains("exceeds 1"), "{}", error_of(sum));
+    assert!(error_of("backends: []").contains("at least one backend"));
+    assert!(error_of("backends: [{name: a}, {name: a}]").contains("two backends are named `a`"));
+    assert!(error_of("seed: 1\n").contains("missing field `backends`"));
+    assert!(error_of("backends: [{body: {bytes: 3}}]").contains("unknown variant `bytes`"));
+}
+
+#[test]
+fn missing_file_and_unknown_names_are_errors() {
+    let err = Fleet::from_file(std::path::Path::new("/nonexistent/f.yaml")).unwrap_err();
+    assert!(err.to_string().contains("/nonexistent/f.yaml"), "{err}");
+    let err = Fleet::load("no-such-fleet").unwrap_err().to_string();
+    assert!(
+        err.contains("add-steps, slow-middle, echo, gc-pause"),
+        "{err}"
+    );
+}
+
+#[test]
+fn builtins_parse_and_match_the_seeds() {
+    for name in Fleet::builtin_names() {
+        assert!(Fleet::builtin(name).is_some(), "{name}");
+    }
+    let steps = Fleet::builtin("add-steps").unwrap();
+    let lat: Vec<Duration> = steps
+        .backends
+        .iter()
+        .map(|b| {
+            b.decide(Duration::ZERO, &mut Xoshiro256PlusPlus::seed_from_u64(0))
+                .latency
+        })
+        .collect();
+    let want = [0, 10, 20, 40, 80, 160, 320, 640, 1000, 2000].map(ms);
+    assert_eq!(lat, want);
+    assert_eq!(steps.backends[8].failure.error().get(), 0.4);
+    assert_eq!(steps.backends[9].failure.error().get(), 0.6);
+
+    let middle = Fleet::builtin("slow-middle").unwrap();
+    assert_eq!(middle.backends.len(), 11);
+    let b5 = &middle.backends[5];
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+    assert!(b5.decide(Duration::from_secs(20), &mut rng).latency > ms(1000));
+    assert!(b5.decide(Duration::from_secs(45), &mut rng).latency <= ms(200));
+
+    let gc = Fleet::builtin("gc-pause").unwrap();
+    assert_eq!(
+        gc.backends[0].paused_until(Duration::from_secs(17)),
+        Some(Duration::from_secs(20))
+    );
+    assert_eq!(Fleet::builtin("echo").unwrap().backends[0].body, Body::Echo);
+}
+
+#[test]
+fn decide_applies_effects_in_order_and_fails_on_schedule() {
+    let text = "backends:\n  - latency: 10ms\n    schedule: ['from 1s to 2s latency x10', 'from 1s to 2s latency +5ms', 'from 3s to 4s fail 100% status 503', 'from 5s to 6s reset 100%']\n";
+    let spec = &Fleet::from_yaml_str(text, "t").unwrap().backends[0];
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
+    let at =
+        |secs: f64, rng: &mut Xoshiro256PlusPlus| spec.decide(Duration::from_secs_f64(secs), rng);
+    assert_eq!(at(0.5, &mut rng).latency, ms(10));
+    assert_eq!(at(1.5, &mut rng).latency, ms(105));
+    assert_eq!(at(3.5, &mut rng).outcome, Outcome::Respond { status: 503 });
+    assert_eq!(at(5.5, &mut rng).outcome, Outcome::Reset);
+    assert_eq!(at(6.0, &mut rng).outcome, Outcome::Respond { status: 200 });
+}
+
+#[test]
+fn same_seed_same_decisions() {
+    let fleet = Fleet::builtin("slow-middle").unwrap();
+    let run = |seed| {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        (0..100)
+            .map(|i| fleet.backends[i % 11].decide(Duration::from_millis(i as u64 * 300), &mut rng))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(run(fleet.backend_seed(0)), run(fleet.backend_seed(0)));
+    assert_ne!(run(fleet.backend_seed(0)), run(fleet.backend_seed(1)));
+}
+
+#[test]
+fn runtime_changes_go_through_the_schedule() {
+    let mut spec = BackendSpec::new("x", LatencyDist::Fixed(ms(1)));
+    spec.pause(Duration::from_secs(3), Some(Duration::from_secs(2)));
+    assert_eq!(
+        spec.paused_until(Duration::from_secs(4)),
+        Some(Duration::from_secs(5))
+    );
+    spec.go_down(Duration::from_secs(10), None);
+    assert!(spec.is_down(Duration::from_secs(100)));
+    spec.come_up(Duration::from_secs(12));
+    assert!(spec.is_down(Duration::from_secs(11)) && !spec.is_down(Duration::from_secs(12)));
+    spec.pause(Duration::from_secs(20), None);
+    spec.resume(Duration::from_secs(21));
+    assert_eq!(
+        spec.paused_until(Duration::from_secs(20)),
+        Some(Duration::from_secs(21))
+    );
+}
+
+#[test]
+fn body_flags_parse() {
+    assert_eq!("echo".parse::<Body>().unwrap(), Body::Echo);
+    assert_eq!("size:10".parse::<Body>().unwrap(), Body::Size(10));
+    assert_eq!(
+        "text:hi there".parse::<Body>().unwrap(),
+        Body::Text("hi there".into())
+    );
+    assert!("size:ten".parse::<Body>().is_err());
+}
+
+#[test]
+fn a_bad_duration_points_at_its_line() {
+    let err =
+        error_of("backends:\n  - name: a\n  - latency: {uniform: {min: 1ms, max: 2 fortnights}}\n");
+    assert!(err.starts_with("bad.yaml:3:"), "{err}");
+    assert!(
+        err.contains("backends[1].latency.uniform.max: unknown unit"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_scenario_can_embed_a_fleet() {
+    #[derive(serde::Deserialize)]
+    struct Scenario {
+        fleet: Fleet,
+        rate: u32,
+    }
+    let text = "rate: 1000\nfleet:\n  seed: 3\n  backends: [{latency: 1ms}, {latency: 2ms}]\n";
+    let scenario: Scenario = serde_yaml_ng::from_str(text).unwrap();
+    assert_eq!((scenario.rate, scenario.fleet.seed), (1000, 3));
+    assert_eq!(scenario.fleet.backends.len(), 2);
+    let bad = "rate: 1\nfleet:\n  backends: [{latency: 1 parsec}]\n";
+    let err = serde_yaml_ng::from_str::<Scenario>(bad)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("fleet.backends[0].latency"), "{err}");
+}

@@ -1,0 +1,266 @@
+//! The hyper service of a backend connection: decide, wait, then answer, close or reset.
+//!
+//! 1. Note the arrival time (after any pause: a paused connection is not read, so a request
+//!    "arrives" when the backend resumes, as under SIGSTOP).
+//! 2. Ask the spec ([`tailguard_fleet::BackendSpec::decide`]) with the connection's seeded RNG;
+//!    apply `?delay=`-style overrides when enabled.
+//! 3. Sleep until `arrival + latency` (failures take the latency too, as in seed 000).
+//! 4. Answer with the status and body, or tell the connection task to close or reset.
+//!
+//! gRPC requests (`content-type: application/grpc*`) go to [`crate::grpc`], and an HTTP/1.1
+//! `Upgrade: h2c` request to [`crate::h2c`]. On HTTP/2, close and reset end the whole
+//! connection (every stream on it), as a crashing process would.
+//!
+//! A zero-latency answer is built inside `call` and returned as a ready future (no allocation);
+//! anything that waits is boxed.
+
+use crate::io::{ConnCtl, Kill};
+use crate::overrides::Overrides;
+use crate::state::Backend;
+use crate::{grpc, h2c};
+use bytes::Bytes;
+use http::header::{HeaderValue, CONTENT_TYPE};
+use http_body_util::{BodyExt, Either, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use rand::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use tailguard_fleet::{Decision, Outcome};
+use tokio::time::Instant;
+
+/// Response body: plain bytes, or a gRPC body from tonic.
+pub type RespBody = Either<Full<Bytes>, tonic::body::Body>;
+
+/// The header naming the backend that answered.
+pub const BACKEND_HEADER: &str = "x-tailguard-backend";
+
+/// The header carrying the latency the backend decided on, in microseconds, so a client can
+/// tell the backend's intended wait from everything else it measured.
+pub const LATENCY_HEADER: &str = "x-tailguard-latency-us";
+
+/// One connection's service (cloned for h2 streams and an h2c upgrade; they share the RNG).
+#[derive(Clone, Debug)]
+pub struct BackendService {
+    pub(crate) backend: Arc<Backend>,
+    pub(crate) ctl: Arc<ConnCtl>,
+    rng: Arc<Mutex<Xoshiro256PlusPlus>>,
+}
+
+impl BackendService {
+    /// A service for a new connection to `backend`, with its own seeded RNG.
+    pub fn new(backend: Arc<Backend>, ctl: Arc<ConnCtl>) -> Self {
+        let rng = Xoshiro256PlusPlus::seed_from_u64(backend.next_connection_seed());
+        BackendService {
+            backend,
+            ctl,
+            rng: Arc::new(Mutex::new(rng)),
+        }
+    }
+
+    /// The decision for a request that arrived at `arrival`, with query overrides applied.
+    pub(crate) fn decide(
+        &self,
+        arrival: Instant,
+        query: Option<&str>,
+    ) -> Result<(Decision, Overrides), String> {
+        let elapsed = arrival.saturating_duration_since(self.backend.shared.start);
+        let spec = self.backend.spec();
+        let mut rng = match self.rng.lock() {
+            Ok(rng) => rng,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let mut decision = spec.decide(elapsed, &mut *rng);
+        let mut overrides = Overrides::default();
+        if let (true, Some(query)) = (self.backend.shared.overrides, query) {
+            overrides = Overrides::parse(query).map_err(|e| e.to_string())?;
+            overrides.apply(&mut decision, &mut *rng);
+        }
+        self.backend.counters.record(decision.outcome);
+        Ok((decision, overrides))
+    }
+
+    /// Waits out the latency, then acts. Close and reset never return: the connection task
+    /// drops the connection (and this future with it).
+    pub(crate) async fn act(&self, arrival: Instant, decision: Decision) -> Option<u16> {
+        if !decision.latency.is_zero() {
+            crate::timer::sleep_until(arrival + decision.latency, self.backend.shared.precise)
+                .await;
+        }
+        match decision.outcome {
+            Outcome::Respond { status } => Some(status),
+            Outcome::Close => self.kill(Kill::Close).await,
+            Outcome::Reset => self.kill(Kill::Reset).await,
+        }
+    }
+
+    async fn kill(&self, how: Kill) -> Option<u16> {
+        self.ctl.kill(how);
+        std::future::pending().await
+    }
+
+    pub(crate) async fn handle(
+        self,
+        req: Request<Incoming>,
+        arrival: Instant,
+    ) -> Response<RespBody> {
+        match self.plan(&req, arrival) {
+            Ok(plan) => self.finish(req, arrival, plan).await,
+            Err(message) => self.bad_request(message),
+        }
+    }
+
+    fn bad_request(&self, message: String) -> Response<RespBody> {
+        plain(400, Bytes::from(message + "\n"), &self.backend)
+    }
+
+    /// Steps 1 and 2: the decision and the body source, or why the query is bad.
+    fn plan<B>(&self, req: &Request<B>, arrival: Instant) -> Result<Plan, String> {
+        let (decision, overrides) = self.decide(arrival, req.uri().query())?;
+        let body = match (overrides.size, self.backend.echoes()) {
+            (Some(n), _) => Some(Bytes::from(vec![b'x'; n])),
+            (None, true) => None,
+            (None, false) => Some(self.backend.fixed_body()),
+        };
+        Ok(Plan { decision, body })
+    }
+
+    /// Steps 3 and 4.
+    async fn finish(
+        self,
+        req: Request<Incoming>,
+        arrival: Instant,
+        plan: Plan,
+    ) -> Response<RespBody> {
+        let _in_flight = InFlight::start(&self.backend);
+        let body = match plan.body {
+            Some(body) => body,
+            None => req
+                .into_body()
+                .collect()
+                .await
+                .map(|b| b.to_bytes())
+                .unwrap_or_default(),
+        };
+        let status = self.act(arrival, plan.decision).await.unwrap_or(500);
+        respond(status, body, plan.decision, &self.backend)
+    }
+}
+
+/// What to answer with, decided on arrival.
+struct Plan {
+    decision: Decision,
+    /// `None`: echo the request body.
+    body: Option<Bytes>,
+}
+
+/// The response future: ready at once for a zero-latency answer (no allocation), else boxed.
+pub enum RespFuture {
+    /// Answered already (`None` once taken).
+    Ready(Option<Response<RespBody>>),
+    /// Waiting (latency, echo body, gRPC, upgrade).
+    Waiting(Pin<Box<dyn Future<Output = Response<RespBody>> + Send>>),
+}
+
+impl std::fmt::Debug for RespFuture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RespFuture::Ready(_) => "RespFuture::Ready",
+            RespFuture::Waiting(_) => "RespFuture::Waiting",
+        })
+    }
+}
+
+impl Future for RespFuture {
+    type Output = Result<Response<RespBody>, Infallible>;
+
+    fn poll(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        match self.get_mut() {
+            // Polled again after completion (a caller bug): stay pending rather than panic.
+            RespFuture::Ready(resp) => resp
+                .take()
+                .map_or(std::task::Poll::Pending, |r| std::task::Poll::Ready(Ok(r))),
+            RespFuture::Waiting(fut) => fut.as_mut().poll(cx).map(Ok),
+        }
+    }
+}
+
+impl hyper::service::Service<Request<Incoming>> for BackendService {
+    type Response = Response<RespBody>;
+    type Error = Infallible;
+    type Future = RespFuture;
+
+    fn call(&self, req: Request<Incoming>) -> Self::Future {
+        let arrival = Instant::now();
+        if grpc::is_grpc(&req) {
+            return RespFuture::Waiting(Box::pin(grpc::handle(self.clone(), req, arrival)));
+        }
+        if h2c::is_upgrade(&req) {
+            return RespFuture::Waiting(Box::pin(h2c::upgrade(self.clone(), req)));
+        }
+        let plan = match self.plan(&req, arrival) {
+            Ok(plan) => plan,
+            Err(message) => return RespFuture::Ready(Some(self.bad_request(message))),
+        };
+        match plan {
+            // The common benchmark case: answer now, without boxing a future.
+            Plan {
+                decision:
+                    decision @ Decision {
+                        outcome: Outcome::Respond { status },
+                        ..
+                    },
+                body: Some(body),
+            } if decision.latency.is_zero() => {
+                RespFuture::Ready(Some(respond(status, body, decision, &self.backend)))
+            }
+            plan => RespFuture::Waiting(Box::pin(self.clone().finish(req, arrival, plan))),
+        }
+    }
+}
+
+/// The response, with the latency decided on in a header.
+fn respond(status: u16, body: Bytes, decision: Decision, backend: &Backend) -> Response<RespBody> {
+    let mut resp = plain(status, body, backend);
+    let micros = u64::try_from(decision.latency.as_micros()).unwrap_or(u64::MAX);
+    // A static value for the common zero: formatting a number allocates.
+    let value = match micros {
+        0 => HeaderValue::from_static("0"),
+        n => HeaderValue::from(n),
+    };
+    resp.headers_mut().insert(LATENCY_HEADER, value);
+    resp
+}
+
+/// Counts a request in flight until dropped (answered, or the connection went away).
+struct InFlight<'a>(&'a Backend);
+
+impl<'a> InFlight<'a> {
+    fn start(backend: &'a Backend) -> Self {
+        backend.counters.in_flight.inc();
+        InFlight(backend)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.counters.in_flight.dec();
+    }
+}
+
+/// A plain-text response carrying the backend's name in a header.
+pub(crate) fn plain(status: u16, body: Bytes, backend: &Backend) -> Response<RespBody> {
+    let mut resp = Response::new(Either::Left(Full::new(body)));
+    *resp.status_mut() =
+        http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+    let headers = resp.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    headers.insert(BACKEND_HEADER, backend.name_header());
+    resp
+}

@@ -1,0 +1,182 @@
+//! The live state of one backend: its current spec, run state, counters and clock origin.
+//!
+//! The spec sits behind a lock holding an `Arc`, so a request takes a cheap snapshot and the
+//! control endpoint swaps in a changed copy (run-time changes are edits of the same
+//! [`BackendSpec`] the fleet file produced, so live behaviour stays what `decide` says).
+
+use crate::gate::{Gate, RunState};
+use crate::metrics::Counters;
+use bytes::Bytes;
+use http::HeaderValue;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+use tailguard_fleet::{BackendSpec, Body};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tonic_health::pb::health_server::HealthServer;
+use tonic_health::server::HealthService;
+
+/// Settings shared by every backend of a fleet.
+#[derive(Clone, Copy, Debug)]
+pub struct Shared {
+    /// When the fleet started: `elapsed` in the behaviour model counts from here.
+    pub start: Instant,
+    /// Nagle demo mode (TCP_NODELAY off, two-part writes).
+    pub nagle: bool,
+    /// Whether `?delay=` and friends are honoured.
+    pub overrides: bool,
+    /// Finish latency waits on the precise timer thread ([`crate::timer`]); off only under a
+    /// paused test clock.
+    pub precise: bool,
+}
+
+/// One live backend.
+#[derive(Debug)]
+pub struct Backend {
+    /// Position in the fleet.
+    pub index: usize,
+    /// The listening address.
+    pub addr: SocketAddr,
+    /// Fleet-wide settings.
+    pub shared: Shared,
+    /// Run state read by sockets.
+    pub gate: Arc<Gate>,
+    /// Request counters.
+    pub counters: Counters,
+    /// Woken when the spec changes, so the driver recomputes the run state.
+    pub changed: Notify,
+    /// Whether the listener is open (false while down), for callers that must know the
+    /// kernel refuses connections before they go on.
+    pub listening: tokio::sync::watch::Sender<bool>,
+    /// The gRPC health service.
+    pub health: HealthServer<HealthService>,
+    spec: RwLock<Arc<BackendSpec>>,
+    original: Arc<BackendSpec>,
+    seed: u64,
+    connections: AtomicU64,
+    body: Bytes,
+    name_header: HeaderValue,
+}
+
+impl Backend {
+    /// A backend serving `spec` on `addr`.
+    pub fn new(
+        (index, addr): (usize, SocketAddr),
+        spec: BackendSpec,
+        seed: u64,
+        shared: Shared,
+        counters: Counters,
+    ) -> Self {
+        let body = fixed_body(&spec);
+        let name_header = HeaderValue::from_str(&spec.name)
+            .unwrap_or_else(|_| HeaderValue::from_static("unnamed"));
+        let spec = Arc::new(spec);
+        Backend {
+            index,
+            addr,
+            shared,
+            gate: Arc::new(Gate::default()),
+            counters,
+            changed: Notify::new(),
+            listening: tokio::sync::watch::Sender::new(true),
+            health: crate::grpc::health_server(),
+            spec: RwLock::new(spec.clone()),
+            original: spec,
+            seed,
+            connections: AtomicU64::new(0),
+            body,
+            name_header,
+        }
+    }
+
+    /// The backend's name.
+    pub fn name(&self) -> &str {
+        &self.original.name
+    }
+
+    /// A snapshot of the current spec.
+    pub fn spec(&self) -> Arc<BackendSpec> {
+        match self.spec.read() {
+            Ok(guard) => guard.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Applies `edit` to a copy of the current spec and installs it.
+    pub fn update(&self, edit: impl FnOnce(&mut BackendSpec)) {
+        let mut guard = match self.spec.write() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let mut next = BackendSpec::clone(&guard);
+        edit(&mut next);
+        *guard = Arc::new(next);
+        drop(guard);
+        self.changed.notify_one();
+    }
+
+    /// Sets the gate from the spec now (the driver would do it too, a moment later) and waits,
+    /// at most `limit`, until the listener matches: closed when down, open otherwise.
+    pub async fn settle(&self, limit: Duration) {
+        let state = self.state_at(self.elapsed());
+        self.gate.set(state);
+        let want = state != RunState::Down;
+        let mut rx = self.listening.subscribe();
+        let _ = tokio::time::timeout(limit, rx.wait_for(|open| *open == want)).await;
+    }
+
+    /// Puts back the spec from the fleet file.
+    pub fn restore(&self) {
+        self.update(|spec| *spec = BackendSpec::clone(&self.original));
+    }
+
+    /// Time since the fleet started.
+    pub fn elapsed(&self) -> Duration {
+        self.shared.start.elapsed()
+    }
+
+    /// The run state the spec says for `elapsed`.
+    pub fn state_at(&self, elapsed: Duration) -> RunState {
+        let spec = self.spec();
+        if spec.is_down(elapsed) {
+            RunState::Down
+        } else if spec.paused_until(elapsed).is_some() {
+            RunState::Paused
+        } else {
+            RunState::Running
+        }
+    }
+
+    /// A seed for the next connection's RNG: the backend's seed and the connection's sequence
+    /// number mixed, so one connection's decisions reproduce run to run.
+    pub fn next_connection_seed(&self) -> u64 {
+        let n = self.connections.fetch_add(1, Ordering::Relaxed);
+        tailguard_fleet::fleet::derive_seed(self.seed, n)
+    }
+
+    /// The backend's name as a header value.
+    pub fn name_header(&self) -> HeaderValue {
+        self.name_header.clone()
+    }
+
+    /// True when the response body echoes the request's.
+    pub fn echoes(&self) -> bool {
+        self.original.body == Body::Echo
+    }
+
+    /// The body for `Body::Name`, `Text` and `Size` (built once; `Echo` is per request).
+    pub fn fixed_body(&self) -> Bytes {
+        self.body.clone()
+    }
+}
+
+fn fixed_body(spec: &BackendSpec) -> Bytes {
+    match &spec.body {
+        Body::Name => Bytes::from(format!("{}\n", spec.name)),
+        Body::Text(text) => Bytes::from(text.clone()),
+        Body::Size(n) => Bytes::from(vec![b'x'; *n]),
+        Body::Echo => Bytes::new(),
+    }
+}

@@ -1,0 +1,157 @@
+//! HTTP/2 (prior knowledge and h2c upgrade), gRPC ping and health, overrides, bodies.
+
+mod common;
+
+use bytes::Bytes;
+use common::{addr, get, serve, serve_with, H1};
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tailguard_serve::grpc::{PingRequest, PingResponse, PING_PATH};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_prior_knowledge_works() {
+    let running = serve("backends: [{name: h2, latency: 0s}]").await;
+    let stream = TcpStream::connect(addr(&running, 0)).await.unwrap();
+    let (mut sender, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let req = hyper::Request::get("http://t/")
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    let resp = sender.send_request(req).await.unwrap();
+    assert_eq!(resp.version(), http::Version::HTTP_2);
+    assert_eq!(resp.headers()["x-tailguard-backend"], "h2");
+    assert_eq!(resp.into_body().collect().await.unwrap().to_bytes(), "h2\n");
+}
+
+/// Reads one HTTP/2 frame: (type, flags, stream, payload).
+async fn frame(stream: &mut TcpStream) -> (u8, u8, u32, Vec<u8>) {
+    let mut head = [0u8; 9];
+    stream.read_exact(&mut head).await.unwrap();
+    let len = usize::from(head[0]) << 16 | usize::from(head[1]) << 8 | usize::from(head[2]);
+    let id = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
+    let mut payload = vec![0u8; len];
+    stream.read_exact(&mut payload).await.unwrap();
+    (head[3], head[4], id, payload)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2c_upgrade_answers_the_first_request_on_stream_1() {
+    let running = serve("backends: [{name: up, latency: 0s}]").await;
+    let mut stream = TcpStream::connect(addr(&running, 0)).await.unwrap();
+    stream
+        .write_all(b"GET /hello HTTP/1.1\r\nhost: t\r\nconnection: Upgrade, HTTP2-Settings\r\nupgrade: h2c\r\nhttp2-settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n\r\n")
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        head.push(stream.read_u8().await.unwrap());
+    }
+    let head = String::from_utf8(head).unwrap();
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    // Client preface and an empty SETTINGS frame.
+    stream
+        .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+        .await
+        .unwrap();
+    let (mut status, mut body) = (None, Vec::new());
+    while status.is_none() || body.len() < 3 {
+        let (kind, flags, id, payload) = frame(&mut stream).await;
+        match (kind, id) {
+            // HEADERS on stream 1: `:status: 200` is HPACK static index 8 (0x88).
+            (0x1, 1) => status = Some(payload[0]),
+            (0x0, 1) => body.extend_from_slice(&payload),
+            (0x4, 0) if flags & 1 == 0 => {
+                stream.write_all(b"\0\0\0\x04\x01\0\0\0\0").await.unwrap()
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(status, Some(0x88));
+    assert_eq!(body, b"up\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_ping_follows_the_backend_and_health_serves() {
+    let running =
+        serve("backends: [{name: g, latency: 0s}, {name: bad, latency: 0s, fail: {error: 1.0}}]")
+            .await;
+    let call = |i: usize| {
+        let url = format!("http://{}", addr(&running, i));
+        async move {
+            let channel = tonic::transport::Endpoint::from_shared(url)
+                .unwrap()
+                .connect()
+                .await
+                .unwrap();
+            let mut client = tonic::client::Grpc::new(channel);
+            client.ready().await.unwrap();
+            let codec = tonic_prost::ProstCodec::<PingRequest, PingResponse>::default();
+            let req = tonic::Request::new(PingRequest {
+                payload: b"hi".to_vec(),
+            });
+            client
+                .unary(req, http::uri::PathAndQuery::from_static(PING_PATH), codec)
+                .await
+        }
+    };
+    let ok = call(0).await.unwrap().into_inner();
+    assert_eq!(
+        (ok.payload.as_slice(), ok.backend.as_str()),
+        (&b"hi"[..], "g")
+    );
+    let err = call(1).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unavailable);
+
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", addr(&running, 0)))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    let resp = health
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.into_inner().status,
+        tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn query_overrides_only_when_enabled() {
+    let off = serve("backends: [{latency: 0s}]").await;
+    let (status, _, d) = get(addr(&off, 0), "/?delay=200ms&status=503").await;
+    assert_eq!(status, 200);
+    assert!(d.as_millis() < 200);
+
+    let on = serve_with("backends: [{latency: 0s}]", |o| o.overrides = true).await;
+    let (status, _, d) = get(addr(&on, 0), "/?delay=30ms&status=503").await;
+    assert_eq!(status, 503);
+    assert!(d.as_millis() >= 30);
+    let (status, body, _) = get(addr(&on, 0), "/?size=5").await;
+    assert_eq!((status, body.as_str()), (200, "xxxxx"));
+    let (status, body, _) = get(addr(&on, 0), "/?delay=soon").await;
+    assert_eq!(status, 400);
+    assert!(body.contains("delay=soon"), "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_echo_size_and_text() {
+    let running =
+        serve("backends: [{body: echo}, {body: {size: 1000}}, {body: {text: hello}}]").await;
+    let (_, body, _) = H1::connect(addr(&running, 0))
+        .await
+        .request("POST", "/", "ping pong")
+        .await;
+    assert_eq!(body, "ping pong");
+    assert_eq!(get(addr(&running, 1), "/").await.1.len(), 1000);
+    assert_eq!(get(addr(&running, 2), "/").await.1, "hello");
+}

@@ -1,0 +1,136 @@
+//! Scheduled faults and run-time changes, in real time on loopback.
+
+mod common;
+
+use common::{addr, control_get, control_post, get, ms, serve, H1};
+use std::time::Duration;
+use tokio::time::Instant;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_window_starts_and_ends_on_time() {
+    let running =
+        serve("backends: [{latency: 2ms, schedule: ['from 300ms to 600ms latency x25']}]").await;
+    // The fleet's clock started inside `serve`, a little before t0: offsets from t0 are at
+    // most the backend's own elapsed time.
+    let t0 = Instant::now();
+    let mut client = H1::connect(addr(&running, 0)).await;
+    let mut seen = Vec::new();
+    while t0.elapsed() < Duration::from_millis(900) {
+        let sent = ms(t0.elapsed());
+        let (status, _, d) = client.get("/").await;
+        assert_eq!(status, 200);
+        seen.push((sent, ms(d)));
+    }
+    let before: Vec<_> = seen.iter().filter(|(s, _)| *s < 280.0).collect();
+    let during: Vec<_> = seen
+        .iter()
+        .filter(|(s, _)| (300.0..560.0).contains(s))
+        .collect();
+    let after: Vec<_> = seen.iter().filter(|(s, _)| *s > 620.0).collect();
+    assert!(
+        before.len() > 5 && during.len() >= 3 && after.len() > 5,
+        "{seen:?}"
+    );
+    assert!(
+        before.iter().all(|(_, l)| *l < 25.0),
+        "slow before the window: {before:?}"
+    );
+    assert!(
+        during.iter().all(|(_, l)| *l >= 50.0),
+        "fast inside the window: {during:?}"
+    );
+    assert!(
+        after.iter().all(|(_, l)| *l < 25.0),
+        "slow after the window: {after:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_changes_latency_and_restores_it() {
+    let running = serve("backends: [{name: a, latency: 0s}, {name: b, latency: 0s}]").await;
+    let (status, json) = control_post(
+        &running,
+        "/backends/b",
+        r#"{"latency": "40ms", "fail": {"error": 1.0, "status": 502}}"#,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(json["latency"], "40ms");
+    let (status, _, d) = get(addr(&running, 1), "/").await;
+    assert_eq!(status, 502);
+    assert!(ms(d) >= 40.0, "{d:?}");
+    let (status, _, _) = get(addr(&running, 0), "/").await;
+    assert_eq!(status, 200, "backend a must be unchanged");
+    control_post(&running, "/backends/1", r#"{"restore": true}"#).await;
+    let (status, _, d) = get(addr(&running, 1), "/").await;
+    assert_eq!(status, 200);
+    assert!(ms(d) < 40.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_holds_requests_until_it_ends() {
+    let running = serve("backends: [{latency: 0s}]").await;
+    let mut client = H1::connect(addr(&running, 0)).await;
+    assert_eq!(client.get("/").await.0, 200);
+    let asked = Instant::now();
+    let (_, json) = control_post(&running, "/backends/0", r#"{"pause": "300ms"}"#).await;
+    assert_eq!(json["state"], "paused");
+    let (status, _, _) = client.get("/").await;
+    let held = ms(asked.elapsed());
+    assert_eq!(status, 200);
+    assert!((290.0..800.0).contains(&held), "answered after {held} ms");
+    assert_eq!(
+        control_get(&running, "/backends/0").await["state"],
+        "running"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn down_refuses_connections_and_up_accepts_again() {
+    let running = serve("backends: [{latency: 0s}]").await;
+    let target = addr(&running, 0);
+    let (_, json) = control_post(&running, "/backends/0", r#"{"down": true}"#).await;
+    assert_eq!(json["state"], "down");
+    let err = tokio::net::TcpStream::connect(target).await.unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::ConnectionRefused);
+    let (_, json) = control_post(&running, "/backends/0", r#"{"down": false}"#).await;
+    assert_eq!(json["state"], "running");
+    assert_eq!(get(target, "/").await.0, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_changes_are_rejected_and_change_nothing() {
+    let running = serve("backends: [{latency: 5ms}]").await;
+    let (status, json) = control_post(
+        &running,
+        "/backends/0",
+        r#"{"latency": "1s", "pause": "soon"}"#,
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert!(json["error"].as_str().unwrap().contains("soon"), "{json}");
+    assert_eq!(control_get(&running, "/backends/0").await["latency"], "5ms");
+    let (status, _) = control_post(
+        &running,
+        "/backends/0",
+        r#"{"latency": {"normal": {"mean": "1ms"}}}"#,
+    )
+    .await;
+    assert_eq!(status, 400);
+    let (status, json) = control_post(&running, "/backends/nope", "{}").await;
+    assert_eq!(status, 404, "{json}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_requests_per_backend() {
+    let running = serve("backends: [{name: m, latency: 0s}]").await;
+    for _ in 0..3 {
+        get(addr(&running, 0), "/").await;
+    }
+    let (status, text, _) = get(running.control().unwrap(), "/metrics").await;
+    assert_eq!(status, 200);
+    assert!(
+        text.contains(r#"tailguard_serve_requests_total{backend="m",outcome="ok"} 3"#),
+        "{text}"
+    );
+}
