@@ -9,7 +9,7 @@ for tool in wrk nginx; do
   command -v $tool >/dev/null || { echo "bench/load: $tool is missing (apt-get install -y wrk nginx)" >&2; exit 2; }
 done
 cargo build --release -q -p tailguard
-tg=target/release/tailguard
+tg=${CARGO_TARGET_DIR:-target}/release/tailguard
 prefix=$(mktemp -d)
 nginx -p "$prefix" -c "$PWD/bench/load/nginx.conf" &
 ngx=$!
