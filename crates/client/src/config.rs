@@ -1,0 +1,205 @@
+//! What one arm of a comparison does on the client side, as typed configuration.
+//!
+//! Built once at the edge (from a scenario file, or from the proxy's configuration) and
+//! validated there; [`super::Client`] then runs it.
+//!
+//! # Example
+//! ```
+//! use tailguard_balance::{LoadKind, Policy};
+//! use tailguard_client::{ArmConfig, RetryConfig};
+//!
+//! let mut arm = ArmConfig::new("proxy", Policy::p2c(LoadKind::peak_ewma()));
+//! arm.retries = Some(RetryConfig::default());
+//! assert!(arm.validate().is_ok());
+//! assert_eq!(arm.summary(), "p2c peak-ewma (tau 10s, default rtt 30ms) + retries (20% + 10/s, at most 3)");
+//! ```
+
+use std::time::Duration;
+use tailguard_balance::{Policy, PolicyError};
+use tailguard_fleet::duration::format_duration;
+use tailguard_resilience::{
+    AccrualConfig, AccrualError, Backoff, BackoffError, BudgetError, Classifier, HedgeConfig,
+    HedgeError, OutlierConfig, OutlierError, RetryBudgetConfig,
+};
+
+/// Per-attempt and per-request deadlines.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Timeouts {
+    /// One attempt fails (as retryable) when it takes longer than this.
+    pub attempt: Option<Duration>,
+    /// The request fails, whatever is in flight, when it takes longer than this.
+    pub total: Option<Duration>,
+}
+
+/// Retrying failed attempts.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RetryConfig {
+    /// The budget every retry draws from.
+    pub budget: RetryBudgetConfig,
+    /// Retries per request at most (the budget usually binds first).
+    pub max_retries: u32,
+    /// Wait before each retry (none: at once, as Linkerd 1 does).
+    pub backoff: Option<Backoff>,
+}
+
+impl Default for RetryConfig {
+    /// The default budget, at most 3 retries per request, no backoff.
+    fn default() -> Self {
+        Self {
+            budget: RetryBudgetConfig::default(),
+            max_retries: 3,
+            backoff: None,
+        }
+    }
+}
+
+/// Everything one arm of a comparison does on the client side.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ArmConfig {
+    /// The arm's name in reports.
+    pub name: String,
+    /// How to pick an endpoint.
+    pub policy: Policy,
+    /// Which attempts succeeded, and which failures may be retried.
+    pub classifier: Classifier,
+    /// Retries, if any.
+    pub retries: Option<RetryConfig>,
+    /// Failure accrual, if any.
+    pub accrual: Option<AccrualConfig>,
+    /// Hedged requests, if any.
+    pub hedge: Option<HedgeConfig>,
+    /// Latency outlier ejection, if any.
+    pub outlier: Option<OutlierConfig>,
+    /// Timeouts.
+    pub timeouts: Timeouts,
+}
+
+/// An [`ArmConfig`] with a broken part.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ArmError {
+    /// The balancer.
+    #[error("balancer: {0}")]
+    Policy(#[from] PolicyError),
+    /// Failure accrual.
+    #[error(transparent)]
+    Accrual(#[from] AccrualError),
+    /// The retry budget.
+    #[error(transparent)]
+    Budget(#[from] BudgetError),
+    /// The retry backoff.
+    #[error("retry backoff: {0}")]
+    Backoff(#[from] BackoffError),
+    /// Hedging.
+    #[error(transparent)]
+    Hedge(#[from] HedgeError),
+    /// Outlier ejection.
+    #[error(transparent)]
+    Outlier(#[from] OutlierError),
+    /// A timeout of zero would fail every request.
+    #[error("timeouts must be above zero")]
+    ZeroTimeout,
+}
+
+impl ArmConfig {
+    /// An arm that only balances: no retries, accrual, hedging, ejection or timeouts.
+    pub fn new(name: impl Into<String>, policy: Policy) -> Self {
+        Self {
+            name: name.into(),
+            policy,
+            classifier: Classifier::default(),
+            retries: None,
+            accrual: None,
+            hedge: None,
+            outlier: None,
+            timeouts: Timeouts::default(),
+        }
+    }
+
+    /// Checks every part.
+    ///
+    /// # Errors
+    /// The first [`ArmError`] found.
+    pub fn validate(&self) -> Result<(), ArmError> {
+        self.policy.validate()?;
+        if let Some(r) = &self.retries {
+            r.budget.validate()?;
+            if let Some(b) = &r.backoff {
+                b.validate()?;
+            }
+        }
+        if let Some(a) = &self.accrual {
+            a.validate()?;
+        }
+        if let Some(h) = &self.hedge {
+            h.validate()?;
+        }
+        if let Some(o) = &self.outlier {
+            o.validate()?;
+        }
+        let t = self.timeouts;
+        if t.attempt.is_some_and(|d| d.is_zero()) || t.total.is_some_and(|d| d.is_zero()) {
+            return Err(ArmError::ZeroTimeout);
+        }
+        Ok(())
+    }
+}
+
+impl ArmConfig {
+    /// The arm in words: `p2c peak-ewma (...) + retries (20% + 10/s) + accrual (...)`.
+    pub fn summary(&self) -> String {
+        let mut parts = vec![self.policy.to_string()];
+        if let Some(r) = &self.retries {
+            let b = r.budget;
+            parts.push(format!(
+                "retries ({:.0}% + {}/s, at most {})",
+                b.percent * 100.0,
+                b.min_per_sec,
+                r.max_retries
+            ));
+        }
+        if let Some(a) = &self.accrual {
+            parts.push(format!("accrual ({})", accrual_words(a)));
+        }
+        if let Some(o) = &self.outlier {
+            parts.push(format!("ejection (>{}x median)", o.factor));
+        }
+        if let Some(h) = &self.hedge {
+            parts.push(format!("hedge (p{:.0})", (1.0 - h.max_extra_load) * 100.0));
+        }
+        if let Some(t) = self.timeouts.attempt {
+            parts.push(format!("attempt timeout {}", format_duration(t)));
+        }
+        if let Some(t) = self.timeouts.total {
+            parts.push(format!("total timeout {}", format_duration(t)));
+        }
+        parts.join(" + ")
+    }
+}
+
+fn accrual_words(a: &AccrualConfig) -> String {
+    use tailguard_resilience::TripPolicy::*;
+    let trip = match a.policy {
+        ConsecutiveFailures { failures } => format!("{failures} failures in a row"),
+        SuccessRate {
+            threshold,
+            requests,
+        } => format!("success rate < {threshold} over {requests}"),
+        SuccessRateWindowed {
+            threshold, window, ..
+        } => format!(
+            "success rate < {threshold} over {}",
+            format_duration(window)
+        ),
+    };
+    let backoff = match a.backoff {
+        Backoff::Constant(d) => format!("{} backoff", format_duration(d)),
+        Backoff::Exponential { start, max }
+        | Backoff::EqualJittered { start, max }
+        | Backoff::FullJittered { start, max } => format!(
+            "backoff {} to {}",
+            format_duration(start),
+            format_duration(max)
+        ),
+    };
+    format!("{trip}, {backoff}")
+}

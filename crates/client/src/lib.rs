@@ -1,0 +1,243 @@
+//! The request path of one client-side balancer, assembled from the pure crates.
+//!
+//! An [`ArmConfig`] says what a client does: a balancing [`Policy`](tailguard_balance::Policy), a [`Classifier`], and
+//! optional retries under a budget, failure accrual, latency outlier ejection, hedging and
+//! timeouts. A [`Client`] holds the running state for one client over `n` endpoints, and is the
+//! only place that combines them:
+//!
+//! 1. [`Client::on_request`]: a request arrives (deposits into the retry and hedge budgets).
+//! 2. [`Client::pick`]: an endpoint that accrual and ejection allow, other than the one to
+//!    avoid (the endpoint a retry or hedge must not go back to); if none is allowed, any
+//!    endpoint but that one; if there is only one endpoint, that one.
+//! 3. [`Client::on_send`] / [`Client::on_complete`] / [`Client::on_cancel`]: every attempt
+//!    feeds the balancer's load, the accrual state machine, the ejection statistics and the
+//!    hedge histogram, in that order.
+//! 4. [`Client::may_retry`] / [`Client::may_hedge`]: the budgets decide.
+//!
+//! The simulator drives it in virtual time; the proxy is meant to drive the same struct with
+//! `now` taken from its clock, so an arm in `tailguard sim` and a route in `tailguard proxy`
+//! run the same code with the same parameters.
+//!
+//! # Example
+//! ```
+//! use std::time::Duration;
+//! use rand::SeedableRng;
+//! use tailguard_balance::{LoadKind, Policy};
+//! use tailguard_resilience::{AttemptOutcome, Method};
+//! use tailguard_client::{ArmConfig, Client};
+//!
+//! let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(1);
+//! let arm = ArmConfig::new("ewma", Policy::p2c(LoadKind::peak_ewma()));
+//! let mut client = Client::new(&arm, 3, Duration::ZERO, &mut rng).unwrap();
+//! let now = Duration::from_millis(5);
+//! client.on_request(now);
+//! let endpoint = client.pick(now, None, &mut rng);
+//! let ticket = client.on_send(endpoint, now);
+//! let done = now + Duration::from_millis(20);
+//! let class = client.on_complete(endpoint, ticket, now, Method::Get, AttemptOutcome::Status(200), done, &mut rng);
+//! assert!(class.success);
+//! ```
+
+#![warn(missing_docs)]
+
+mod config;
+
+pub use config::{ArmConfig, ArmError, RetryConfig, Timeouts};
+
+use rand::RngCore;
+use std::time::Duration;
+use tailguard_balance::Balance;
+use tailguard_resilience::{
+    Accrual, AttemptOutcome, Class, Classifier, Hedger, Method, OutlierDetector, RetryBudget,
+    Ticket,
+};
+
+/// Counters of what a client's resilience machinery did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClientStats {
+    /// Endpoints marked dead by failure accrual.
+    pub trips: u64,
+    /// Retries the budget granted.
+    pub retries: u64,
+    /// Retries the budget refused.
+    pub retries_refused: u64,
+    /// Backup requests sent.
+    pub hedges: u64,
+}
+
+/// The running request path of one client over `n` endpoints (see the module docs).
+#[derive(Debug)]
+pub struct Client {
+    balancer: Box<dyn Balance + Send>,
+    accrual: Vec<Accrual>,
+    outlier: Option<OutlierDetector>,
+    budget: Option<RetryBudget>,
+    hedger: Option<Hedger>,
+    classifier: Classifier,
+    stats: ClientStats,
+}
+
+impl Client {
+    /// A client over `endpoints` endpoints, created at `now`.
+    ///
+    /// # Errors
+    /// When the arm does not validate.
+    pub fn new(
+        arm: &ArmConfig,
+        endpoints: usize,
+        now: Duration,
+        rng: &mut dyn RngCore,
+    ) -> Result<Self, ArmError> {
+        arm.validate()?;
+        let accrual = match &arm.accrual {
+            Some(config) => vec![Accrual::new(config); endpoints],
+            None => Vec::new(),
+        };
+        Ok(Self {
+            balancer: arm.policy.build(endpoints, now, rng)?,
+            accrual,
+            outlier: arm.outlier.map(|c| OutlierDetector::new(endpoints, c)),
+            budget: arm.retries.map(|r| RetryBudget::new(r.budget)),
+            hedger: arm.hedge.map(Hedger::new),
+            classifier: arm.classifier,
+            stats: ClientStats::default(),
+        })
+    }
+
+    /// What the client did so far.
+    pub fn stats(&self) -> ClientStats {
+        self.stats
+    }
+
+    /// The failure accrual state of `endpoint` (`None` without accrual).
+    pub fn accrual_status(&self, endpoint: usize) -> Option<tailguard_resilience::accrual::Status> {
+        self.accrual.get(endpoint).map(Accrual::status)
+    }
+
+    /// Step 1: a request arrived at `now`.
+    pub fn on_request(&mut self, now: Duration) {
+        if let Some(b) = &mut self.budget {
+            b.deposit(now);
+        }
+        if let Some(h) = &mut self.hedger {
+            h.on_request(now);
+        }
+    }
+
+    /// True when `endpoint` is in rotation at `now` (accrual and ejection agree).
+    pub fn is_ready(&self, endpoint: usize, now: Duration) -> bool {
+        let alive = self
+            .accrual
+            .get(endpoint)
+            .is_none_or(|a| a.is_available(now));
+        let kept = self
+            .outlier
+            .as_ref()
+            .is_none_or(|o| !o.is_ejected(endpoint, now));
+        alive && kept
+    }
+
+    /// Step 2: the endpoint for the next attempt, avoiding `avoid` whenever another exists.
+    ///
+    /// # Panics
+    /// When the client has no endpoints.
+    pub fn pick(&mut self, now: Duration, avoid: Option<usize>, rng: &mut dyn RngCore) -> usize {
+        let Self {
+            balancer,
+            accrual,
+            outlier,
+            ..
+        } = self;
+        let ready = |i: usize| {
+            Some(i) != avoid
+                && accrual.get(i).is_none_or(|a| a.is_available(now))
+                && outlier.as_ref().is_none_or(|o| !o.is_ejected(i, now))
+        };
+        let chosen = balancer
+            .pick(now, &ready, rng)
+            .expect("a client has endpoints");
+        if Some(chosen) == avoid && balancer.len() > 1 {
+            let other = |i: usize| Some(i) != avoid;
+            return balancer.pick(now, &other, rng).unwrap_or(chosen);
+        }
+        chosen
+    }
+
+    /// Step 3: an attempt goes to `endpoint` at `now`; keep the ticket for its outcome.
+    pub fn on_send(&mut self, endpoint: usize, now: Duration) -> Option<Ticket> {
+        self.balancer.start(endpoint, now);
+        self.accrual.get_mut(endpoint).map(|a| a.on_send(now))
+    }
+
+    /// Step 3: the attempt sent at `sent` ended at `now` with `outcome`; returns its class.
+    #[allow(clippy::too_many_arguments)] // one attempt's full record, passed flat on the hot path
+    pub fn on_complete(
+        &mut self,
+        endpoint: usize,
+        ticket: Option<Ticket>,
+        sent: Duration,
+        method: Method,
+        outcome: AttemptOutcome,
+        now: Duration,
+        rng: &mut dyn RngCore,
+    ) -> Class {
+        let class = self.classifier.classify(method, outcome);
+        let rtt = now.saturating_sub(sent);
+        self.balancer.end(endpoint, rtt, now);
+        if let (Some(a), Some(t)) = (self.accrual.get_mut(endpoint), ticket) {
+            let transition = a.on_outcome(t, class.success, now, rng);
+            if matches!(
+                transition,
+                Some(tailguard_resilience::accrual::Transition::Tripped { .. })
+            ) {
+                self.stats.trips += 1;
+            }
+        }
+        if let Some(o) = &mut self.outlier {
+            o.record(endpoint, rtt, now);
+        }
+        if let Some(h) = &mut self.hedger {
+            h.record(rtt, now);
+        }
+        class
+    }
+
+    /// Step 3: the attempt sent at `sent` was abandoned at `now` (another attempt won, or the
+    /// request timed out): it ends for the balancer with its elapsed time as the RTT (as
+    /// tower's load handles do when dropped), and without an outcome for accrual.
+    pub fn on_cancel(
+        &mut self,
+        endpoint: usize,
+        ticket: Option<Ticket>,
+        sent: Duration,
+        now: Duration,
+    ) {
+        self.balancer.end(endpoint, now.saturating_sub(sent), now);
+        if let (Some(a), Some(t)) = (self.accrual.get_mut(endpoint), ticket) {
+            a.on_cancel(t, now);
+        }
+    }
+
+    /// Step 4: may a failed attempt be retried at `now`? Charges the budget when it may.
+    pub fn may_retry(&mut self, now: Duration) -> bool {
+        let granted = self.budget.as_mut().is_some_and(|b| b.try_withdraw(now));
+        if granted {
+            self.stats.retries += 1;
+        } else if self.budget.is_some() {
+            self.stats.retries_refused += 1;
+        }
+        granted
+    }
+
+    /// How long to wait before hedging an attempt sent at `now` (`None`: do not hedge).
+    pub fn hedge_delay(&mut self, now: Duration) -> Option<Duration> {
+        self.hedger.as_mut().and_then(|h| h.delay(now))
+    }
+
+    /// Step 4: may a backup request be sent at `now`? Charges the hedge budget when it may.
+    pub fn may_hedge(&mut self, now: Duration) -> bool {
+        let granted = self.hedger.as_mut().is_some_and(|h| h.try_hedge(now));
+        self.stats.hedges += u64::from(granted);
+        granted
+    }
+}

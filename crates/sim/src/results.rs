@@ -1,0 +1,90 @@
+//! What a run measured: one [`ArmResult`] per arm, gathered in a [`Report`].
+//!
+//! Every request is counted (seed 002's original analysis sampled 1,000 per balancer, which
+//! makes its p99.9 noise). A request's latency runs from its scheduled arrival (open loop) or
+//! its send (closed loop) to its final outcome, good or not: a failure after 2 s costs the
+//! caller 2 s. (slow_cooker's histogram, behind seed 000's table, counted only good responses.)
+
+use crate::client::ClientStats;
+use std::time::Duration;
+use tailguard_histogram::Histogram;
+
+/// The measurements of one arm.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ArmResult {
+    /// The arm's name.
+    pub name: String,
+    /// What the arm does, in words.
+    pub description: String,
+    /// Latency of every request, microseconds.
+    pub latency: Histogram,
+    /// Requests sent.
+    pub requests: u64,
+    /// Requests that got a good response.
+    pub successes: u64,
+    /// Requests that got a good response within the deadline.
+    pub within_deadline: u64,
+    /// Attempts sent to each endpoint, in fleet order.
+    pub attempts: Vec<u64>,
+    /// What retries, accrual and hedging did, summed over clients.
+    pub stats: ClientStats,
+    /// Mean number of distinct endpoints each client sent to (connections a proxy would open).
+    pub endpoints_per_client: f64,
+    /// How long the load ran (the denominator of the achieved rate).
+    pub duration: Duration,
+}
+
+impl ArmResult {
+    /// Good responses over requests (1.0 when there were none).
+    pub fn success_rate(&self) -> f64 {
+        ratio(self.successes, self.requests)
+    }
+
+    /// Good responses within the deadline over requests.
+    pub fn within_deadline_rate(&self) -> f64 {
+        ratio(self.within_deadline, self.requests)
+    }
+
+    /// Requests per second of load.
+    pub fn achieved_rate(&self) -> f64 {
+        let secs = self.duration.as_secs_f64();
+        if secs > 0.0 {
+            self.requests as f64 / secs
+        } else {
+            0.0
+        }
+    }
+
+    /// Each endpoint's share of all attempts, in fleet order.
+    pub fn shares(&self) -> Vec<f64> {
+        let total: u64 = self.attempts.iter().sum();
+        self.attempts.iter().map(|&a| ratio(a, total)).collect()
+    }
+}
+
+fn ratio(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        1.0
+    } else {
+        part as f64 / whole as f64
+    }
+}
+
+/// The whole run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Report {
+    /// The scenario's name.
+    pub scenario: String,
+    /// The scenario's description.
+    pub description: String,
+    /// The seed used.
+    pub seed: u64,
+    /// The load, in words (which loop was used).
+    pub load: String,
+    /// The deadline of "success within deadline".
+    pub deadline: Duration,
+    /// Endpoint names, in fleet order.
+    pub endpoints: Vec<String>,
+    /// One result per arm, in scenario order.
+    pub arms: Vec<ArmResult>,
+}

@@ -1,0 +1,123 @@
+//! The built-in scenarios, written in the scenario format so each is also an example of it.
+//!
+//! - `slow-middle` (seed 002, "Beyond Round Robin"): 11 endpoints, one x10 from 15 s to 45 s,
+//!   1,000 req/s for 60 s; the four anchor balancers, then extras.
+//! - `add-steps` (seed 000, "Making Things Faster by Adding More Steps"): 10 endpoints from 0 to
+//!   2 s, the two slowest failing; slow_cooker's closed loop of 50 workers at 10 req/s each;
+//!   round robin against the seed's Linkerd config, then extras.
+//! - `herd` (scale on paper): 50 independent client-side balancers over 1,000 endpoints that
+//!   serve one request at a time, at about 60% of capacity; full scan against P2C and aperture.
+
+/// Names of the built-in scenarios.
+pub(crate) const NAMES: &[&str] = &["slow-middle", "add-steps", "herd"];
+
+/// The YAML text of a built-in scenario.
+pub(crate) fn yaml(name: &str) -> Option<&'static str> {
+    match name {
+        "slow-middle" => Some(SLOW_MIDDLE),
+        "add-steps" => Some(ADD_STEPS),
+        "herd" => Some(HERD),
+        _ => None,
+    }
+}
+
+const SLOW_MIDDLE: &str = "\
+name: slow-middle
+description: >-
+  Seed 002: 11 endpoints (median 167 ms, sd 5 ms, max 200 ms), one x10 from 15 s to 45 s,
+  1,000 req/s for 60 s
+fleet: slow-middle
+load: {loop: open, arrivals: constant, rate: 1000, duration: 60s}
+deadline: 1s
+arms:
+  - {name: round-robin, balancer: {kind: round-robin}}
+  - {name: p2c-least-loaded, balancer: {kind: p2c, load: least-loaded}}
+  - {name: heap-least-loaded, balancer: {kind: heap}}
+  - {name: p2c-peak-ewma, balancer: {kind: p2c, load: peak-ewma}}
+  # Extras: more choices, a full scan, ejection, hedging.
+  - {name: best-of-3-peak-ewma, balancer: {kind: best-of, choices: 3, load: peak-ewma}}
+  - {name: full-scan-peak-ewma, balancer: {kind: full-scan, load: peak-ewma}}
+  - name: round-robin+ejection
+    balancer: {kind: round-robin}
+    outlier: {interval: 1s, factor: 3, min_requests: 5, base_ejection: 30s}
+  - name: round-robin+hedge
+    balancer: {kind: round-robin}
+    hedge: {max_extra_load: 0.05}
+  - name: p2c-peak-ewma+hedge
+    balancer: {kind: p2c, load: peak-ewma}
+    hedge: {max_extra_load: 0.05}
+";
+
+const ADD_STEPS: &str = "\
+name: add-steps
+description: >-
+  Seed 000: 10 endpoints at 0, 10, 20, 40, 80, 160, 320, 640 ms, 1 s (60% success) and
+  2 s (40% success); 50 closed-loop workers, each at most 10 req/s
+fleet: add-steps
+load: {loop: closed, workers: 50, interval: 100ms, duration: 60s}
+deadline: 1s
+arms:
+  - {name: baseline, balancer: {kind: round-robin}}
+  - name: proxy
+    balancer: {kind: p2c, load: peak-ewma}
+    classifier: retryable-read-5xx
+    retries: {percent: 0.2, min_per_sec: 10, ttl: 10s}
+    accrual: &seed-accrual
+      kind: success-rate
+      threshold: 0.9
+      requests: 20
+      backoff: {kind: constant, delay: 10s}
+  # Extras: each part alone, then additions to the proxy.
+  - {name: peak-ewma-only, balancer: {kind: p2c, load: peak-ewma}}
+  - name: round-robin+retries+accrual
+    balancer: {kind: round-robin}
+    classifier: retryable-read-5xx
+    retries: {percent: 0.2, min_per_sec: 10, ttl: 10s}
+    accrual: *seed-accrual
+  - name: proxy+best-of-3
+    balancer: {kind: best-of, choices: 3, load: peak-ewma}
+    classifier: retryable-read-5xx
+    retries: {percent: 0.2, min_per_sec: 10, ttl: 10s}
+    accrual: *seed-accrual
+  - name: proxy+full-scan
+    balancer: {kind: full-scan, load: peak-ewma}
+    classifier: retryable-read-5xx
+    retries: {percent: 0.2, min_per_sec: 10, ttl: 10s}
+    accrual: *seed-accrual
+  - name: proxy+ejection
+    balancer: {kind: p2c, load: peak-ewma}
+    classifier: retryable-read-5xx
+    retries: {percent: 0.2, min_per_sec: 10, ttl: 10s}
+    accrual: *seed-accrual
+    outlier: {interval: 1s, factor: 3, min_requests: 5, base_ejection: 30s}
+  - name: proxy+hedge
+    balancer: {kind: p2c, load: peak-ewma}
+    classifier: retryable-read-5xx
+    retries: {percent: 0.2, min_per_sec: 10, ttl: 10s}
+    accrual: *seed-accrual
+    hedge: {max_extra_load: 0.05}
+";
+
+const HERD: &str = "\
+name: herd
+description: >-
+  50 client-side balancers over 1,000 endpoints serving one request at a time (900 at about
+  10 ms, 100 at about 30 ms), at about 60% of capacity
+fleet:
+  seed: 0
+  backends:
+    - {name: fast, replicas: 900, latency: {lognormal: {median: 10ms, sigma: 0.3, max: 100ms}}}
+    - {name: slow, replicas: 100, latency: {lognormal: {median: 30ms, sigma: 0.3, max: 300ms}}}
+servers: {concurrency: 1}
+load: {loop: open, arrivals: poisson, rate: 50000, duration: 5s, clients: 50}
+deadline: 100ms
+arms:
+  - {name: random, balancer: {kind: random}}
+  - {name: round-robin, balancer: {kind: round-robin}}
+  - {name: p2c-least-loaded, balancer: {kind: p2c, load: least-loaded}}
+  - {name: p2c-peak-ewma, balancer: {kind: p2c, load: peak-ewma}}
+  - {name: full-scan-least-loaded, balancer: {kind: full-scan, load: least-loaded}}
+  - {name: full-scan-peak-ewma, balancer: {kind: full-scan, load: peak-ewma}}
+  - {name: aperture-least-loaded, balancer: {kind: aperture, load: least-loaded}}
+  - {name: aperture-peak-ewma, balancer: {kind: aperture, load: peak-ewma}}
+";

@@ -1,0 +1,160 @@
+//! The `load:` part of a scenario: who sends, how often, for how long.
+//!
+//! ```yaml
+//! load:
+//!   loop: open            # open (default): arrivals on a schedule, whatever the responses
+//!   arrivals: constant    # or poisson
+//!   rate: 1000            # requests per second, all clients together
+//!   duration: 60s
+//!   clients: 1            # independent client-side balancers (e.g. 50 proxies)
+//!   method: GET
+//! ---
+//! load:
+//!   loop: closed          # slow_cooker's loop: each worker sends, waits for the response,
+//!   workers: 50           # and waits until `interval` after its previous send
+//!   interval: 100ms
+//!   duration: 60s
+//! ```
+
+use super::Dur;
+use serde::Deserialize;
+use std::fmt;
+use std::time::Duration;
+use tailguard_fleet::duration::format_duration;
+use tailguard_pacing::Arrivals;
+use tailguard_resilience::Method;
+
+/// How requests arrive.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LoadShape {
+    /// Open loop: `rate` requests per second on a schedule; latency counts from the schedule.
+    Open {
+        /// Constant or Poisson.
+        arrivals: Arrivals,
+        /// Requests per second, all clients together.
+        rate: f64,
+    },
+    /// Closed loop: `workers` each send, wait for the response, and wait until `interval`
+    /// after their previous send (slow_cooker's `-qps` ticker per worker).
+    Closed {
+        /// Concurrent workers.
+        workers: u32,
+        /// Shortest time between two sends of a worker.
+        interval: Duration,
+    },
+}
+
+/// The traffic of a scenario.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Load {
+    /// Open or closed loop.
+    pub shape: LoadShape,
+    /// Requests are sent during this long; the run then drains.
+    pub duration: Duration,
+    /// Independent client-side balancers sharing the traffic (each with its own state).
+    pub clients: u32,
+    /// The request method (the classifier decides retries from it).
+    pub method: Method,
+}
+
+impl fmt::Display for Load {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let length = format_duration(self.duration);
+        match self.shape {
+            LoadShape::Open { arrivals, rate } => write!(
+                f,
+                "open loop, {arrivals} arrivals at {rate} req/s for {length}"
+            )?,
+            LoadShape::Closed { workers, interval } => write!(
+                f,
+                "closed loop, {workers} workers each sending at most once per {}, for {length}",
+                format_duration(interval)
+            )?,
+        }
+        let s = if self.clients == 1 { "" } else { "s" };
+        write!(f, ", {} client{s}, {}", self.clients, self.method)
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+enum LoopName {
+    #[default]
+    Open,
+    Closed,
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+enum ArrivalsName {
+    #[default]
+    Constant,
+    Poisson,
+}
+
+/// `load:` as written.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LoadSpec {
+    #[serde(default, rename = "loop")]
+    kind: LoopName,
+    arrivals: Option<ArrivalsName>,
+    rate: Option<f64>,
+    workers: Option<u32>,
+    interval: Option<Dur>,
+    duration: Dur,
+    clients: Option<u32>,
+    method: Option<String>,
+}
+
+impl LoadSpec {
+    /// The typed load; `Err` names the field that does not fit.
+    pub(crate) fn into_load(self) -> Result<Load, String> {
+        let shape = match self.kind {
+            LoopName::Open => self.open_shape()?,
+            LoopName::Closed => self.closed_shape()?,
+        };
+        let clients = self.clients.unwrap_or(1);
+        if clients == 0 {
+            return Err("load: clients must be at least 1".into());
+        }
+        Ok(Load {
+            shape,
+            duration: self.duration.0,
+            clients,
+            method: self
+                .method
+                .as_deref()
+                .unwrap_or("GET")
+                .parse()
+                .unwrap_or(Method::Other),
+        })
+    }
+
+    fn open_shape(&self) -> Result<LoadShape, String> {
+        if self.workers.is_some() || self.interval.is_some() {
+            return Err("load: `workers` and `interval` need `loop: closed`".into());
+        }
+        let rate = self.rate.ok_or("load: an open loop needs `rate`")?;
+        if !(rate.is_finite() && rate > 0.0) {
+            return Err(format!("load: rate must be above zero, got {rate}"));
+        }
+        let arrivals = match self.arrivals.unwrap_or_default() {
+            ArrivalsName::Constant => Arrivals::Constant,
+            ArrivalsName::Poisson => Arrivals::Poisson,
+        };
+        Ok(LoadShape::Open { arrivals, rate })
+    }
+
+    fn closed_shape(&self) -> Result<LoadShape, String> {
+        if self.rate.is_some() || self.arrivals.is_some() {
+            return Err("load: `rate` and `arrivals` need `loop: open`".into());
+        }
+        let workers = self.workers.ok_or("load: a closed loop needs `workers`")?;
+        if workers == 0 {
+            return Err("load: workers must be at least 1".into());
+        }
+        let interval = self.interval.map_or(Duration::ZERO, |d| d.0);
+        Ok(LoadShape::Closed { workers, interval })
+    }
+}

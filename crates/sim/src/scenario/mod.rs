@@ -1,0 +1,304 @@
+//! Scenario files: the fleet, the load, and the arms to compare.
+//!
+//! One format for two engines: `tailguard sim` runs a scenario in virtual time, and
+//! `tailguard bench` is meant to run the same file live on loopback.
+//!
+//! ```yaml
+//! name: slow-middle
+//! description: one text line for reports
+//! seed: 1                      # optional, default 1 (the command line can override it)
+//! fleet: slow-middle           # a built-in fleet, a fleet file (relative to this file),
+//!                              # or an inline fleet mapping (the fleet file schema)
+//! servers: {concurrency: 32}   # optional: requests each endpoint serves at once, others queue
+//! load: {loop: open, arrivals: constant, rate: 1000, duration: 60s}    # see [`load`]
+//! deadline: 1s                 # success within this counts as "within deadline"
+//! arms:                        # see [`arm`]
+//!   - {name: round-robin, balancer: {kind: round-robin}}
+//!   - {name: peak-ewma, balancer: {kind: p2c, load: peak-ewma}}
+//! ```
+//! Unknown keys are errors; every error names the origin, and the line when there is one.
+//!
+//! # Example
+//! ```
+//! use tailguard_sim::Scenario;
+//!
+//! let s = Scenario::builtin("slow-middle").unwrap();
+//! assert_eq!(s.fleet.backends.len(), 11);
+//! assert_eq!(s.arms[0].name, "round-robin");
+//! let text = "fleet: echo\nload: {rate: 10, duration: 1s}\narms: [{name: rr, balancer: {kind: round-robin}}]";
+//! let tiny = Scenario::from_yaml_str(text, "inline").unwrap();
+//! assert_eq!(tiny.load.clients, 1);
+//! ```
+
+pub mod arm;
+mod builtin;
+pub mod load;
+mod overrides;
+
+pub use load::{Load, LoadShape};
+pub use overrides::Overrides;
+
+use crate::client::ArmConfig;
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tailguard_fleet::{Fleet, FleetError};
+
+/// A scenario that cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// Not YAML, or not the scenario schema.
+    #[error("{origin}:{line}:{column}: {message}")]
+    Parse {
+        /// Where the text came from.
+        origin: String,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// Parsed, but a value does not fit.
+    #[error("{origin}: {message}")]
+    Invalid {
+        /// Where the text came from.
+        origin: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The file could not be read.
+    #[error("cannot read scenario {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Neither a built-in scenario nor a file.
+    #[error("`{name}` is neither a scenario file nor a built-in scenario (built-ins: {builtins})")]
+    Unknown {
+        /// What was asked for.
+        name: String,
+        /// The built-in names.
+        builtins: String,
+    },
+    /// The fleet named by the scenario.
+    #[error(transparent)]
+    Fleet(#[from] FleetError),
+}
+
+/// Endpoint capacity: the fleet model says how long one request takes; this says how many an
+/// endpoint works on at once.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Servers {
+    /// Requests served at once per endpoint (others wait in a FIFO queue); `None`: unlimited.
+    pub concurrency: Option<u32>,
+}
+
+/// A typed scenario.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scenario {
+    /// Short name.
+    pub name: String,
+    /// One line for reports.
+    pub description: String,
+    /// Seeds arrivals, endpoint behaviour and balancer choices.
+    pub seed: u64,
+    /// The endpoints.
+    pub fleet: Fleet,
+    /// Endpoint capacity.
+    pub servers: Servers,
+    /// The traffic.
+    pub load: Load,
+    /// Success within this counts as success within the deadline.
+    pub deadline: Duration,
+    /// The arms to compare, in report order.
+    pub arms: Vec<ArmConfig>,
+}
+
+/// A duration written as in fleet files (`150ms`, `1.5s`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Dur(pub(crate) Duration);
+
+impl<'de> Deserialize<'de> for Dur {
+    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        tailguard_fleet::duration::deserialize(de).map(Dur)
+    }
+}
+
+/// `fleet:` as written: a name (built-in or file) or an inline fleet.
+#[derive(Clone, Debug)]
+enum FleetRef {
+    Name(String),
+    Inline(Box<Fleet>),
+}
+
+impl<'de> Deserialize<'de> for FleetRef {
+    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        de.deserialize_any(FleetRefVisitor)
+    }
+}
+
+struct FleetRefVisitor;
+
+impl<'de> Visitor<'de> for FleetRefVisitor {
+    type Value = FleetRef;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a built-in fleet name, a fleet file, or a fleet mapping")
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<FleetRef, E> {
+        Ok(FleetRef::Name(v.to_owned()))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<FleetRef, A::Error> {
+        let fleet = Fleet::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        Ok(FleetRef::Inline(Box::new(fleet)))
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServersSpec {
+    concurrency: Option<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScenarioSpec {
+    name: Option<String>,
+    #[serde(default)]
+    description: String,
+    seed: Option<u64>,
+    fleet: FleetRef,
+    servers: Option<ServersSpec>,
+    load: load::LoadSpec,
+    deadline: Option<Dur>,
+    arms: Vec<arm::ArmSpec>,
+}
+
+impl Scenario {
+    /// The names of the built-in scenarios.
+    pub fn builtin_names() -> &'static [&'static str] {
+        builtin::NAMES
+    }
+
+    /// A built-in scenario.
+    pub fn builtin(name: &str) -> Option<Scenario> {
+        Scenario::from_yaml_str(builtin::yaml(name)?, name).ok()
+    }
+
+    /// The YAML text of a built-in scenario (a starting point for your own).
+    pub fn builtin_yaml(name: &str) -> Option<&'static str> {
+        builtin::yaml(name)
+    }
+
+    /// A built-in name, else a scenario file.
+    ///
+    /// # Errors
+    /// [`ScenarioError::Unknown`] when `name` is neither; else as [`Scenario::from_file`].
+    pub fn load(name: &str) -> Result<Scenario, ScenarioError> {
+        if let Some(text) = builtin::yaml(name) {
+            return Scenario::from_yaml_str(text, name);
+        }
+        let path = Path::new(name);
+        if !path.exists() {
+            return Err(ScenarioError::Unknown {
+                name: name.to_owned(),
+                builtins: builtin::NAMES.join(", "),
+            });
+        }
+        Scenario::from_file(path)
+    }
+
+    /// Reads a scenario file; a fleet file it names is found relative to it.
+    ///
+    /// # Errors
+    /// [`ScenarioError::Read`], or as [`Scenario::from_yaml_str`].
+    pub fn from_file(path: &Path) -> Result<Scenario, ScenarioError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let origin = path.display().to_string();
+        parse(&text, &origin, path.parent())
+    }
+
+    /// Parses scenario YAML; `origin` starts every error message. Fleet files are looked up
+    /// relative to the working directory.
+    ///
+    /// # Errors
+    /// [`ScenarioError`] naming the origin, line and field.
+    pub fn from_yaml_str(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
+        parse(text, origin, None)
+    }
+}
+
+fn parse(text: &str, origin: &str, dir: Option<&Path>) -> Result<Scenario, ScenarioError> {
+    let spec: ScenarioSpec = serde_yaml_ng::from_str(text).map_err(|e| yaml_error(&e, origin))?;
+    let invalid = |message: String| ScenarioError::Invalid {
+        origin: origin.to_owned(),
+        message,
+    };
+    let fleet = match spec.fleet {
+        FleetRef::Inline(f) => *f,
+        FleetRef::Name(name) => match Fleet::builtin(&name) {
+            Some(f) => f,
+            None => Fleet::from_file(&dir.unwrap_or(Path::new("")).join(&name))?,
+        },
+    };
+    if spec.arms.is_empty() {
+        return Err(invalid("arms: a scenario needs at least one arm".into()));
+    }
+    let mut arms = Vec::with_capacity(spec.arms.len());
+    for a in spec.arms {
+        let arm = a.into_config().map_err(invalid)?;
+        if arms.iter().any(|b: &ArmConfig| b.name == arm.name) {
+            return Err(invalid(format!("arms: two arms are named `{}`", arm.name)));
+        }
+        arms.push(arm);
+    }
+    let concurrency = spec.servers.and_then(|s| s.concurrency);
+    if concurrency == Some(0) {
+        return Err(invalid("servers: concurrency must be at least 1".into()));
+    }
+    Ok(Scenario {
+        name: spec.name.unwrap_or_else(|| origin.to_owned()),
+        description: spec.description,
+        seed: spec.seed.unwrap_or(1),
+        fleet,
+        servers: Servers { concurrency },
+        load: spec.load.into_load().map_err(invalid)?,
+        deadline: spec.deadline.map_or(Duration::from_secs(1), |d| d.0),
+        arms,
+    })
+}
+
+fn yaml_error(err: &serde_yaml_ng::Error, origin: &str) -> ScenarioError {
+    let text = err.to_string();
+    match err.location() {
+        Some(loc) => {
+            // serde_yaml_ng appends " at line L column C": the position goes in front instead.
+            let message = text
+                .rfind(" at line ")
+                .map_or(text.as_str(), |i| &text[..i]);
+            ScenarioError::Parse {
+                origin: origin.to_owned(),
+                line: loc.line(),
+                column: loc.column(),
+                message: message.to_owned(),
+            }
+        }
+        None => ScenarioError::Invalid {
+            origin: origin.to_owned(),
+            message: text,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,138 @@
+use super::*;
+use tailguard_balance::{Choices, LoadKind, Policy};
+use tailguard_resilience::TripPolicy;
+
+fn parse(text: &str) -> Result<Scenario, ScenarioError> {
+    Scenario::from_yaml_str(text, "test.yaml")
+}
+
+const MINIMAL: &str = "fleet: echo\nload: {rate: 10, duration: 1s}\n";
+
+fn with_arms(arms: &str) -> String {
+    format!("{MINIMAL}arms:\n{arms}")
+}
+
+fn error(text: &str) -> String {
+    parse(text).unwrap_err().to_string()
+}
+
+#[test]
+fn every_builtin_parses_and_names_its_arms() {
+    for name in Scenario::builtin_names() {
+        let text = Scenario::builtin_yaml(name).unwrap();
+        let s = Scenario::from_yaml_str(text, name).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(&s.name, name);
+        assert!(!s.arms.is_empty() && !s.description.is_empty());
+    }
+    assert!(Scenario::builtin("nope").is_none());
+}
+
+#[test]
+fn add_steps_proxy_arm_is_the_seed_config() {
+    let s = Scenario::builtin("add-steps").unwrap();
+    let proxy = s.arms.iter().find(|a| a.name == "proxy").unwrap();
+    assert_eq!(proxy.policy, Policy::p2c(LoadKind::peak_ewma()));
+    let accrual = proxy.accrual.unwrap();
+    assert_eq!(
+        accrual.policy,
+        TripPolicy::SuccessRate {
+            threshold: 0.9,
+            requests: 20
+        }
+    );
+    let retries = proxy.retries.unwrap();
+    assert_eq!(retries.budget.percent, 0.2);
+    assert!(matches!(
+        s.load.shape,
+        LoadShape::Closed { workers: 50, .. }
+    ));
+}
+
+#[test]
+fn balancer_kinds_map_to_policies() {
+    let s = parse(&with_arms(
+        "  - {name: a, balancer: {kind: best-of, choices: 3}}\n\
+         \x20 - {name: b, balancer: {kind: full-scan, load: peak-ewma, tau: 5s}}\n\
+         \x20 - {name: c, balancer: {kind: aperture, min_aperture: 2}}\n",
+    ))
+    .unwrap();
+    assert_eq!(
+        s.arms[0].policy,
+        Policy::BestOf {
+            choices: Choices::D(3),
+            load: LoadKind::Pending
+        }
+    );
+    assert!(matches!(
+        s.arms[1].policy,
+        Policy::BestOf { choices: Choices::All, load: LoadKind::PeakEwma(c) } if c.tau.as_secs() == 5
+    ));
+    assert!(
+        matches!(s.arms[2].policy, Policy::Aperture { config, .. } if config.min_aperture == 2)
+    );
+}
+
+#[test]
+fn errors_name_the_place_and_the_constraint() {
+    // (scenario text, expected fragment of the message)
+    let cases = [
+        (with_arms("  - {name: a, balancer: {kind: p2c, tua: 1s}}\n"), "test.yaml:4:"),
+        (with_arms("  - {name: a, balancer: {kind: rr}}\n"), "unknown variant `rr`"),
+        (with_arms("  - {name: a, balancer: {kind: p2c, tau: 1s}}\n"), "apply to `load: peak-ewma` only"),
+        (with_arms("  - {name: a, balancer: {kind: p2c, choices: 3}}\n"), "`choices` does not apply"),
+        (with_arms("  - {name: a, balancer: {kind: best-of}}\n"), "best-of needs `choices`"),
+        (with_arms("  - {name: a, balancer: {kind: heap}}\n  - {name: a, balancer: {kind: heap}}\n"), "two arms are named `a`"),
+        (with_arms("  - {name: a, balancer: {kind: heap}, accrual: {kind: success-rate}}\n"), "need `threshold`"),
+        (with_arms("  - {name: a, balancer: {kind: heap}, retries: {percent: -1}}\n"), "percent must be between"),
+        (with_arms("  - {name: a, balancer: {kind: heap}, timeouts: {attempt: 0s}}\n"), "timeouts must be above zero"),
+        (format!("{MINIMAL}arms: []\n"), "at least one arm"),
+        ("fleet: echo\nload: {loop: closed, rate: 5, duration: 1s}\narms: [{name: a, balancer: {kind: heap}}]\n".into(), "need `loop: open`"),
+        ("fleet: nowhere.yaml\nload: {rate: 5, duration: 1s}\narms: [{name: a, balancer: {kind: heap}}]\n".into(), "nowhere.yaml"),
+    ];
+    for (text, want) in cases {
+        let got = error(&text);
+        assert!(got.contains(want), "want {want:?} in {got:?}");
+    }
+}
+
+#[test]
+fn inline_fleets_and_closed_loops_parse() {
+    let text = "\
+fleet:
+  backends:
+    - {name: x, latency: 5ms, replicas: 3}
+servers: {concurrency: 2}
+load: {loop: closed, workers: 4, interval: 100ms, duration: 2s, method: put}
+deadline: 250ms
+arms: [{name: a, balancer: {kind: round-robin}}]
+";
+    let s = parse(text).unwrap();
+    assert_eq!(s.fleet.backends.len(), 3);
+    assert_eq!(s.servers.concurrency, Some(2));
+    assert_eq!(s.deadline, Duration::from_millis(250));
+    assert_eq!(s.load.method, tailguard_resilience::Method::Put);
+    assert_eq!(
+        s.load.to_string(),
+        "closed loop, 4 workers each sending at most once per 100ms, for 2s, 1 client, PUT"
+    );
+}
+
+#[test]
+fn overrides_change_the_scenario_or_name_the_unknown_arm() {
+    let mut s = Scenario::builtin("slow-middle").unwrap();
+    let o = Overrides {
+        seed: Some(9),
+        clients: Some(3),
+        arms: vec!["p2c-peak-ewma".into(), "round-robin".into()],
+        ..Overrides::default()
+    };
+    s.apply(&o).unwrap();
+    assert_eq!((s.seed, s.load.clients, s.arms.len()), (9, 3, 2));
+    assert_eq!(s.arms[0].name, "p2c-peak-ewma");
+    let bad = Overrides {
+        arms: vec!["nope".into()],
+        ..Overrides::default()
+    };
+    let err = s.apply(&bad).unwrap_err().to_string();
+    assert!(err.contains("no arm `nope`"), "{err}");
+}

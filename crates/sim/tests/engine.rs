@@ -1,0 +1,233 @@
+//! The simulator's semantics, one small scenario each: retries, budgets, accrual, refusals,
+//! timeouts, capacity queues, pauses, hedging, closed loops, and determinism.
+
+use std::time::Duration;
+use tailguard_sim::{render, run, ArmResult, Overrides, Report, Scenario};
+
+fn sim(yaml: &str) -> Report {
+    let scenario = Scenario::from_yaml_str(yaml, "test").unwrap_or_else(|e| panic!("{e}"));
+    run(&scenario).unwrap()
+}
+
+fn arm<'a>(report: &'a Report, name: &str) -> &'a ArmResult {
+    report.arms.iter().find(|a| a.name == name).unwrap()
+}
+
+fn ms(v: u64) -> u64 {
+    v * 1_000
+}
+
+/// Every attempt is a first attempt, a retry or a hedge.
+fn assert_conserved(report: &Report) {
+    for a in &report.arms {
+        let attempts: u64 = a.attempts.iter().sum();
+        assert_eq!(
+            attempts,
+            a.requests + a.stats.retries + a.stats.hedges,
+            "{}",
+            a.name
+        );
+    }
+}
+
+#[test]
+fn same_seed_same_bytes_other_seed_other_bytes() {
+    let mut s = Scenario::builtin("slow-middle").unwrap();
+    let o = Overrides {
+        duration: Some(Duration::from_secs(16)),
+        arrivals: Some(tailguard_sim::Arrivals::Poisson),
+        arms: vec!["round-robin".into(), "p2c-peak-ewma+hedge".into()],
+        ..Overrides::default()
+    };
+    s.apply(&o).unwrap();
+    let (a, b) = (run(&s).unwrap(), run(&s).unwrap());
+    assert_eq!(render::json(&a), render::json(&b));
+    assert_eq!(render::text(&a), render::text(&b));
+    assert_eq!(render::svg(&a), render::svg(&b));
+    assert_eq!(render::html(&a), render::html(&b));
+    let one_thread = tailguard_sim::run_on(&s, 1).unwrap();
+    assert_eq!(
+        render::json(&one_thread),
+        render::json(&a),
+        "threads change nothing"
+    );
+    s.seed += 1;
+    assert_ne!(render::json(&run(&s).unwrap()), render::json(&a));
+    assert_conserved(&a);
+}
+
+const TWO_ENDPOINTS_ONE_FAILING: &str = "
+fleet:
+  backends:
+    - {name: bad, latency: 10ms, fail: {error: 1.0, status: 503}}
+    - {name: good, latency: 10ms}
+load: {rate: 100, duration: 10s}
+arms:
+  - {name: plain, balancer: {kind: round-robin}}
+  - {name: retries, balancer: {kind: random}, retries: {percent: 0.5}}
+  - {name: capped, balancer: {kind: round-robin}, retries: {percent: 0.2, min_per_sec: 0}}
+  - {name: post, balancer: {kind: round-robin}, retries: {}, classifier: retryable-read-5xx}
+  - name: accrual
+    balancer: {kind: round-robin}
+    accrual: {kind: consecutive, failures: 5, backoff: {kind: constant, delay: 5s}}
+";
+
+#[test]
+fn retries_go_elsewhere_and_accrual_removes_the_failing_endpoint() {
+    let r = sim(TWO_ENDPOINTS_ONE_FAILING);
+    assert_conserved(&r);
+    assert!((arm(&r, "plain").success_rate() - 0.5).abs() < 0.01);
+    let retries = arm(&r, "retries");
+    assert_eq!(
+        retries.success_rate(),
+        1.0,
+        "every retry went to the good endpoint"
+    );
+    assert_eq!(retries.stats.retries, retries.attempts[0]);
+    // Accrual: five failures trip it at 0.1 s; the probe at 5.1 s fails and trips it again.
+    let accrual = arm(&r, "accrual");
+    assert_eq!(accrual.attempts[0], 6, "{:?}", accrual.attempts);
+    assert_eq!(accrual.stats.trips, 2);
+}
+
+#[test]
+fn the_budget_bounds_retries_and_the_method_decides() {
+    let all_fail = TWO_ENDPOINTS_ONE_FAILING.replace(
+        "- {name: good, latency: 10ms}",
+        "- {name: good, latency: 10ms, fail: {error: 1.0}}",
+    );
+    let r = sim(&all_fail);
+    let capped = arm(&r, "capped");
+    // 20% of 1,000 requests, no reserve: at most 200 retries.
+    assert!(capped.stats.retries <= 200, "{}", capped.stats.retries);
+    assert!(capped.stats.retries >= 150, "{}", capped.stats.retries);
+    assert!(capped.stats.retries_refused > 0);
+    let post = all_fail.replace(
+        "load: {rate: 100, duration: 10s}",
+        "load: {rate: 100, duration: 10s, method: POST}",
+    );
+    assert_eq!(
+        arm(&sim(&post), "post").stats.retries,
+        0,
+        "POST is never retried on a 5xx"
+    );
+}
+
+#[test]
+fn refused_connections_are_retried_whatever_the_method() {
+    let r = sim("
+fleet:
+  backends:
+    - {name: down, latency: 10ms, schedule: ['at 0s down']}
+    - {name: up, latency: 10ms}
+load: {rate: 50, duration: 4s, method: POST}
+arms: [{name: a, balancer: {kind: random}, retries: {}}]
+");
+    let a = &r.arms[0];
+    assert_eq!(a.success_rate(), 1.0);
+    assert!(a.stats.retries > 0);
+    assert!(a.latency.max_us() < ms(11), "a refusal costs no time");
+}
+
+#[test]
+fn attempt_timeouts_retry_and_total_timeouts_bound_latency() {
+    let r = sim("
+fleet:
+  backends:
+    - {name: slow, latency: 2s}
+    - {name: fast, latency: 10ms}
+load: {rate: 20, duration: 5s}
+arms:
+  - {name: per-try, balancer: {kind: round-robin}, retries: {}, timeouts: {attempt: 100ms}}
+  - {name: total, balancer: {kind: round-robin}, timeouts: {total: 50ms}}
+");
+    let per_try = arm(&r, "per-try");
+    assert_eq!(per_try.success_rate(), 1.0);
+    assert!(
+        per_try.latency.max_us() <= ms(111),
+        "{}",
+        per_try.latency.max_us()
+    );
+    let total = arm(&r, "total");
+    assert!((total.success_rate() - 0.5).abs() < 0.02);
+    assert!(total.latency.max_us() <= ms(51));
+}
+
+#[test]
+fn capacity_queues_requests_past_saturation() {
+    let text = |rate: u32| {
+        format!(
+            "fleet: {{backends: [{{latency: 10ms}}]}}\nservers: {{concurrency: 1}}\n\
+             load: {{rate: {rate}, duration: 5s}}\narms: [{{name: a, balancer: {{kind: heap}}}}]\n"
+        )
+    };
+    let under = sim(&text(50));
+    assert!(under.arms[0].latency.max_us() <= ms(11));
+    let over = sim(&text(200)); // twice the capacity: the queue grows for 5 s
+    assert!(over.arms[0].latency.max_us() > ms(2_000));
+    assert_eq!(over.arms[0].requests, 1_000);
+}
+
+#[test]
+fn a_paused_endpoint_answers_when_it_resumes() {
+    let r = sim("fleet: gc-pause\nload: {rate: 10, duration: 20s}\narms: [{name: a, balancer: {kind: round-robin}}]\n");
+    let a = &r.arms[0];
+    assert_eq!(a.success_rate(), 1.0);
+    let max = a.latency.max_us();
+    assert!(max >= ms(4_900) && max <= ms(5_010), "{max}"); // 3 significant digits
+                                                            // Half the requests arrive during a pause and wait uniformly up to 5 s.
+    assert_eq!(a.latency.quantile_us(0.25), 0);
+    assert!((a.latency.quantile(0.75).as_millis() as i64 - 2_500).abs() < 200);
+}
+
+#[test]
+fn hedging_cuts_the_tail_within_its_budget() {
+    let r = sim("
+fleet:
+  backends:
+    - {name: slow, latency: 500ms}
+    - {name: fast, replicas: 19, latency: {uniform: {min: 9ms, max: 11ms}}}
+load: {rate: 200, duration: 10s}
+arms:
+  - {name: plain, balancer: {kind: round-robin}}
+  - {name: hedged, balancer: {kind: round-robin}, hedge: {max_extra_load: 0.1, min_per_sec: 10}}
+");
+    assert_conserved(&r);
+    let (plain, hedged) = (arm(&r, "plain"), arm(&r, "hedged"));
+    assert!(plain.latency.quantile_us(0.99) >= ms(499));
+    assert!(
+        hedged.latency.quantile_us(0.99) < ms(50),
+        "{}",
+        hedged.latency.quantile_us(0.99)
+    );
+    // 10% of 2,000 requests plus 10/s over 10 s.
+    assert!(hedged.stats.hedges <= 300, "{}", hedged.stats.hedges);
+}
+
+#[test]
+fn closed_loop_workers_wait_for_responses_and_intervals() {
+    let r = sim("
+fleet: {backends: [{name: fast, latency: 1ms}, {name: slow, latency: 300ms}]}
+load: {loop: closed, workers: 4, interval: 100ms, duration: 10s}
+arms: [{name: fast-only, balancer: {kind: p2c, load: peak-ewma}}, {name: rr, balancer: {kind: round-robin}}]
+");
+    // At most one send per 100 ms per worker: 4 workers x 10 s x 10/s.
+    assert!(arm(&r, "fast-only").requests <= 400);
+    assert!(arm(&r, "fast-only").requests >= 360);
+    // Round robin waits 300 ms every other request: about 4 x 10 s / 0.4 s x 2.
+    let rr = arm(&r, "rr").requests;
+    assert!((190..=210).contains(&rr), "{rr}");
+}
+
+#[test]
+fn independent_clients_keep_their_own_state() {
+    let r = sim("
+fleet: {backends: [{name: e, replicas: 40, latency: 5ms}]}
+load: {rate: 200, duration: 2s, clients: 10}
+arms:
+  - {name: aperture, balancer: {kind: aperture}}
+  - {name: rr, balancer: {kind: round-robin}}
+");
+    assert!(arm(&r, "aperture").endpoints_per_client < 10.0);
+    assert_eq!(arm(&r, "rr").endpoints_per_client, 40.0);
+}
