@@ -1,12 +1,78 @@
-//! `tailguard proxy`.
+//! `tailguard proxy`: a YAML file (`--config`) or the flags of the simple case, parsed into
+//! [`tailguard_proxy::config::Config`], then [`tailguard_proxy::run`].
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
+use tailguard_proxy::config::{Config, ServiceConfig, Upstream};
+use tailguard_proxy::Source;
 
 /// Arguments of `tailguard proxy`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+#[command(after_help = "Examples:
+  tailguard proxy --listen 127.0.0.1:4140 --upstream 127.0.0.1:9001,127.0.0.1:9002 --balancer ewma
+  tailguard proxy --config proxy.yaml        (SIGHUP reloads it; SIGTERM drains and exits)")]
+pub struct Args {
+    /// A configuration file (Linkerd-1-style keys; see docs/readme/proxy.md).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["upstream", "balancer", "listen", "admin", "no_admin", "attempt_timeout", "timeout", "no_retries", "no_accrual"])]
+    config: Option<PathBuf>,
+    /// Where to listen (HTTP/1.1 and h2c on one port).
+    #[arg(long, default_value = "127.0.0.1:4140")]
+    listen: SocketAddr,
+    /// Upstream addresses, IP:PORT, comma separated.
+    #[arg(long, value_delimiter = ',', required_unless_present = "config")]
+    upstream: Vec<SocketAddr>,
+    /// roundRobin, random, p2c (least loaded), ewma (P2C peak EWMA), heap, aperture, bestOf.
+    #[arg(long, default_value = "ewma")]
+    balancer: String,
+    /// The admin server (metrics, ready, live, endpoints).
+    #[arg(long, default_value = "127.0.0.1:9990")]
+    admin: SocketAddr,
+    /// Run without the admin server.
+    #[arg(long)]
+    no_admin: bool,
+    /// Per-attempt timeout, e.g. 1s.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    attempt_timeout: Option<Duration>,
+    /// Total timeout per request, e.g. 3s.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    timeout: Option<Duration>,
+    /// Do not retry (by default failed reads are retried under a 20% + 10/s budget).
+    #[arg(long)]
+    no_retries: bool,
+    /// No failure accrual (by default: 5 failures in a row, backoff 5 s to 300 s).
+    #[arg(long)]
+    no_accrual: bool,
+    /// Runtime worker threads.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+}
 
 /// Runs `tailguard proxy`.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`tailguard proxy` is not built yet")
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let source = match &args.config {
+        Some(path) => Source::File(path.clone()),
+        None => Source::Fixed(Box::new(from_flags(&args)?)),
+    };
+    tailguard_proxy::run(source, args.threads)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn from_flags(args: &Args) -> anyhow::Result<Config> {
+    let upstreams = args.upstream.iter().copied().map(Upstream::new).collect();
+    let mut service = ServiceConfig::new("default", upstreams);
+    service.arm.policy = tailguard_proxy::yaml::balancer_kind(&args.balancer)?;
+    service.arm.timeouts.attempt = args.attempt_timeout;
+    service.arm.timeouts.total = args.timeout;
+    if args.no_retries {
+        service.arm.retries = None;
+    }
+    if args.no_accrual {
+        service.arm.accrual = None;
+    }
+    let mut config = Config::new(args.listen, vec![service]);
+    config.admin = (!args.no_admin).then_some(args.admin);
+    config.validate()?;
+    Ok(config)
 }

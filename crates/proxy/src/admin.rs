@@ -1,0 +1,97 @@
+//! The admin server (127.0.0.1 by default): `/metrics` (Prometheus text), `/ready` (200 when
+//! every service has an endpoint), `/live` (200 while the process serves), and `/endpoints`
+//! (JSON: per service, each endpoint's address, pending attempts, success rate and accrual
+//! state).
+
+use crate::listener::stopped;
+use crate::Shared;
+use bytes::Bytes;
+use http::{header, Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use std::convert::Infallible;
+use std::sync::Arc;
+use tailguard_http::tcp::{self, Nagle};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// Serves admin requests until `shutdown` turns true.
+pub async fn serve(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let accepted = tokio::select! {
+            a = tcp::accept(&listener, Nagle::Off) => a,
+            _ = stopped(&mut shutdown) => return,
+        };
+        let Ok((stream, _)) = accepted else { continue };
+        let shared = Arc::clone(&shared);
+        tokio::spawn(async move {
+            let service = service_fn(move |req| {
+                let shared = Arc::clone(&shared);
+                async move { Ok::<_, Infallible>(page(&shared, &req)) }
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service);
+            if let Err(err) = conn.await {
+                tracing::debug!(%err, "admin connection failed");
+            }
+        });
+    }
+}
+
+fn page(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+    match req.uri().path() {
+        "/metrics" => reply(
+            StatusCode::OK,
+            "text/plain; version=0.0.4",
+            shared.metrics.encode(),
+        ),
+        "/live" => reply(StatusCode::OK, "text/plain", "live\n".into()),
+        "/ready" => {
+            let ready = shared.services().iter().all(|s| !s.endpoints().is_empty());
+            let (status, text) = if ready {
+                (StatusCode::OK, "ready\n")
+            } else {
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "a service has no endpoints\n",
+                )
+            };
+            reply(status, "text/plain", text.into())
+        }
+        "/endpoints" => reply(StatusCode::OK, "application/json", endpoints_json(shared)),
+        _ => reply(
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            "try /metrics, /ready, /live or /endpoints\n".into(),
+        ),
+    }
+}
+
+fn endpoints_json(shared: &Shared) -> String {
+    let services: serde_json::Map<String, serde_json::Value> = shared
+        .services()
+        .iter()
+        .map(|s| {
+            let views = s.endpoints().views();
+            (
+                s.config.name.clone(),
+                serde_json::to_value(views).unwrap_or_default(),
+            )
+        })
+        .collect();
+    serde_json::to_string_pretty(&services).unwrap_or_default()
+}
+
+fn reply(status: StatusCode, kind: &'static str, body: String) -> Response<Full<Bytes>> {
+    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    *resp.status_mut() = status;
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, header::HeaderValue::from_static(kind));
+    resp
+}

@@ -1,0 +1,283 @@
+//! The attempts of one request (step 4 and 5 of [`crate::forward`]): each goes to the endpoint
+//! the service's [`tailguard_client::Client`] picks, and every outcome goes back to it.
+//!
+//! An attempt abandoned midway (the total timeout fired, or the client went away) is reported
+//! as cancelled when its guard drops, so the balancer's pending count never leaks.
+
+use crate::clock::Clock;
+use crate::endpoints::{Change, Endpoints};
+use crate::forward::local;
+use crate::hygiene;
+use crate::metrics::{status_class, EndpointClassLabels, EndpointLabels, ServiceLabels};
+use crate::service::Service;
+use crate::upstream::ProxyBody;
+use crate::Shared;
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use rand::SeedableRng;
+use std::sync::Arc;
+use std::time::Duration;
+use tailguard_resilience::{AttemptOutcome, Class, Method, Ticket};
+
+/// A request body, as attempts use it.
+#[derive(Debug)]
+pub enum Attempt {
+    /// Buffered: every attempt sends a copy.
+    Replayable(Bytes),
+    /// Streamed: only the first attempt can send it.
+    Streaming(Option<ProxyBody>),
+}
+
+impl Attempt {
+    fn take(&mut self) -> ProxyBody {
+        match self {
+            Attempt::Replayable(b) => Full::new(b.clone()).map_err(|never| match never {}).boxed(),
+            Attempt::Streaming(b) => b.take().unwrap_or_else(|| {
+                // Unreachable: a streamed body is never retried; send nothing rather than panic.
+                Full::new(Bytes::new())
+                    .map_err(|never| match never {})
+                    .boxed()
+            }),
+        }
+    }
+
+    fn replayable(&self) -> bool {
+        matches!(self, Attempt::Replayable(_))
+    }
+}
+
+/// A request ready for its attempts.
+#[derive(Debug)]
+pub struct Sent {
+    /// Method, path, cleaned headers, upstream version.
+    pub parts: http::request::Parts,
+    /// The body.
+    pub body: Attempt,
+    /// The method as the classifier sees it.
+    pub method: Method,
+    /// Over HTTP/2.
+    pub h2: bool,
+}
+
+/// Reports an abandoned attempt as cancelled when dropped before [`Guard::finish`].
+struct Guard<'a> {
+    endpoints: &'a Endpoints,
+    attempt: Option<(usize, Option<Ticket>)>,
+    sent: Duration,
+    clock: Clock,
+}
+
+impl Guard<'_> {
+    fn finish(mut self, outcome: AttemptOutcome, method: Method) -> (Class, Change) {
+        let attempt = self.attempt.take().expect("finished once");
+        let now = self.clock.now();
+        self.endpoints
+            .complete(attempt, self.sent, method, outcome, now)
+    }
+}
+
+impl Drop for Guard<'_> {
+    fn drop(&mut self) {
+        if let Some(a) = self.attempt.take() {
+            self.endpoints.cancel(a, self.sent, self.clock.now());
+        }
+    }
+}
+
+enum Ended {
+    Response(Response<Incoming>),
+    Failed(StatusCode, String),
+}
+
+/// Runs attempts until one is final.
+pub async fn run(
+    shared: &Arc<Shared>,
+    service: &Arc<Service>,
+    mut sent: Sent,
+) -> Response<ProxyBody> {
+    let endpoints = service.endpoints();
+    if endpoints.is_empty() {
+        return local(StatusCode::SERVICE_UNAVAILABLE, "no endpoints");
+    }
+    let clock = shared.clock;
+    endpoints.on_request(clock.now());
+    let retries = service.config.arm.retries;
+    let labels = ServiceLabels {
+        service: service.config.name.clone(),
+    };
+    let (mut avoid, mut tries) = (None, 0u32);
+    loop {
+        let (slot, class, ended) = once(shared, service, &endpoints, &mut sent, avoid).await;
+        let may = !class.success
+            && class.retryable
+            && sent.body.replayable()
+            && retries.is_some_and(|r| tries < r.max_retries);
+        if !may {
+            return finish(ended);
+        }
+        if !endpoints.may_retry(clock.now()) {
+            shared.metrics.budget_exhausted.get_or_create(&labels).inc();
+            return finish(ended);
+        }
+        drop(ended);
+        shared.metrics.retries.get_or_create(&labels).inc();
+        tries += 1;
+        if let Some(backoff) = retries.and_then(|r| r.backoff) {
+            let seed = clock.now().as_nanos() as u64;
+            let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
+            tokio::time::sleep(backoff.delay(tries, &mut rng)).await;
+        }
+        avoid = Some(slot);
+    }
+}
+
+fn finish(ended: Ended) -> Response<ProxyBody> {
+    match ended {
+        Ended::Failed(status, reason) => local(status, &reason),
+        Ended::Response(resp) => {
+            let (mut parts, body) = resp.into_parts();
+            hygiene::strip_hop_by_hop(&mut parts.headers);
+            hygiene::add_via(&mut parts.headers, parts.version);
+            Response::from_parts(parts, body.boxed())
+        }
+    }
+}
+
+/// One attempt: pick, send, classify, report.
+async fn once(
+    shared: &Arc<Shared>,
+    service: &Arc<Service>,
+    endpoints: &Endpoints,
+    sent: &mut Sent,
+    avoid: Option<usize>,
+) -> (usize, Class, Ended) {
+    let clock = shared.clock;
+    let now = clock.now();
+    let (slot, ticket) = endpoints.send(now, avoid).expect("checked non-empty");
+    let addr = endpoints.addr(slot);
+    let guard = Guard {
+        endpoints,
+        attempt: Some((slot, ticket)),
+        sent: now,
+        clock,
+    };
+    let req = build(&sent.parts, sent.body.take(), addr);
+    let timeout = service.config.arm.timeouts.attempt;
+    let call = shared.upstreams.send(req, sent.h2);
+    let result = match timeout {
+        Some(t) => tokio::time::timeout(t, call).await.ok(),
+        None => Some(call.await),
+    };
+    let (outcome, ended) = match result {
+        None => (
+            AttemptOutcome::Timeout,
+            Ended::Failed(
+                StatusCode::GATEWAY_TIMEOUT,
+                format!("upstream {addr}: attempt timeout"),
+            ),
+        ),
+        Some(Ok(resp)) => (
+            AttemptOutcome::Status(resp.status().as_u16()),
+            Ended::Response(resp),
+        ),
+        Some(Err(e)) if e.is_connect() => (
+            AttemptOutcome::Refused,
+            Ended::Failed(
+                StatusCode::BAD_GATEWAY,
+                format!("upstream {addr}: connection refused"),
+            ),
+        ),
+        Some(Err(e)) => (
+            AttemptOutcome::Reset,
+            Ended::Failed(
+                StatusCode::BAD_GATEWAY,
+                format!("upstream {addr}: {}", error_chain(&e)),
+            ),
+        ),
+    };
+    let (class, change) = guard.finish(outcome, sent.method);
+    record(
+        shared,
+        service,
+        endpoints,
+        slot,
+        outcome,
+        clock.now().saturating_sub(now),
+        change,
+    );
+    (slot, class, ended)
+}
+
+fn build(
+    parts: &http::request::Parts,
+    body: ProxyBody,
+    addr: std::net::SocketAddr,
+) -> Request<ProxyBody> {
+    let pq = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let mut req = Request::new(body);
+    *req.method_mut() = parts.method.clone();
+    *req.uri_mut() = format!("http://{addr}{pq}").parse().unwrap_or_default();
+    *req.version_mut() = parts.version;
+    *req.headers_mut() = parts.headers.clone();
+    req
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+fn record(
+    shared: &Shared,
+    service: &Service,
+    endpoints: &Endpoints,
+    slot: usize,
+    outcome: AttemptOutcome,
+    rtt: Duration,
+    change: Change,
+) {
+    let m = &shared.metrics;
+    let (service, endpoint) = (
+        service.config.name.clone(),
+        endpoints.addr(slot).to_string(),
+    );
+    let class = match outcome {
+        AttemptOutcome::Status(s) => status_class(s),
+        _ => "error",
+    };
+    let ep = EndpointLabels {
+        service: service.clone(),
+        endpoint: endpoint.clone(),
+    };
+    m.attempt_latency
+        .get_or_create(&ep)
+        .observe(rtt.as_secs_f64());
+    m.pending
+        .get_or_create(&ep)
+        .set(endpoints.pending(slot) as i64);
+    let labels = |class: &str| EndpointClassLabels {
+        service: service.clone(),
+        endpoint: endpoint.clone(),
+        class: class.to_owned(),
+    };
+    m.attempts.get_or_create(&labels(class)).inc();
+    match change {
+        Change::None => {}
+        Change::Tripped => {
+            tracing::info!(%endpoint, %service, "failure accrual: endpoint out of rotation");
+            m.accrual.get_or_create(&labels("dead")).inc();
+        }
+        Change::Revived => {
+            tracing::info!(%endpoint, %service, "failure accrual: endpoint back in rotation");
+            m.accrual.get_or_create(&labels("alive")).inc();
+        }
+    }
+}

@@ -1,0 +1,36 @@
+//! The proxy's one clock: time since the proxy started, as the `now: Duration` the pure
+//! balancer and resilience code takes.
+//!
+//! Built on `tokio::time::Instant`, so tests running on paused time drive the same code.
+//!
+//! # Example
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let clock = tailguard_proxy::clock::Clock::start();
+//! assert!(clock.now() < std::time::Duration::from_secs(1));
+//! # }
+//! ```
+
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// A monotonic clock counting from its start.
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    start: Instant,
+}
+
+impl Clock {
+    /// A clock reading zero now.
+    pub fn start() -> Self {
+        Self {
+            start: Instant::now(),
+        }
+    }
+
+    /// Time since [`Clock::start`].
+    pub fn now(&self) -> Duration {
+        self.start.elapsed()
+    }
+}

@@ -1,0 +1,286 @@
+//! The proxy's typed configuration, built once at the edge (from YAML in [`crate::yaml`] or
+//! from command-line flags) and validated before anything listens.
+//!
+//! A [`Config`] is a listener, an optional admin server and one or more named
+//! [`ServiceConfig`]s. A request is routed to the first service whose `hosts` contain its host
+//! (`*` matches any host) and whose `path_prefix`, if any, starts its path; nothing else is ever
+//! dialed, so the proxy is never open to arbitrary addresses.
+//!
+//! # Example
+//! ```
+//! use tailguard_proxy::config::{Config, ServiceConfig, Upstream};
+//!
+//! let upstreams = vec![Upstream::new("127.0.0.1:9001".parse().unwrap())];
+//! let config = Config::new("127.0.0.1:4140".parse().unwrap(), vec![ServiceConfig::new("web", upstreams)]);
+//! assert!(config.validate().is_ok());
+//! ```
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+use tailguard_balance::{LoadKind, Policy};
+use tailguard_client::{ArmConfig, ArmError, RetryConfig};
+use tailguard_resilience::{AccrualConfig, Classifier};
+
+/// One upstream address, with a weight (an address of weight `w` counts as `w` endpoints).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Upstream {
+    /// Where to dial.
+    pub addr: SocketAddr,
+    /// Relative share of traffic, 1 to [`MAX_WEIGHT`].
+    pub weight: u32,
+}
+
+/// The largest upstream weight.
+pub const MAX_WEIGHT: u32 = 100;
+
+impl Upstream {
+    /// `addr` with weight 1.
+    pub fn new(addr: SocketAddr) -> Self {
+        Self { addr, weight: 1 }
+    }
+}
+
+/// Where a service's endpoints come from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Discovery {
+    /// A fixed list.
+    Static(Vec<Upstream>),
+    /// A file of `host:port [weight]` lines, re-read when it changes (Linkerd 1's fs namer).
+    File {
+        /// The file.
+        path: PathBuf,
+        /// How often to look for changes.
+        interval: Duration,
+    },
+    /// DNS A/AAAA or SRV records, re-resolved periodically; every address is used.
+    Dns {
+        /// What to resolve.
+        name: crate::dns::DnsName,
+        /// The name server (`None`: the system's).
+        server: Option<SocketAddr>,
+        /// How often to re-resolve.
+        interval: Duration,
+    },
+}
+
+/// The HTTP version spoken to upstreams.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum UpstreamProtocol {
+    /// HTTP/1.1 with keep-alive (pooled connections).
+    #[default]
+    Http1,
+    /// HTTP/2 with prior knowledge (h2c): one multiplexed connection per endpoint.
+    Http2,
+    /// The downstream request's version: HTTP/2 requests (gRPC) over h2c, others over HTTP/1.1.
+    Auto,
+}
+
+/// What the `Host` header of a forwarded request says.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum HostHeader {
+    /// The client's host, unchanged.
+    #[default]
+    Preserve,
+    /// This value.
+    Rewrite(String),
+}
+
+/// One named service: which requests it takes, where they go and how.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServiceConfig {
+    /// The name in metrics and errors.
+    pub name: String,
+    /// Hosts routed here (no port; `*` is any host).
+    pub hosts: Vec<String>,
+    /// Only paths starting with this, if set.
+    pub path_prefix: Option<String>,
+    /// The endpoints.
+    pub discovery: Discovery,
+    /// Balancer, classifier, retries, accrual, timeouts: the same struct `tailguard sim` runs.
+    pub arm: ArmConfig,
+    /// The upstream HTTP version.
+    pub protocol: UpstreamProtocol,
+    /// The forwarded `Host`.
+    pub host_header: HostHeader,
+    /// Largest request body buffered so that it can be retried; larger ones stream, unretried.
+    pub retry_buffer: usize,
+    /// Requests in flight at most for this service; more get 503 (`None`: no limit).
+    pub max_in_flight: Option<usize>,
+}
+
+impl ServiceConfig {
+    /// A service taking every host, over static `upstreams`, balanced by P2C peak EWMA, with
+    /// retries of idempotent requests under the default budget, and Linkerd 1's default failure accrual
+    /// (5 failures in a row, backoff 5 s to 300 s).
+    pub fn new(name: impl Into<String>, upstreams: Vec<Upstream>) -> Self {
+        let name = name.into();
+        let mut arm = ArmConfig::new(name.clone(), Policy::p2c(LoadKind::peak_ewma()));
+        arm.classifier = Classifier::retryable_read_5xx();
+        arm.retries = Some(RetryConfig::default());
+        arm.accrual = Some(AccrualConfig::default());
+        Self {
+            name,
+            hosts: vec!["*".to_owned()],
+            path_prefix: None,
+            discovery: Discovery::Static(upstreams),
+            arm,
+            protocol: UpstreamProtocol::default(),
+            host_header: HostHeader::default(),
+            retry_buffer: 64 * 1024,
+            max_in_flight: None,
+        }
+    }
+}
+
+/// Limits protecting the proxy from its clients.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// A client must send a request's headers within this (slowloris protection).
+    pub header_read_timeout: Duration,
+    /// Accepted connections at most; more wait in the kernel backlog.
+    pub max_connections: usize,
+    /// How long a graceful shutdown waits for requests in flight.
+    pub drain: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            header_read_timeout: Duration::from_secs(10),
+            max_connections: 10_000,
+            drain: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The whole proxy.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// The proxy listener (HTTP/1.1 and h2c on one port).
+    pub listen: SocketAddr,
+    /// The admin server (metrics, readiness, endpoints), if any.
+    pub admin: Option<SocketAddr>,
+    /// The services, matched in order.
+    pub services: Vec<ServiceConfig>,
+    /// Client-facing limits.
+    pub limits: Limits,
+}
+
+/// A [`Config`] that must not start; the message names the key.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// No service at all.
+    #[error("services: at least one service is required")]
+    NoServices,
+    /// Two services with one name.
+    #[error("services[{0}].name: duplicate service name")]
+    DuplicateName(String),
+    /// A service matching no host.
+    #[error("services[{0}].hosts: at least one host is required (`*` for any)")]
+    NoHosts(String),
+    /// A static service without upstreams.
+    #[error("services[{0}].upstreams: at least one upstream is required")]
+    NoUpstreams(String),
+    /// A weight out of range.
+    #[error("services[{service}].upstreams: weight of {addr} must be 1 to {MAX_WEIGHT}")]
+    Weight {
+        /// The service.
+        service: String,
+        /// The upstream.
+        addr: SocketAddr,
+    },
+    /// A path prefix not starting with `/`.
+    #[error("services[{0}].pathPrefix: must start with `/`")]
+    PathPrefix(String),
+    /// The balancer, classifier, retries, accrual or timeouts.
+    #[error("services[{service}].{key}: {source}")]
+    Arm {
+        /// The service.
+        service: String,
+        /// The configuration key at fault.
+        key: &'static str,
+        /// What is wrong.
+        source: ArmError,
+    },
+    /// A zero limit.
+    #[error("{0}: must be above zero")]
+    Zero(&'static str),
+}
+
+impl Config {
+    /// A proxy on `listen` over `services`, admin on 127.0.0.1:9990.
+    pub fn new(listen: SocketAddr, services: Vec<ServiceConfig>) -> Self {
+        Self {
+            listen,
+            admin: Some(SocketAddr::from(([127, 0, 0, 1], 9990))),
+            services,
+            limits: Limits::default(),
+        }
+    }
+
+    /// Checks every service and limit.
+    ///
+    /// # Errors
+    /// The first broken constraint, naming its key.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.services.is_empty() {
+            return Err(ConfigError::NoServices);
+        }
+        for (i, s) in self.services.iter().enumerate() {
+            if self.services[..i].iter().any(|o| o.name == s.name) {
+                return Err(ConfigError::DuplicateName(s.name.clone()));
+            }
+            validate_service(s)?;
+        }
+        if self.limits.header_read_timeout.is_zero() {
+            return Err(ConfigError::Zero("limits.headerReadTimeoutMs"));
+        }
+        if self.limits.max_connections == 0 {
+            return Err(ConfigError::Zero("limits.maxConnections"));
+        }
+        Ok(())
+    }
+}
+
+fn validate_service(s: &ServiceConfig) -> Result<(), ConfigError> {
+    let name = || s.name.clone();
+    if s.hosts.is_empty() {
+        return Err(ConfigError::NoHosts(name()));
+    }
+    if s.path_prefix.as_ref().is_some_and(|p| !p.starts_with('/')) {
+        return Err(ConfigError::PathPrefix(name()));
+    }
+    if let Discovery::Static(list) = &s.discovery {
+        if list.is_empty() {
+            return Err(ConfigError::NoUpstreams(name()));
+        }
+        if let Some(u) = list.iter().find(|u| u.weight == 0 || u.weight > MAX_WEIGHT) {
+            return Err(ConfigError::Weight {
+                service: name(),
+                addr: u.addr,
+            });
+        }
+    }
+    if s.max_in_flight == Some(0) {
+        return Err(ConfigError::Zero("services[].maxConcurrentRequests"));
+    }
+    s.arm.validate().map_err(|source| ConfigError::Arm {
+        service: name(),
+        key: arm_key(&source),
+        source,
+    })
+}
+
+/// The YAML key an [`ArmError`] belongs to.
+fn arm_key(e: &ArmError) -> &'static str {
+    match e {
+        ArmError::Policy(_) => "client.loadBalancer",
+        ArmError::Accrual(_) => "client.failureAccrual",
+        ArmError::Budget(_) => "service.retries.budget",
+        ArmError::Backoff(_) => "service.retries.backoff",
+        ArmError::Hedge(_) => "hedge",
+        ArmError::Outlier(_) => "outlier",
+        ArmError::ZeroTimeout => "timeouts (requestAttemptTimeoutMs / totalTimeoutMs)",
+    }
+}

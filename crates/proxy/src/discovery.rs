@@ -1,0 +1,135 @@
+//! File discovery, like Linkerd 1's fs namer: one `host:port [weight]` per line (`#` starts a
+//! comment), re-read every `interval` and applied without restart when its content changes.
+//! A file that does not parse is reported and ignored; the previous endpoints stay.
+//!
+//! # Example
+//! ```
+//! use tailguard_proxy::discovery::parse_upstreams;
+//! let list = parse_upstreams("127.0.0.1:9001\n127.0.0.1:9002 3 # heavier\n").unwrap();
+//! assert_eq!(list.len(), 2);
+//! assert_eq!(list[1].weight, 3);
+//! ```
+
+use crate::config::{Upstream, MAX_WEIGHT};
+use crate::service::Service;
+use std::path::Path;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+/// A discovery input that does not parse.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DiscoveryError {
+    /// A line that is not `IP:PORT [weight]`.
+    #[error("line {line}: `{text}` is not `IP:PORT [weight]` (weight 1 to {MAX_WEIGHT})")]
+    Line {
+        /// 1-based line number.
+        line: usize,
+        /// The line.
+        text: String,
+    },
+}
+
+/// Parses one upstream, `IP:PORT [weight]`.
+///
+/// # Errors
+/// When the address or weight is malformed (`line` is used in the error).
+pub fn parse_upstream(text: &str, line: usize) -> Result<Upstream, DiscoveryError> {
+    let bad = || DiscoveryError::Line {
+        line,
+        text: text.to_owned(),
+    };
+    let mut words = text.split_whitespace();
+    let addr = words.next().and_then(|a| a.parse().ok()).ok_or_else(bad)?;
+    let weight = match words.next() {
+        None => 1,
+        Some(w) => w
+            .parse()
+            .ok()
+            .filter(|w| (1..=MAX_WEIGHT).contains(w))
+            .ok_or_else(bad)?,
+    };
+    if words.next().is_some() {
+        return Err(bad());
+    }
+    Ok(Upstream { addr, weight })
+}
+
+/// Parses a whole file.
+///
+/// # Errors
+/// The first malformed line.
+pub fn parse_upstreams(text: &str) -> Result<Vec<Upstream>, DiscoveryError> {
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.split('#').next().unwrap_or("").trim()))
+        .filter(|(_, l)| !l.is_empty())
+        .map(|(i, l)| parse_upstream(l, i))
+        .collect()
+}
+
+/// Watches `path` for `service` until the service is dropped (a reload replaced it).
+pub async fn watch_file(
+    service: Weak<Service>,
+    path: std::path::PathBuf,
+    interval: Duration,
+    mut last: Vec<Upstream>,
+) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(service) = service.upgrade() else {
+            return;
+        };
+        if let Some(next) = read(&path).await.filter(|n| *n != last) {
+            apply(&service, &next);
+            last = next;
+        }
+    }
+}
+
+async fn read(path: &Path) -> Option<Vec<Upstream>> {
+    let text = match tokio::fs::read_to_string(path).await {
+        Ok(t) => t,
+        Err(err) => {
+            tracing::warn!(%err, path = %path.display(), "discovery file unreadable; keeping endpoints");
+            return None;
+        }
+    };
+    match parse_upstreams(&text) {
+        Ok(list) => Some(list),
+        Err(err) => {
+            tracing::warn!(%err, path = %path.display(), "discovery file invalid; keeping endpoints");
+            None
+        }
+    }
+}
+
+fn apply(service: &Arc<Service>, next: &[Upstream]) {
+    match service.set_upstreams(next) {
+        Ok(()) => {
+            tracing::info!(service = %service.config.name, endpoints = next.len(), "endpoints updated")
+        }
+        Err(err) => tracing::warn!(%err, "endpoints not updated"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_bad_lines_with_their_number() {
+        let err = parse_upstreams("127.0.0.1:1\n\nlocalhost:80\n").unwrap_err();
+        assert_eq!(
+            err,
+            DiscoveryError::Line {
+                line: 3,
+                text: "localhost:80".into()
+            }
+        );
+        assert!(parse_upstreams("127.0.0.1:1 0").is_err());
+        assert!(parse_upstreams("127.0.0.1:1 2 3").is_err());
+        assert_eq!(parse_upstreams("# only a comment\n").unwrap(), vec![]);
+    }
+}

@@ -1,0 +1,165 @@
+//! DNS discovery: A/AAAA or SRV records re-resolved every `interval`, using every address
+//! returned (not just the first, which is where getaddrinfo-based clients go wrong: the seed's
+//! note on round robin). Resolved with hickory-resolver, against the system's name servers or
+//! a configured one. A failed resolution keeps the previous endpoints.
+//!
+//! # Example
+//! ```
+//! use tailguard_proxy::dns::DnsName;
+//! let a = DnsName::parse("web.internal:8080").unwrap();
+//! assert_eq!(a, DnsName::A { host: "web.internal".into(), port: 8080 });
+//! let srv = DnsName::parse("_http._tcp.web.internal").unwrap();
+//! assert!(matches!(srv, DnsName::Srv { .. }));
+//! ```
+
+use crate::config::Upstream;
+use crate::service::Service;
+use hickory_resolver::config::{ConnectionConfig, NameServerConfig, ResolverConfig};
+use hickory_resolver::net::runtime::TokioRuntimeProvider;
+use hickory_resolver::proto::rr::RData;
+use hickory_resolver::TokioResolver;
+use std::net::SocketAddr;
+use std::sync::Weak;
+use std::time::Duration;
+
+/// What to resolve.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DnsName {
+    /// A and AAAA records of `host`, each at `port`.
+    A {
+        /// The name.
+        host: String,
+        /// The port every address gets.
+        port: u16,
+    },
+    /// SRV records of `name` (`_service._proto.domain`), each target resolved to its addresses.
+    Srv {
+        /// The SRV name.
+        name: String,
+    },
+}
+
+/// A DNS name or resolution that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DnsError {
+    /// Neither `host:port` nor `_service._proto.domain`.
+    #[error("`{0}` is neither `host:port` nor an SRV name `_service._proto.domain`")]
+    Name(String),
+    /// The resolver could not be built or the lookup failed.
+    #[error("{0}")]
+    Resolve(String),
+}
+
+impl DnsName {
+    /// Parses `host:port` (A/AAAA) or `_service._proto.domain` (SRV).
+    ///
+    /// # Errors
+    /// [`DnsError::Name`] for anything else.
+    pub fn parse(text: &str) -> Result<Self, DnsError> {
+        if text.starts_with('_') {
+            return Ok(DnsName::Srv {
+                name: text.to_owned(),
+            });
+        }
+        let (host, port) = text
+            .rsplit_once(':')
+            .ok_or_else(|| DnsError::Name(text.to_owned()))?;
+        let port = port.parse().map_err(|_| DnsError::Name(text.to_owned()))?;
+        if host.is_empty() {
+            return Err(DnsError::Name(text.to_owned()));
+        }
+        Ok(DnsName::A {
+            host: host.to_owned(),
+            port,
+        })
+    }
+}
+
+/// A resolver over `server` (UDP then TCP), or the system's name servers when `None`.
+///
+/// # Errors
+/// When the system configuration cannot be read.
+pub fn resolver(server: Option<SocketAddr>) -> Result<TokioResolver, DnsError> {
+    let fail = |e: hickory_resolver::net::NetError| DnsError::Resolve(e.to_string());
+    let provider = TokioRuntimeProvider::default();
+    let Some(server) = server else {
+        return TokioResolver::builder(provider)
+            .map_err(fail)?
+            .build()
+            .map_err(fail);
+    };
+    let (mut udp, mut tcp) = (ConnectionConfig::udp(), ConnectionConfig::tcp());
+    udp.port = server.port();
+    tcp.port = server.port();
+    let ns = NameServerConfig::new(server.ip(), true, vec![udp, tcp]);
+    let config = ResolverConfig::from_name_servers(vec![ns]);
+    let mut builder = TokioResolver::builder_with_config(config, provider);
+    // Re-resolution must see changes at once: no answers are cached across rounds.
+    builder.options_mut().cache_size = 0;
+    builder.build().map_err(fail)
+}
+
+/// Every address `name` resolves to, sorted (so an unchanged answer compares equal).
+///
+/// # Errors
+/// When the lookup fails.
+pub async fn resolve(resolver: &TokioResolver, name: &DnsName) -> Result<Vec<Upstream>, DnsError> {
+    let fail = |e: hickory_resolver::net::NetError| DnsError::Resolve(e.to_string());
+    let mut out = Vec::new();
+    match name {
+        DnsName::A { host, port } => {
+            let ips = resolver.lookup_ip(host.as_str()).await.map_err(fail)?;
+            out.extend(
+                ips.iter()
+                    .map(|ip| Upstream::new(SocketAddr::new(ip, *port))),
+            );
+        }
+        DnsName::Srv { name } => {
+            let srv = resolver.srv_lookup(name.as_str()).await.map_err(fail)?;
+            for record in srv.answers() {
+                let RData::SRV(srv) = &record.data else {
+                    continue;
+                };
+                let ips = resolver.lookup_ip(srv.target.clone()).await.map_err(fail)?;
+                out.extend(
+                    ips.iter()
+                        .map(|ip| Upstream::new(SocketAddr::new(ip, srv.port))),
+                );
+            }
+        }
+    }
+    out.sort_by_key(|u| u.addr);
+    out.dedup();
+    Ok(out)
+}
+
+/// Re-resolves `name` every `interval` for `service` until the service is dropped.
+pub async fn watch(
+    service: Weak<Service>,
+    resolver: TokioResolver,
+    name: DnsName,
+    interval: Duration,
+    mut last: Vec<Upstream>,
+) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(service) = service.upgrade() else {
+            return;
+        };
+        match resolve(&resolver, &name).await {
+            Ok(next) if next != last && !next.is_empty() => {
+                match service.set_upstreams(&next) {
+                    Ok(()) => {
+                        tracing::info!(service = %service.config.name, endpoints = next.len(), "DNS endpoints updated")
+                    }
+                    Err(err) => tracing::warn!(%err, "DNS endpoints not updated"),
+                }
+                last = next;
+            }
+            Ok(_) => {}
+            Err(err) => tracing::warn!(%err, ?name, "DNS resolution failed; keeping endpoints"),
+        }
+    }
+}

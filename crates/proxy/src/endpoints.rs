@@ -1,0 +1,221 @@
+//! One generation of a service's endpoint set, and the [`tailguard_client::Client`] that
+//! balances over it.
+//!
+//! The proxy does not re-implement balancing: every pick, send, outcome and retry decision goes
+//! to the same `Client` the simulator runs, behind one mutex per service, with `now` from
+//! [`crate::clock::Clock`]. The lock is held only for those calls, never across I/O.
+//!
+//! When discovery or a reload changes the endpoints, a new `Endpoints` replaces the old one;
+//! requests in flight keep the generation they started with and report their outcome to it.
+
+use crate::config::Upstream;
+use rand::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
+use serde::Serialize;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+use tailguard_client::{ArmConfig, ArmError, Client};
+use tailguard_resilience::accrual::Status;
+use tailguard_resilience::{AttemptOutcome, Class, Method, Ticket};
+
+/// What an attempt's end did to its endpoint's accrual state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// Nothing.
+    None,
+    /// Taken out of rotation.
+    Tripped,
+    /// Back in rotation.
+    Revived,
+}
+
+/// Counters of one endpoint slot.
+#[derive(Debug, Default)]
+struct Counters {
+    pending: AtomicU64,
+    successes: AtomicU64,
+    failures: AtomicU64,
+}
+
+/// One endpoint, as the admin `/endpoints` page shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct EndpointView {
+    /// The address.
+    pub addr: String,
+    /// Attempts in flight.
+    pub pending: u64,
+    /// Successful attempts so far.
+    pub successes: u64,
+    /// Failed attempts so far.
+    pub failures: u64,
+    /// Successes over all finished attempts (1 before any).
+    pub success_rate: f64,
+    /// `alive`, `dead` or `probing`.
+    pub state: &'static str,
+}
+
+#[derive(Debug)]
+struct Locked {
+    client: Client,
+    rng: Xoshiro256PlusPlus,
+}
+
+/// The endpoints of a service and their balancer.
+#[derive(Debug)]
+pub struct Endpoints {
+    addrs: Vec<SocketAddr>,
+    counters: Vec<Counters>,
+    locked: Mutex<Locked>,
+}
+
+impl Endpoints {
+    /// A balancer over `upstreams` (an upstream of weight `w` fills `w` slots), created at `now`.
+    ///
+    /// # Errors
+    /// When `arm` does not validate.
+    pub fn new(
+        upstreams: &[Upstream],
+        arm: &ArmConfig,
+        now: Duration,
+        seed: u64,
+    ) -> Result<Self, ArmError> {
+        let addrs: Vec<SocketAddr> = upstreams
+            .iter()
+            .flat_map(|u| std::iter::repeat_n(u.addr, u.weight as usize))
+            .collect();
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        let client = Client::new(arm, addrs.len(), now, &mut rng)?;
+        let counters = addrs.iter().map(|_| Counters::default()).collect();
+        Ok(Self {
+            addrs,
+            counters,
+            locked: Mutex::new(Locked { client, rng }),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Locked> {
+        // A panic while holding the lock leaves plain counters behind: keep serving.
+        self.locked.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The address of slot `i`.
+    pub fn addr(&self, i: usize) -> SocketAddr {
+        self.addrs[i]
+    }
+
+    /// True when there is no endpoint.
+    pub fn is_empty(&self) -> bool {
+        self.addrs.is_empty()
+    }
+
+    /// The distinct addresses, in order.
+    pub fn distinct(&self) -> Vec<SocketAddr> {
+        let mut out: Vec<SocketAddr> = Vec::new();
+        for a in &self.addrs {
+            if !out.contains(a) {
+                out.push(*a);
+            }
+        }
+        out
+    }
+
+    /// A request arrived (feeds the retry budget).
+    pub fn on_request(&self, now: Duration) {
+        self.lock().client.on_request(now);
+    }
+
+    /// Picks a slot avoiding `avoid` when another exists, and marks the attempt sent.
+    /// `None` when there are no endpoints.
+    pub fn send(&self, now: Duration, avoid: Option<usize>) -> Option<(usize, Option<Ticket>)> {
+        if self.is_empty() {
+            return None;
+        }
+        let mut guard = self.lock();
+        let Locked { client, rng } = &mut *guard;
+        let i = client.pick(now, avoid, rng);
+        let ticket = client.on_send(i, now);
+        self.counters[i].pending.fetch_add(1, Ordering::Relaxed);
+        Some((i, ticket))
+    }
+
+    /// The attempt to slot `i` sent at `sent` ended at `now` with `outcome`.
+    pub fn complete(
+        &self,
+        attempt: (usize, Option<Ticket>),
+        sent: Duration,
+        method: Method,
+        outcome: AttemptOutcome,
+        now: Duration,
+    ) -> (Class, Change) {
+        let (i, ticket) = attempt;
+        let mut guard = self.lock();
+        let Locked { client, rng } = &mut *guard;
+        let before = client.accrual_status(i);
+        let class = client.on_complete(i, ticket, sent, method, outcome, now, rng);
+        let after = client.accrual_status(i);
+        drop(guard);
+        let c = &self.counters[i];
+        c.pending.fetch_sub(1, Ordering::Relaxed);
+        let counter = if class.success {
+            &c.successes
+        } else {
+            &c.failures
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        let change = match (before, after) {
+            (Some(Status::Alive), Some(Status::Dead { .. })) => Change::Tripped,
+            (Some(Status::Probing { .. }), Some(Status::Dead { .. })) => Change::Tripped,
+            (Some(b), Some(Status::Alive)) if b != Status::Alive => Change::Revived,
+            _ => Change::None,
+        };
+        (class, change)
+    }
+
+    /// The attempt to slot `i` sent at `sent` was abandoned at `now`.
+    pub fn cancel(&self, attempt: (usize, Option<Ticket>), sent: Duration, now: Duration) {
+        let (i, ticket) = attempt;
+        self.lock().client.on_cancel(i, ticket, sent, now);
+        self.counters[i].pending.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// May a failed attempt be retried? Charges the budget when it may.
+    pub fn may_retry(&self, now: Duration) -> bool {
+        self.lock().client.may_retry(now)
+    }
+
+    /// Attempts in flight to slot `i`.
+    pub fn pending(&self, i: usize) -> u64 {
+        self.counters[i].pending.load(Ordering::Relaxed)
+    }
+
+    /// Every slot as the admin page shows it.
+    pub fn views(&self) -> Vec<EndpointView> {
+        let guard = self.lock();
+        (0..self.addrs.len())
+            .map(|i| {
+                let c = &self.counters[i];
+                let successes = c.successes.load(Ordering::Relaxed);
+                let failures = c.failures.load(Ordering::Relaxed);
+                let total = successes + failures;
+                EndpointView {
+                    addr: self.addrs[i].to_string(),
+                    pending: c.pending.load(Ordering::Relaxed),
+                    successes,
+                    failures,
+                    success_rate: if total == 0 {
+                        1.0
+                    } else {
+                        successes as f64 / total as f64
+                    },
+                    state: match guard.client.accrual_status(i) {
+                        None | Some(Status::Alive) => "alive",
+                        Some(Status::Dead { .. }) => "dead",
+                        Some(Status::Probing { .. }) => "probing",
+                    },
+                }
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,161 @@
+//! Forwarding one request: route it, clean its headers, then send attempts through the
+//! service's balancer until one succeeds or no retry is allowed.
+//!
+//! 1. Route by host (and path prefix) to a service; none: 404 with `x-tailguard-error`.
+//! 2. Admit under the service's in-flight limit; over it: 503.
+//! 3. Keep the body replayable (bounded buffer) only when a retry could need it: the method is
+//!    retryable, retries are on, and the body's exact length is within `retry_buffer`.
+//!    Otherwise the body streams through and the request is never retried.
+//! 4. Each attempt: pick (avoiding the previous endpoint), send under the attempt timeout,
+//!    classify, feed the balancer and accrual ([`crate::attempt`]).
+//! 5. A failed, retryable attempt is retried while the budget allows; the last response is
+//!    returned as is, or 502/504 with `x-tailguard-error` when there was none.
+
+use crate::attempt::{self, Attempt, Sent};
+use crate::hygiene;
+use crate::metrics::{status_class, ClassLabels, ServiceLabels};
+use crate::service::{host_only, route, Service};
+use crate::upstream::ProxyBody;
+use crate::Shared;
+use bytes::Bytes;
+use http::header::{HeaderValue, HOST};
+use http::{Request, Response, StatusCode, Version};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Body, Incoming};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tailguard_resilience::Method;
+
+/// The header naming why the proxy answered itself.
+pub const ERROR_HEADER: &str = "x-tailguard-error";
+
+/// A response the proxy makes itself.
+pub fn local(status: StatusCode, reason: &str) -> Response<ProxyBody> {
+    let body = Full::new(Bytes::from(format!("{reason}\n")))
+        .map_err(|never| match never {})
+        .boxed();
+    let mut resp = Response::new(body);
+    *resp.status_mut() = status;
+    if let Ok(v) = HeaderValue::from_str(reason) {
+        resp.headers_mut().insert(ERROR_HEADER, v);
+    }
+    resp
+}
+
+/// Handles one downstream request from `peer`.
+pub async fn handle(
+    shared: Arc<Shared>,
+    peer: SocketAddr,
+    req: Request<Incoming>,
+) -> Response<ProxyBody> {
+    let host = request_host(&req);
+    let services = shared.services();
+    let Some(service) = route(&services, host.as_deref().map(host_only), req.uri().path()) else {
+        let reason = format!("no service for host {:?}", host.unwrap_or_default());
+        return local(StatusCode::NOT_FOUND, &reason);
+    };
+    let service = Arc::clone(service);
+    let started = shared.clock.now();
+    let resp = match service.admit() {
+        None => local(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many requests in flight",
+        ),
+        Some(_permit) => forward(&shared, &service, peer, host, req).await,
+    };
+    let name = service.config.name.clone();
+    let class = status_class(resp.status().as_u16()).to_owned();
+    let m = &shared.metrics;
+    m.requests
+        .get_or_create(&ClassLabels {
+            service: name.clone(),
+            class,
+        })
+        .inc();
+    let elapsed = shared.clock.now().saturating_sub(started);
+    m.latency
+        .get_or_create(&ServiceLabels { service: name })
+        .observe(elapsed.as_secs_f64());
+    resp
+}
+
+fn request_host(req: &Request<Incoming>) -> Option<String> {
+    let from_header = req.headers().get(HOST).and_then(|h| h.to_str().ok());
+    from_header
+        .or_else(|| req.uri().authority().map(|a| a.as_str()))
+        .map(str::to_owned)
+}
+
+async fn forward(
+    shared: &Arc<Shared>,
+    service: &Arc<Service>,
+    peer: SocketAddr,
+    host: Option<String>,
+    req: Request<Incoming>,
+) -> Response<ProxyBody> {
+    let (mut parts, body) = req.into_parts();
+    let method: Method = parts.method.as_str().parse().unwrap_or(Method::Other);
+    hygiene::strip_hop_by_hop(&mut parts.headers);
+    hygiene::add_via(&mut parts.headers, parts.version);
+    hygiene::add_forwarded_for(&mut parts.headers, peer.ip());
+    let host = match &service.config.host_header {
+        crate::config::HostHeader::Preserve => host,
+        crate::config::HostHeader::Rewrite(h) => Some(h.clone()),
+    };
+    if let Some(v) = host.and_then(|h| HeaderValue::from_str(&h).ok()) {
+        parts.headers.insert(HOST, v);
+    }
+    let h2 = match service.config.protocol {
+        crate::config::UpstreamProtocol::Http1 => false,
+        crate::config::UpstreamProtocol::Http2 => true,
+        crate::config::UpstreamProtocol::Auto => parts.version == Version::HTTP_2,
+    };
+    parts.version = if h2 {
+        Version::HTTP_2
+    } else {
+        Version::HTTP_11
+    };
+    let arm = &service.config.arm;
+    let may_replay = arm.retries.is_some() && arm.classifier.retries(method);
+    let body = match prepare_body(body, may_replay, service.config.retry_buffer).await {
+        Ok(b) => b,
+        Err(resp) => return resp,
+    };
+    let sent = Sent {
+        parts,
+        body,
+        method,
+        h2,
+    };
+    let run = attempt::run(shared, service, sent);
+    match arm.timeouts.total {
+        None => run.await,
+        Some(limit) => match tokio::time::timeout(limit, run).await {
+            Ok(resp) => resp,
+            Err(_) => local(StatusCode::GATEWAY_TIMEOUT, "total timeout"),
+        },
+    }
+}
+
+/// Step 3: a replayable body when it may be needed and fits, else the stream itself.
+async fn prepare_body(
+    body: Incoming,
+    may_replay: bool,
+    limit: usize,
+) -> Result<Attempt, Response<ProxyBody>> {
+    let exact = body.size_hint().exact();
+    let fits = exact.is_some_and(|n| n <= limit as u64);
+    if !(may_replay && fits) {
+        return Ok(Attempt::Streaming(Some(body.boxed())));
+    }
+    match Limited::new(body, limit).collect().await {
+        Ok(collected) => Ok(Attempt::Replayable(collected.to_bytes())),
+        Err(err) => {
+            tracing::debug!(%err, "request body failed");
+            Err(local(
+                StatusCode::BAD_REQUEST,
+                "request body could not be read",
+            ))
+        }
+    }
+}

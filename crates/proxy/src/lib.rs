@@ -1,0 +1,280 @@
+//! `tailguard proxy`: a latency-aware HTTP/1.1, HTTP/2 and gRPC proxy.
+//!
+//! # What
+//! The product of seed 000 ("making things faster by adding more steps"): a hop that lowers
+//! latency because it balances on latency (P2C peak EWMA by default), retries what is safe to
+//! retry under a budget, and stops sending to broken endpoints (failure accrual with a single
+//! probe). It adapts the pure core to live traffic and does not re-implement it: every
+//! decision is made by the [`tailguard_client::Client`] that `tailguard sim` also runs.
+//!
+//! # Shape
+//! - [`config`]: the typed configuration; [`yaml`]: the Linkerd-1-style file that builds it.
+//! - [`listener`]: HTTP/1.1 + h2c on one port; [`forward`] and [`attempt`]: one request;
+//!   [`endpoints`]: the balancer per service; [`upstream`]: pooled upstream connections.
+//! - [`discovery`]: endpoint files watched for changes; [`admin`] and [`metrics`]: the admin
+//!   server.
+//!
+//! # Example
+//! ```no_run
+//! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use tailguard_proxy::config::{Config, ServiceConfig, Upstream};
+//! let upstreams = vec![Upstream::new("127.0.0.1:9001".parse()?)];
+//! let config = Config::new("127.0.0.1:4140".parse()?, vec![ServiceConfig::new("web", upstreams)]);
+//! let proxy = tailguard_proxy::start(config).await?;
+//! println!("proxy on {}", proxy.addr());
+//! proxy.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod admin;
+pub mod attempt;
+pub mod clock;
+pub mod config;
+pub mod discovery;
+pub mod dns;
+pub mod endpoints;
+pub mod forward;
+pub mod hygiene;
+pub mod listener;
+pub mod metrics;
+mod run;
+pub mod service;
+pub mod upstream;
+pub mod yaml;
+
+pub use run::{run, Source};
+
+use clock::Clock;
+use config::{Config, ConfigError, Discovery};
+use metrics::Metrics;
+use service::Service;
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use upstream::Upstreams;
+
+/// State shared by every connection.
+#[derive(Debug)]
+pub struct Shared {
+    /// The proxy's clock.
+    pub clock: Clock,
+    /// Every metric.
+    pub metrics: Metrics,
+    /// Upstream connection pools.
+    pub upstreams: Upstreams,
+    services: RwLock<Arc<Vec<Arc<Service>>>>,
+}
+
+impl Shared {
+    /// The current services, in routing order.
+    pub fn services(&self) -> Arc<Vec<Arc<Service>>> {
+        Arc::clone(&self.services.read().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+/// Why the proxy did not start or reload.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The configuration file could not be read or parsed.
+    #[error(transparent)]
+    Yaml(#[from] yaml::YamlError),
+    /// A listener could not bind.
+    #[error("cannot listen on {addr} ({what}): {source}")]
+    Bind {
+        /// `proxy` or `admin`.
+        what: &'static str,
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A discovery file could not be read at start.
+    #[error("services[{service}].namer: {path}: {reason}")]
+    Discovery {
+        /// The service.
+        service: String,
+        /// The file.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The async runtime could not start.
+    #[error("cannot start the runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// A running proxy; stops with [`Proxy::shutdown`].
+#[derive(Debug)]
+pub struct Proxy {
+    addr: SocketAddr,
+    admin: Option<SocketAddr>,
+    shared: Arc<Shared>,
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+/// Validates `config`, binds its listeners and starts serving.
+///
+/// # Errors
+/// [`StartError`] when the configuration is invalid or a listener cannot bind.
+pub async fn start(config: Config) -> Result<Proxy, StartError> {
+    config.validate()?;
+    let clock = Clock::start();
+    let services = build_services(&config, clock).await?;
+    let bind = |what, addr| async move {
+        tailguard_http::tcp::bind(addr)
+            .await
+            .map_err(|source| StartError::Bind { what, addr, source })
+    };
+    let listener = bind("proxy", config.listen).await?;
+    let admin = match config.admin {
+        Some(a) => Some(bind("admin", a).await?),
+        None => None,
+    };
+    let shared = Arc::new(Shared {
+        clock,
+        metrics: Metrics::new(),
+        upstreams: Upstreams::new(),
+        services: RwLock::new(Arc::new(services)),
+    });
+    let addr = listener.local_addr().map_err(|source| StartError::Bind {
+        what: "proxy",
+        addr: config.listen,
+        source,
+    })?;
+    let (stop, stopped) = watch::channel(false);
+    let mut tasks = vec![tokio::spawn(listener::serve(
+        listener,
+        Arc::clone(&shared),
+        config.limits,
+        stopped.clone(),
+    ))];
+    let mut admin_addr = None;
+    if let Some(l) = admin {
+        admin_addr = l.local_addr().ok();
+        tasks.push(tokio::spawn(admin::serve(l, Arc::clone(&shared), stopped)));
+    }
+    Ok(Proxy {
+        addr,
+        admin: admin_addr,
+        shared,
+        stop,
+        tasks,
+    })
+}
+
+/// Builds every service and starts the watchers of file-discovered ones.
+async fn build_services(config: &Config, clock: Clock) -> Result<Vec<Arc<Service>>, StartError> {
+    let mut out = Vec::new();
+    for (i, sc) in config.services.iter().enumerate() {
+        let (upstreams, resolver) = match &sc.discovery {
+            Discovery::Static(list) => (list.clone(), None),
+            Discovery::File { path, .. } => (read_discovery(&sc.name, path).await?, None),
+            Discovery::Dns { name, server, .. } => {
+                let (list, r) = first_resolution(&sc.name, name, *server).await?;
+                (list, Some(r))
+            }
+        };
+        let arm_error = |source| ConfigError::Arm {
+            service: sc.name.clone(),
+            key: "client",
+            source,
+        };
+        let service =
+            Service::new(sc.clone(), &upstreams, clock, i as u64 + 1).map_err(arm_error)?;
+        let service = Arc::new(service);
+        match (&sc.discovery, resolver) {
+            (Discovery::File { path, interval }, _) => {
+                let weak = Arc::downgrade(&service);
+                let watch = discovery::watch_file(weak, path.clone(), *interval, upstreams);
+                tokio::spawn(watch);
+            }
+            (Discovery::Dns { name, interval, .. }, Some(r)) => {
+                let weak = Arc::downgrade(&service);
+                tokio::spawn(dns::watch(weak, r, name.clone(), *interval, upstreams));
+            }
+            _ => {}
+        }
+        out.push(service);
+    }
+    Ok(out)
+}
+
+async fn read_discovery(
+    service: &str,
+    path: &std::path::Path,
+) -> Result<Vec<config::Upstream>, StartError> {
+    let fail = |reason: String| StartError::Discovery {
+        service: service.to_owned(),
+        path: path.display().to_string(),
+        reason,
+    };
+    let text = tokio::fs::read_to_string(path)
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    discovery::parse_upstreams(&text).map_err(|e| fail(e.to_string()))
+}
+
+async fn first_resolution(
+    service: &str,
+    name: &dns::DnsName,
+    server: Option<SocketAddr>,
+) -> Result<(Vec<config::Upstream>, hickory_resolver::TokioResolver), StartError> {
+    let fail = |reason: String| StartError::Discovery {
+        service: service.to_owned(),
+        path: format!("{name:?}"),
+        reason,
+    };
+    let resolver = dns::resolver(server).map_err(|e| fail(e.to_string()))?;
+    let list = dns::resolve(&resolver, name)
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    Ok((list, resolver))
+}
+
+impl Proxy {
+    /// The proxy listener's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The admin server's address, if it runs.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin
+    }
+
+    /// State shared by every connection (metrics, services).
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Replaces the services with those of `config` (validated first). Requests in flight
+    /// finish on the services they started with; listener addresses and limits are not changed.
+    ///
+    /// # Errors
+    /// When `config` is invalid; the running services are then kept.
+    pub async fn reload(&self, config: &Config) -> Result<(), StartError> {
+        config.validate()?;
+        let services = build_services(config, self.shared.clock).await?;
+        *self
+            .shared
+            .services
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = Arc::new(services);
+        Ok(())
+    }
+
+    /// Stops accepting, lets open connections finish (up to the drain limit), and returns.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! A running service: its configuration, its current [`Endpoints`] generation, its in-flight
+//! limit, and routing of requests to services by host and path prefix.
+
+use crate::clock::Clock;
+use crate::config::{ServiceConfig, Upstream};
+use crate::endpoints::Endpoints;
+use std::sync::{Arc, RwLock};
+use tailguard_client::ArmError;
+use tokio::sync::Semaphore;
+
+/// One named service, running.
+#[derive(Debug)]
+pub struct Service {
+    /// Its configuration.
+    pub config: ServiceConfig,
+    current: RwLock<Arc<Endpoints>>,
+    limit: Option<Arc<Semaphore>>,
+    clock: Clock,
+    seed: u64,
+}
+
+impl Service {
+    /// A service over `upstreams` (its first endpoint set).
+    ///
+    /// # Errors
+    /// When the service's arm does not validate.
+    pub fn new(
+        config: ServiceConfig,
+        upstreams: &[Upstream],
+        clock: Clock,
+        seed: u64,
+    ) -> Result<Self, ArmError> {
+        let endpoints = Endpoints::new(upstreams, &config.arm, clock.now(), seed)?;
+        let limit = config.max_in_flight.map(|n| Arc::new(Semaphore::new(n)));
+        Ok(Self {
+            config,
+            current: RwLock::new(Arc::new(endpoints)),
+            limit,
+            clock,
+            seed,
+        })
+    }
+
+    /// The current endpoint generation.
+    pub fn endpoints(&self) -> Arc<Endpoints> {
+        Arc::clone(&self.current.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Replaces the endpoint set (a fresh balancer; requests in flight finish on the old one).
+    ///
+    /// # Errors
+    /// When the service's arm does not validate (it did at start, so only in theory).
+    pub fn set_upstreams(&self, upstreams: &[Upstream]) -> Result<(), ArmError> {
+        let next = Endpoints::new(upstreams, &self.config.arm, self.clock.now(), self.seed)?;
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(next);
+        Ok(())
+    }
+
+    /// A permit to send one more request, or `None` when the service is at its limit.
+    pub fn admit(&self) -> Option<Option<tokio::sync::OwnedSemaphorePermit>> {
+        match &self.limit {
+            None => Some(None),
+            Some(s) => Arc::clone(s).try_acquire_owned().ok().map(Some),
+        }
+    }
+
+    /// True when this service takes a request for `host` (no port) and `path`.
+    pub fn matches(&self, host: Option<&str>, path: &str) -> bool {
+        let host_ok = self
+            .config
+            .hosts
+            .iter()
+            .any(|h| h == "*" || host.is_some_and(|x| x.eq_ignore_ascii_case(h)));
+        let path_ok = self
+            .config
+            .path_prefix
+            .as_ref()
+            .is_none_or(|p| path.starts_with(p.as_str()));
+        host_ok && path_ok
+    }
+}
+
+/// The first service of `services` taking `host` and `path`.
+pub fn route<'a>(
+    services: &'a [Arc<Service>],
+    host: Option<&str>,
+    path: &str,
+) -> Option<&'a Arc<Service>> {
+    services.iter().find(|s| s.matches(host, path))
+}
+
+/// The host part of a `Host` header or authority: `example.com:80` gives `example.com`,
+/// `[::1]:80` gives `::1`.
+pub fn host_only(authority: &str) -> &str {
+    if let Some(rest) = authority.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or(rest);
+    }
+    authority.split(':').next().unwrap_or(authority)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_only;
+
+    #[test]
+    fn host_only_strips_ports_and_brackets() {
+        assert_eq!(host_only("example.com:8080"), "example.com");
+        assert_eq!(host_only("example.com"), "example.com");
+        assert_eq!(host_only("[::1]:80"), "::1");
+    }
+}

@@ -1,0 +1,232 @@
+//! The configuration file, with keys a Linkerd 1 user recognises, parsed once into
+//! [`Config`] and validated; every error names its key.
+//!
+//! ```yaml
+//! admin: {ip: 127.0.0.1, port: 9990}
+//! servers: [{ip: 127.0.0.1, port: 4140}]
+//! limits: {headerReadTimeoutMs: 10000, maxConnections: 10000, drainMs: 10000}
+//! services:
+//!   - name: web
+//!     hosts: [web, web.example]          # `*`: any host
+//!     pathPrefix: /                      # optional
+//!     upstreams: [127.0.0.1:9001, "127.0.0.1:9002 2"]   # or a namer:
+//!     # namer: {kind: io.l5d.fs, path: /etc/tailguard/web.txt, intervalMs: 1000}
+//!     # namer: {kind: io.l5d.dns, name: "web.internal:8080", server: "127.0.0.1:53", intervalMs: 5000}
+//!     # namer: {kind: io.l5d.dnssrv, name: _http._tcp.web.internal}
+//!     protocol: http1                    # http1 | h2 | auto (follow the client)
+//!     rewriteHost: web.internal          # default: keep the client's Host
+//!     retryBufferBytes: 65536
+//!     maxConcurrentRequests: 1000
+//!     responseClassifier: {kind: io.l5d.http.retryableRead5XX}
+//!     client:
+//!       loadBalancer: {kind: ewma, decayTimeMs: 10000, defaultRttMs: 30}
+//!       failureAccrual:
+//!         kind: io.l5d.successRate
+//!         successRate: 0.9
+//!         requests: 20
+//!         backoff: {kind: constant, ms: 10000}
+//!       requestAttemptTimeoutMs: 1000
+//!     service:
+//!       totalTimeoutMs: 3000
+//!       retries:
+//!         budget: {minRetriesPerSec: 10, percentCanRetry: 0.2, ttlSecs: 10}
+//!         backoff: {kind: constant, ms: 0}
+//!         maxRetries: 3
+//! ```
+//! Balancers: `roundRobin`, `random`, `p2c` (least loaded), `ewma` (P2C peak EWMA),
+//! `heap`, `aperture`, `bestOf` (`choices`, `load: leastLoaded | ewma`). Accrual:
+//! `io.l5d.consecutiveFailures` (`failures`), `io.l5d.successRate` (`successRate`,
+//! `requests`), `io.l5d.successRateWindowed` (`successRate`, `window` seconds), `none`.
+//! Backoffs: `constant` (`ms`), `jittered` (`minMs`, `maxMs`), `exponential`, `fullJittered`.
+//! Classifiers: `io.l5d.http.nonRetryable5XX`, `io.l5d.http.retryableRead5XX` (default),
+//! `io.l5d.http.retryableIdempotent5XX` (the `io.l5d.http.` prefix is optional).
+
+mod convert;
+
+use crate::config::Config;
+use serde::Deserialize;
+use std::path::Path;
+
+pub use convert::{balancer_kind, into_config};
+
+/// A configuration file that cannot start the proxy.
+#[derive(Debug, thiserror::Error)]
+pub enum YamlError {
+    /// The file could not be read.
+    #[error("{path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Not valid YAML, an unknown key, or a value of the wrong type (the message names the key).
+    #[error("configuration: {0}")]
+    Parse(#[from] serde_yaml_ng::Error),
+    /// A value out of range or an unknown kind.
+    #[error("configuration: {key}: {message}")]
+    Key {
+        /// The key, e.g. `services[web].client.loadBalancer.kind`.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A constraint across keys.
+    #[error("configuration: {0}")]
+    Invalid(#[from] crate::config::ConfigError),
+}
+
+/// Reads, parses and validates a configuration file.
+///
+/// # Errors
+/// [`YamlError`] naming the key at fault.
+pub fn load(path: &Path) -> Result<Config, YamlError> {
+    let text = std::fs::read_to_string(path).map_err(|source| YamlError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    parse(&text)
+}
+
+/// Parses and validates configuration text.
+///
+/// # Errors
+/// [`YamlError`] naming the key at fault.
+pub fn parse(text: &str) -> Result<Config, YamlError> {
+    let file: File = serde_yaml_ng::from_str(text)?;
+    let config = into_config(file)?;
+    config.validate()?;
+    Ok(config)
+}
+
+/// The file as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct File {
+    admin: Option<Addr>,
+    servers: Vec<Addr>,
+    #[serde(default)]
+    limits: Limits,
+    services: Vec<ServiceSpec>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Addr {
+    ip: std::net::IpAddr,
+    port: u16,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Limits {
+    header_read_timeout_ms: Option<u64>,
+    max_connections: Option<usize>,
+    drain_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ServiceSpec {
+    name: String,
+    #[serde(default = "any_host")]
+    hosts: Vec<String>,
+    path_prefix: Option<String>,
+    upstreams: Option<Vec<String>>,
+    namer: Option<Namer>,
+    protocol: Option<String>,
+    rewrite_host: Option<String>,
+    retry_buffer_bytes: Option<usize>,
+    max_concurrent_requests: Option<usize>,
+    response_classifier: Option<Kind>,
+    #[serde(default)]
+    client: ClientSpec,
+    #[serde(default)]
+    service: ServicePart,
+}
+
+fn any_host() -> Vec<String> {
+    vec!["*".to_owned()]
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Namer {
+    kind: String,
+    path: Option<std::path::PathBuf>,
+    name: Option<String>,
+    server: Option<std::net::SocketAddr>,
+    interval_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Kind {
+    kind: String,
+    four_xx_is_failure: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ClientSpec {
+    load_balancer: Option<Balancer>,
+    failure_accrual: Option<Accrual>,
+    request_attempt_timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Balancer {
+    kind: String,
+    decay_time_ms: Option<u64>,
+    default_rtt_ms: Option<u64>,
+    choices: Option<usize>,
+    load: Option<String>,
+    min_aperture: Option<usize>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Accrual {
+    kind: String,
+    failures: Option<u32>,
+    success_rate: Option<f64>,
+    requests: Option<u32>,
+    window: Option<u64>,
+    backoff: Option<BackoffSpec>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct BackoffSpec {
+    kind: String,
+    ms: Option<u64>,
+    min_ms: Option<u64>,
+    max_ms: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ServicePart {
+    total_timeout_ms: Option<u64>,
+    retries: Option<Retries>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Retries {
+    budget: Option<Budget>,
+    backoff: Option<BackoffSpec>,
+    max_retries: Option<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Budget {
+    min_retries_per_sec: Option<u32>,
+    percent_can_retry: Option<f64>,
+    ttl_secs: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,302 @@
+//! From the file as written to the typed [`Config`]: defaults, kinds and ranges, each error
+//! naming its key.
+
+use super::{Accrual, BackoffSpec, Balancer, File, Kind, Retries, ServiceSpec, YamlError};
+use crate::config::{Config, Discovery, HostHeader, Limits, ServiceConfig, UpstreamProtocol};
+use crate::discovery::parse_upstream;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tailguard_balance::load::PeakEwmaConfig;
+use tailguard_balance::{ApertureConfig, Choices, LoadKind, Policy};
+use tailguard_client::{ArmConfig, RetryConfig, Timeouts};
+use tailguard_resilience::{AccrualConfig, Backoff, Classifier, RetryBudgetConfig, TripPolicy};
+
+fn err(key: impl Into<String>, message: impl Into<String>) -> YamlError {
+    YamlError::Key {
+        key: key.into(),
+        message: message.into(),
+    }
+}
+
+fn ms(v: u64) -> Duration {
+    Duration::from_millis(v)
+}
+
+/// Builds the typed configuration.
+///
+/// # Errors
+/// The first value out of range or unknown kind, naming its key.
+pub fn into_config(file: File) -> Result<Config, YamlError> {
+    let [server] = file.servers.as_slice() else {
+        return Err(err("servers", "exactly one server (ip, port) is supported"));
+    };
+    let admin = file
+        .admin
+        .map_or(SocketAddr::from(([127, 0, 0, 1], 9990)), |a| {
+            SocketAddr::new(a.ip, a.port)
+        });
+    let d = Limits::default();
+    let limits = Limits {
+        header_read_timeout: file
+            .limits
+            .header_read_timeout_ms
+            .map_or(d.header_read_timeout, ms),
+        max_connections: file.limits.max_connections.unwrap_or(d.max_connections),
+        drain: file.limits.drain_ms.map_or(d.drain, ms),
+    };
+    let services = file
+        .services
+        .into_iter()
+        .map(service)
+        .collect::<Result<_, _>>()?;
+    Ok(Config {
+        listen: SocketAddr::new(server.ip, server.port),
+        admin: Some(admin),
+        services,
+        limits,
+    })
+}
+
+fn service(spec: ServiceSpec) -> Result<ServiceConfig, YamlError> {
+    let key = |k: &str| format!("services[{}].{k}", spec.name);
+    let discovery = discovery(&spec, &key)?;
+    let mut s = ServiceConfig::new(spec.name.clone(), Vec::new());
+    s.hosts = spec.hosts.clone();
+    s.path_prefix = spec.path_prefix.clone();
+    s.discovery = discovery;
+    s.protocol = match spec.protocol.as_deref() {
+        None | Some("http1") => UpstreamProtocol::Http1,
+        Some("h2") => UpstreamProtocol::Http2,
+        Some("auto") => UpstreamProtocol::Auto,
+        Some(other) => {
+            return Err(err(
+                key("protocol"),
+                format!("`{other}`: expected http1, h2 or auto"),
+            ))
+        }
+    };
+    if let Some(h) = &spec.rewrite_host {
+        s.host_header = HostHeader::Rewrite(h.clone());
+    }
+    s.retry_buffer = spec.retry_buffer_bytes.unwrap_or(s.retry_buffer);
+    s.max_in_flight = spec.max_concurrent_requests;
+    s.arm = arm(&spec, &key)?;
+    Ok(s)
+}
+
+fn discovery(spec: &ServiceSpec, key: &dyn Fn(&str) -> String) -> Result<Discovery, YamlError> {
+    match (&spec.upstreams, &spec.namer) {
+        (Some(list), None) => {
+            let parsed = list.iter().map(|u| {
+                parse_upstream(u, 0)
+                    .map_err(|_| err(key("upstreams"), format!("`{u}` is not `IP:PORT [weight]`")))
+            });
+            Ok(Discovery::Static(parsed.collect::<Result<_, _>>()?))
+        }
+        (None, Some(n)) => namer(n, key),
+        _ => Err(err(
+            key("upstreams"),
+            "give exactly one of `upstreams` and `namer`",
+        )),
+    }
+}
+
+fn namer(n: &super::Namer, key: &dyn Fn(&str) -> String) -> Result<Discovery, YamlError> {
+    let required = |k: &str| {
+        err(
+            key(&format!("namer.{k}")),
+            format!("required for kind {}", n.kind),
+        )
+    };
+    let every = |default: u64| ms(n.interval_ms.unwrap_or(default).max(1));
+    match n.kind.as_str() {
+        "io.l5d.fs" => {
+            let path = n.path.clone().ok_or_else(|| required("path"))?;
+            Ok(Discovery::File {
+                path,
+                interval: every(1000),
+            })
+        }
+        "io.l5d.dns" | "io.l5d.dnssrv" => {
+            let text = n.name.as_deref().ok_or_else(|| required("name"))?;
+            let name = crate::dns::DnsName::parse(text)
+                .map_err(|e| err(key("namer.name"), e.to_string()))?;
+            Ok(Discovery::Dns {
+                name,
+                server: n.server,
+                interval: every(5000),
+            })
+        }
+        o => Err(err(
+            key("namer.kind"),
+            format!("`{o}`: expected io.l5d.fs, io.l5d.dns or io.l5d.dnssrv"),
+        )),
+    }
+}
+
+fn arm(spec: &ServiceSpec, key: &dyn Fn(&str) -> String) -> Result<ArmConfig, YamlError> {
+    let policy = match &spec.client.load_balancer {
+        None => Policy::p2c(LoadKind::peak_ewma()),
+        Some(b) => balancer(b, &key("client.loadBalancer"))?,
+    };
+    let mut arm = ArmConfig::new(spec.name.clone(), policy);
+    arm.classifier = classifier(
+        spec.response_classifier.as_ref(),
+        &key("responseClassifier"),
+    )?;
+    arm.accrual = match &spec.client.failure_accrual {
+        None => Some(AccrualConfig::default()),
+        Some(a) => accrual(a, &key("client.failureAccrual"))?,
+    };
+    arm.retries = Some(retries(
+        spec.service.retries.as_ref(),
+        &key("service.retries"),
+    )?);
+    arm.timeouts = Timeouts {
+        attempt: spec.client.request_attempt_timeout_ms.map(ms),
+        total: spec.service.total_timeout_ms.map(ms),
+    };
+    Ok(arm)
+}
+
+fn balancer(b: &Balancer, key: &str) -> Result<Policy, YamlError> {
+    let d = PeakEwmaConfig::default();
+    let ewma = LoadKind::PeakEwma(PeakEwmaConfig {
+        tau: b.decay_time_ms.map_or(d.tau, ms),
+        default_rtt: b.default_rtt_ms.map_or(d.default_rtt, ms),
+    });
+    let load = match b.load.as_deref() {
+        None | Some("leastLoaded") => LoadKind::Pending,
+        Some("ewma") => ewma,
+        Some(o) => {
+            return Err(err(
+                format!("{key}.load"),
+                format!("`{o}`: expected leastLoaded or ewma"),
+            ))
+        }
+    };
+    Ok(match b.kind.as_str() {
+        "roundRobin" => Policy::RoundRobin,
+        "random" => Policy::Random,
+        "p2c" => Policy::p2c(LoadKind::Pending),
+        "ewma" => Policy::p2c(ewma),
+        "heap" => Policy::Heap,
+        "bestOf" => Policy::BestOf {
+            choices: Choices::D(b.choices.unwrap_or(2)),
+            load,
+        },
+        "aperture" => {
+            let mut config = ApertureConfig::default();
+            config.min_aperture = b.min_aperture.unwrap_or(config.min_aperture);
+            Policy::Aperture { config, load }
+        }
+        o => {
+            return Err(err(
+                format!("{key}.kind"),
+                format!("`{o}`: expected roundRobin, random, p2c, ewma, heap, bestOf or aperture"),
+            ))
+        }
+    })
+}
+
+fn classifier(k: Option<&Kind>, key: &str) -> Result<Classifier, YamlError> {
+    let Some(k) = k else {
+        return Ok(Classifier::retryable_read_5xx());
+    };
+    let name = k
+        .kind
+        .trim_start_matches("io.l5d.http.")
+        .trim_start_matches("io.l5d.");
+    let mut c = match name {
+        "nonRetryable5XX" => Classifier::non_retryable_5xx(),
+        "retryableRead5XX" => Classifier::retryable_read_5xx(),
+        "retryableIdempotent5XX" => Classifier::retryable_idempotent_5xx(),
+        o => return Err(err(format!("{key}.kind"), format!("`{o}`: expected io.l5d.http.nonRetryable5XX, retryableRead5XX or retryableIdempotent5XX"))),
+    };
+    c.four_xx_is_failure = k.four_xx_is_failure.unwrap_or(false);
+    Ok(c)
+}
+
+fn accrual(a: &Accrual, key: &str) -> Result<Option<AccrualConfig>, YamlError> {
+    let need = |v: Option<f64>, name: &str| {
+        v.ok_or_else(|| err(format!("{key}.{name}"), "required for this kind"))
+    };
+    let policy = match a.kind.trim_start_matches("io.l5d.") {
+        "none" => return Ok(None),
+        "consecutiveFailures" => TripPolicy::ConsecutiveFailures { failures: a.failures.unwrap_or(5) },
+        "successRate" => TripPolicy::SuccessRate { threshold: need(a.success_rate, "successRate")?, requests: a.requests.unwrap_or(20) },
+        "successRateWindowed" => TripPolicy::SuccessRateWindowed {
+            threshold: need(a.success_rate, "successRate")?,
+            window: Duration::from_secs(a.window.unwrap_or(30)),
+            min_requests: a.requests.unwrap_or(5),
+        },
+        o => return Err(err(format!("{key}.kind"), format!("`{o}`: expected io.l5d.consecutiveFailures, io.l5d.successRate, io.l5d.successRateWindowed or none"))),
+    };
+    let backoff = match &a.backoff {
+        None => AccrualConfig::default().backoff,
+        Some(b) => backoff(b, &format!("{key}.backoff"))?,
+    };
+    Ok(Some(AccrualConfig { policy, backoff }))
+}
+
+fn backoff(b: &BackoffSpec, key: &str) -> Result<Backoff, YamlError> {
+    let need = |v: Option<u64>, name: &str| {
+        v.map(ms)
+            .ok_or_else(|| err(format!("{key}.{name}"), "required for this kind"))
+    };
+    Ok(match b.kind.as_str() {
+        "constant" => Backoff::Constant(need(b.ms, "ms")?),
+        "jittered" => Backoff::EqualJittered {
+            start: need(b.min_ms, "minMs")?,
+            max: need(b.max_ms, "maxMs")?,
+        },
+        "fullJittered" => Backoff::FullJittered {
+            start: need(b.min_ms, "minMs")?,
+            max: need(b.max_ms, "maxMs")?,
+        },
+        "exponential" => Backoff::Exponential {
+            start: need(b.min_ms, "minMs")?,
+            max: need(b.max_ms, "maxMs")?,
+        },
+        o => {
+            return Err(err(
+                format!("{key}.kind"),
+                format!("`{o}`: expected constant, jittered, fullJittered or exponential"),
+            ))
+        }
+    })
+}
+
+fn retries(r: Option<&Retries>, key: &str) -> Result<RetryConfig, YamlError> {
+    let mut out = RetryConfig::default();
+    let Some(r) = r else { return Ok(out) };
+    if let Some(b) = &r.budget {
+        let d = RetryBudgetConfig::default();
+        out.budget = RetryBudgetConfig {
+            ttl: b.ttl_secs.map_or(d.ttl, Duration::from_secs),
+            min_per_sec: b.min_retries_per_sec.unwrap_or(d.min_per_sec),
+            percent: b.percent_can_retry.unwrap_or(d.percent),
+        };
+    }
+    if let Some(b) = &r.backoff {
+        out.backoff = Some(backoff(b, &format!("{key}.backoff"))?);
+    }
+    out.max_retries = r.max_retries.unwrap_or(out.max_retries);
+    Ok(out)
+}
+
+/// The balancer a `loadBalancer.kind` names, with default parameters (for `--balancer`).
+///
+/// # Errors
+/// An unknown kind.
+pub fn balancer_kind(kind: &str) -> Result<Policy, YamlError> {
+    let b = Balancer {
+        kind: kind.to_owned(),
+        decay_time_ms: None,
+        default_rtt_ms: None,
+        choices: None,
+        load: None,
+        min_aperture: None,
+    };
+    balancer(&b, "--balancer")
+}

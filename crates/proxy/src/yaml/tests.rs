@@ -1,0 +1,71 @@
+use super::*;
+
+const GOOD: &str = r#"
+servers: [{ip: 127.0.0.1, port: 4140}]
+services:
+  - name: web
+    upstreams: [127.0.0.1:9001, "127.0.0.1:9002 2"]
+    responseClassifier: {kind: io.l5d.http.retryableRead5XX}
+    client:
+      loadBalancer: {kind: ewma, decayTimeMs: 5000, defaultRttMs: 20}
+      failureAccrual:
+        kind: io.l5d.successRate
+        successRate: 0.9
+        requests: 20
+        backoff: {kind: constant, ms: 10000}
+    service:
+      retries: {budget: {minRetriesPerSec: 5, percentCanRetry: 0.1, ttlSecs: 10}}
+"#;
+
+#[test]
+fn reads_linkerd_style_keys() {
+    let config = parse(GOOD).unwrap();
+    let s = &config.services[0];
+    assert_eq!(s.arm.summary(), "p2c peak-ewma (tau 5s, default rtt 20ms) + retries (10% + 5/s, at most 3) + accrual (success rate < 0.9 over 20, 10s backoff)");
+    let crate::config::Discovery::Static(list) = &s.discovery else {
+        panic!("static")
+    };
+    assert_eq!(list[1].weight, 2);
+    assert_eq!(config.admin, Some("127.0.0.1:9990".parse().unwrap()));
+}
+
+fn error_of(text: &str) -> String {
+    parse(text).unwrap_err().to_string()
+}
+
+#[test]
+fn errors_name_the_key() {
+    let bad_kind = GOOD.replace("kind: ewma", "kind: fastest");
+    assert!(
+        error_of(&bad_kind).contains("services[web].client.loadBalancer.kind: `fastest`"),
+        "{}",
+        error_of(&bad_kind)
+    );
+    let unknown = GOOD.replace("decayTimeMs", "decayMs");
+    assert!(
+        error_of(&unknown).contains("unknown field `decayMs`"),
+        "{}",
+        error_of(&unknown)
+    );
+    let rate = GOOD.replace("successRate: 0.9", "successRate: 1.5");
+    assert!(
+        error_of(&rate).contains("services[web].client.failureAccrual"),
+        "{}",
+        error_of(&rate)
+    );
+    let none = GOOD.replace(
+        "    upstreams: [127.0.0.1:9001, \"127.0.0.1:9002 2\"]\n",
+        "",
+    );
+    assert!(
+        error_of(&none).contains("services[web].upstreams"),
+        "{}",
+        error_of(&none)
+    );
+    let addr = GOOD.replace("127.0.0.1:9001,", "example.com:80,");
+    assert!(
+        error_of(&addr).contains("`example.com:80` is not"),
+        "{}",
+        error_of(&addr)
+    );
+}

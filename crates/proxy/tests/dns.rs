@@ -1,0 +1,115 @@
+//! DNS discovery against a real name server: dnsmasq (Debian package, installed by `.ci/run`),
+//! started by the test on 127.0.0.1 on a free port, serving names from a hosts directory that it
+//! re-reads by itself when a file changes.
+
+mod support;
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+use support::{client, eventually, send, start, Backend};
+use tailguard_proxy::config::{Discovery, ServiceConfig};
+use tailguard_proxy::dns::{resolve, resolver, DnsName};
+
+struct Dnsmasq {
+    child: Child,
+    addr: std::net::SocketAddr,
+    dir: std::path::PathBuf,
+}
+
+impl Drop for Dnsmasq {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn dnsmasq(srv_port: u16) -> Dnsmasq {
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = std::env::temp_dir().join(format!("tailguard-dnsmasq-{}", std::process::id()));
+    let hosts = dir.join("hosts");
+    std::fs::create_dir_all(&hosts).unwrap();
+    std::fs::write(hosts.join("web"), "127.0.0.1 web.test\n").unwrap();
+    let child = Command::new("dnsmasq")
+        .args([
+            "--keep-in-foreground",
+            "--conf-file=/dev/null",
+            "--no-resolv",
+            "--no-hosts",
+        ])
+        .args([
+            "--bind-interfaces",
+            "--listen-address=127.0.0.1",
+            "--pid-file=",
+            "--user=root",
+        ])
+        .arg(format!("--port={port}"))
+        .arg(format!("--hostsdir={}", hosts.display()))
+        .arg(format!(
+            "--srv-host=_http._tcp.web.test,web.test,{srv_port}"
+        ))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("dnsmasq is required for this test (apt-get install dnsmasq; .ci/run does)");
+    Dnsmasq {
+        child,
+        addr: std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        dir,
+    }
+}
+
+#[tokio::test]
+async fn dns_discovery_uses_every_address_and_picks_up_an_added_one() {
+    let backend = Backend::spawn().await;
+    let port = backend.addr.port();
+    let dns = dnsmasq(port);
+    let r = resolver(Some(dns.addr)).unwrap();
+    let name = DnsName::parse(&format!("web.test:{port}")).unwrap();
+    let up = eventually(Duration::from_secs(5), async || {
+        resolve(&r, &name).await.is_ok()
+    })
+    .await;
+    assert!(up, "dnsmasq did not answer");
+    let srv = resolve(&r, &DnsName::parse("_http._tcp.web.test").unwrap())
+        .await
+        .unwrap();
+    assert_eq!(srv, vec![backend.upstream()], "SRV target and port");
+
+    let mut s = ServiceConfig::new("web", vec![]);
+    s.discovery = Discovery::Dns {
+        name,
+        server: Some(dns.addr),
+        interval: Duration::from_millis(100),
+    };
+    let proxy = start(s).await;
+    assert_eq!(send(&client(false), proxy.addr(), "GET", "/").await.0, 200);
+    assert_eq!(backend.hits(), 1);
+
+    std::fs::write(
+        dns.dir.join("hosts").join("web"),
+        "127.0.0.1 web.test\n::1 web.test\n",
+    )
+    .unwrap();
+    let both = eventually(Duration::from_secs(10), async || {
+        let views = proxy.shared().services()[0].endpoints().views();
+        views.len() == 2
+    })
+    .await;
+    let addrs: Vec<String> = proxy.shared().services()[0]
+        .endpoints()
+        .views()
+        .into_iter()
+        .map(|v| v.addr)
+        .collect();
+    assert!(both, "the added address was not picked up: {addrs:?}");
+    assert_eq!(
+        addrs,
+        vec![format!("127.0.0.1:{port}"), format!("[::1]:{port}")]
+    );
+    proxy.shutdown().await;
+}

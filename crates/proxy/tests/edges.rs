@@ -1,0 +1,74 @@
+//! Bad input, sockets and the admin server.
+
+mod support;
+
+use support::{client, send, start, Backend};
+use tailguard_proxy::config::ServiceConfig;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+async fn raw(addr: std::net::SocketAddr, request: &[u8]) -> String {
+    let mut s = tailguard_http::tcp::connect(addr, tailguard_http::Nagle::Off)
+        .await
+        .unwrap();
+    s.write_all(request).await.unwrap();
+    let mut buf = vec![0; 256];
+    let n = s.read(&mut buf).await.unwrap();
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+#[tokio::test]
+async fn malformed_requests_get_400_and_oversize_headers_431() {
+    let backend = Backend::spawn().await;
+    let proxy = start(ServiceConfig::new("web", vec![backend.upstream()])).await;
+    let reply = raw(proxy.addr(), b"NOT HTTP AT ALL\r\n\r\n").await;
+    assert!(reply.starts_with("HTTP/1.1 400"), "{reply}");
+    let mut big = b"GET / HTTP/1.1\r\nhost: x\r\nx-big: ".to_vec();
+    big.extend(std::iter::repeat_n(b'a', 600 * 1024));
+    big.extend(b"\r\n\r\n");
+    let reply = raw(proxy.addr(), &big).await;
+    assert!(reply.starts_with("HTTP/1.1 431"), "{reply}");
+    assert_eq!(backend.hits(), 0);
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn upstream_sockets_have_nodelay() {
+    let listener = tailguard_http::tcp::bind("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let uri: http::Uri = format!("http://{}", listener.local_addr().unwrap())
+        .parse()
+        .unwrap();
+    let mut connector = tailguard_proxy::upstream::Connector;
+    let io = tower::Service::call(&mut connector, uri).await.unwrap();
+    assert!(io.inner().nodelay().unwrap());
+}
+
+#[tokio::test]
+async fn admin_serves_metrics_readiness_and_endpoints() {
+    let backend = Backend::spawn().await;
+    let proxy = start(ServiceConfig::new("web", vec![backend.upstream()])).await;
+    let c = client(false);
+    assert_eq!(send(&c, proxy.addr(), "GET", "/").await.0, 200);
+    let admin = proxy.admin_addr().unwrap();
+    let (status, _, body) = send(&c, admin, "GET", "/metrics").await;
+    let text = String::from_utf8_lossy(&body);
+    assert_eq!(status, 200);
+    assert!(
+        text.contains("tailguard_proxy_requests_total{service=\"web\",class=\"2xx\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("tailguard_proxy_attempt_latency_seconds_count"),
+        "{text}"
+    );
+    assert_eq!(send(&c, admin, "GET", "/ready").await.0, 200);
+    assert_eq!(send(&c, admin, "GET", "/live").await.0, 200);
+    let (_, _, body) = send(&c, admin, "GET", "/endpoints").await;
+    let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let ep = &json["web"][0];
+    assert_eq!(ep["addr"], backend.addr.to_string());
+    assert_eq!(ep["successes"], 1);
+    assert_eq!(ep["state"], "alive");
+    proxy.shutdown().await;
+}

@@ -1,0 +1,257 @@
+//! The proxy end to end on loopback: retries, balancing, accrual, discovery, hygiene, HTTP/2.
+
+mod support;
+
+use std::time::Duration;
+use support::{client, eventually, send, start, Backend};
+use tailguard_balance::load::PeakEwmaConfig;
+use tailguard_balance::{LoadKind, Policy};
+use tailguard_proxy::config::{Discovery, ServiceConfig, UpstreamProtocol};
+use tailguard_resilience::{AccrualConfig, Backoff, Classifier, TripPolicy};
+
+fn round_robin(backends: &[&Backend]) -> ServiceConfig {
+    let mut s = ServiceConfig::new("web", backends.iter().map(|b| b.upstream()).collect());
+    s.arm.policy = Policy::RoundRobin;
+    s.arm.accrual = None;
+    s
+}
+
+#[tokio::test]
+async fn retries_turn_5xx_into_success_for_get_but_not_post() {
+    let (bad, good) = (Backend::spawn().await, Backend::spawn().await);
+    bad.set_status(500);
+    let proxy = start(round_robin(&[&bad, &good])).await;
+    let c = client(false);
+    for _ in 0..20 {
+        assert_eq!(send(&c, proxy.addr(), "GET", "/").await.0, 200);
+    }
+    assert!(
+        bad.hits() >= 5,
+        "the failing backend was tried: {}",
+        bad.hits()
+    );
+    let mut post_failures = 0;
+    for _ in 0..20 {
+        let (status, _, _) = send(&c, proxy.addr(), "POST", "/").await;
+        post_failures += u32::from(status == 500);
+    }
+    assert!(
+        (5..=15).contains(&post_failures),
+        "round robin sent about half the POSTs to the 500: {post_failures}"
+    );
+    let metrics = proxy.shared().metrics.encode();
+    assert!(
+        metrics.contains("tailguard_proxy_retries_total{service=\"web\"}"),
+        "{metrics}"
+    );
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn peak_ewma_shifts_traffic_away_from_a_backend_made_slow() {
+    let backends = [
+        Backend::spawn().await,
+        Backend::spawn().await,
+        Backend::spawn().await,
+    ];
+    let mut s = round_robin(&backends.iter().collect::<Vec<_>>());
+    let ewma = PeakEwmaConfig {
+        tau: Duration::from_secs(1),
+        default_rtt: Duration::from_millis(1),
+    };
+    s.arm.policy = Policy::p2c(LoadKind::PeakEwma(ewma));
+    let proxy = start(s).await;
+    let c = client(false);
+    for _ in 0..30 {
+        send(&c, proxy.addr(), "GET", "/").await;
+    }
+    backends[0].set_delay(Duration::from_millis(40));
+    let shifted = eventually(Duration::from_secs(10), async || {
+        let before = backends[0].hits();
+        for _ in 0..50 {
+            send(&c, proxy.addr(), "GET", "/").await;
+        }
+        backends[0].hits() - before <= 3
+    })
+    .await;
+    assert!(shifted, "the slow backend still gets traffic");
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn accrual_removes_a_failing_backend_and_the_probe_brings_it_back() {
+    let (bad, good) = (Backend::spawn().await, Backend::spawn().await);
+    bad.set_status(503);
+    let mut s = round_robin(&[&bad, &good]);
+    s.arm.classifier = Classifier::non_retryable_5xx();
+    s.arm.retries = None;
+    let backoff = Backoff::Constant(Duration::from_millis(300));
+    s.arm.accrual = Some(AccrualConfig {
+        policy: TripPolicy::ConsecutiveFailures { failures: 3 },
+        backoff,
+    });
+    let proxy = start(s).await;
+    let c = client(false);
+    for _ in 0..8 {
+        send(&c, proxy.addr(), "GET", "/").await;
+    }
+    let views = proxy.shared().services()[0].endpoints().views();
+    assert_eq!(views[0].state, "dead", "{views:?}");
+    let hits = bad.hits();
+    for _ in 0..10 {
+        assert_eq!(send(&c, proxy.addr(), "GET", "/").await.0, 200);
+    }
+    assert_eq!(
+        bad.hits(),
+        hits,
+        "no traffic to a dead endpoint during its backoff"
+    );
+    bad.set_status(200);
+    let back = eventually(Duration::from_secs(5), async || {
+        send(&c, proxy.addr(), "GET", "/").await;
+        proxy.shared().services()[0].endpoints().views()[0].state == "alive"
+    })
+    .await;
+    assert!(back, "the probe did not revive the endpoint");
+    assert_eq!(bad.hits(), hits + 1, "exactly one probe revived it");
+    let metrics = proxy.shared().metrics.encode();
+    assert!(
+        metrics.contains("class=\"dead\"") && metrics.contains("class=\"alive\""),
+        "{metrics}"
+    );
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn unknown_hosts_get_404_and_broken_upstreams_502_with_a_reason() {
+    let backend = Backend::spawn().await;
+    let mut s = round_robin(&[&backend]);
+    s.hosts = vec!["web".into()];
+    let proxy = start(s).await;
+    let c = client(false);
+    let (status, headers, _) = send(&c, proxy.addr(), "GET", "/").await;
+    assert_eq!(status, 404);
+    assert!(headers["x-tailguard-error"]
+        .to_str()
+        .unwrap()
+        .contains("no service for host"));
+    drop(proxy);
+    let dead = tailguard_http::tcp::bind("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let addr = dead.local_addr().unwrap();
+    drop(dead);
+    let s = ServiceConfig::new("gone", vec![tailguard_proxy::config::Upstream::new(addr)]);
+    let proxy = start(s).await;
+    let (status, headers, _) = send(&c, proxy.addr(), "GET", "/").await;
+    assert_eq!(status, 502);
+    assert!(headers["x-tailguard-error"]
+        .to_str()
+        .unwrap()
+        .contains("connection refused"));
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn hop_by_hop_headers_are_removed_and_via_and_forwarded_for_added() {
+    let backend = Backend::spawn().await;
+    let proxy = start(round_robin(&[&backend])).await;
+    let c = client(false);
+    let req = http::Request::get(format!("http://{}/", proxy.addr()))
+        .header("connection", "x-secret")
+        .header("x-secret", "1")
+        .header("proxy-authorization", "basic abc")
+        .header("x-kept", "yes")
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .unwrap();
+    let resp = c.request(req).await.unwrap();
+    assert_eq!(resp.headers()["via"], "1.1 tailguard");
+    let seen = backend.last_headers();
+    assert!(seen.get("x-secret").is_none() && seen.get("proxy-authorization").is_none());
+    assert_eq!(seen["x-kept"], "yes");
+    assert_eq!(seen["via"], "1.1 tailguard");
+    assert_eq!(seen["x-forwarded-for"], "127.0.0.1");
+    assert_eq!(seen["host"], proxy.addr().to_string());
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn http2_requests_pass_with_trailers() {
+    let backend = Backend::spawn().await;
+    let mut s = round_robin(&[&backend]);
+    s.protocol = UpstreamProtocol::Auto;
+    let proxy = start(s).await;
+    let c = client(true);
+    let req = http::Request::post(format!("http://{}/trailers", proxy.addr()))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(http_body_util::Full::new(bytes::Bytes::from_static(
+            b"\0\0\0\0\0",
+        )))
+        .unwrap();
+    let resp = c.request(req).await.unwrap();
+    assert_eq!(resp.version(), http::Version::HTTP_2);
+    let collected = http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .unwrap();
+    assert_eq!(collected.trailers().unwrap()["grpc-status"], "0");
+    assert_eq!(backend.last_headers()["te"], "trailers");
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn file_discovery_applies_an_edit() {
+    let (first, second) = (Backend::spawn().await, Backend::spawn().await);
+    let dir = std::env::temp_dir().join(format!("tailguard-proxy-fs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("web.txt");
+    std::fs::write(&path, format!("{}\n", first.addr)).unwrap();
+    let mut s = round_robin(&[&first]);
+    s.discovery = Discovery::File {
+        path: path.clone(),
+        interval: Duration::from_millis(50),
+    };
+    let proxy = start(s).await;
+    let c = client(false);
+    send(&c, proxy.addr(), "GET", "/").await;
+    assert_eq!(first.hits(), 1);
+    std::fs::write(&path, format!("# moved\n{} 2\n", second.addr)).unwrap();
+    let moved = eventually(Duration::from_secs(5), async || {
+        send(&c, proxy.addr(), "GET", "/").await;
+        second.hits() > 0
+    })
+    .await;
+    assert!(moved, "the edit was not applied");
+    let before = first.hits();
+    for _ in 0..5 {
+        send(&c, proxy.addr(), "GET", "/").await;
+    }
+    assert_eq!(first.hits(), before);
+    proxy.shutdown().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
+async fn shutdown_drains_requests_in_flight_and_reload_swaps_upstreams() {
+    let (slow, other) = (Backend::spawn().await, Backend::spawn().await);
+    slow.set_delay(Duration::from_millis(200));
+    let proxy = start(round_robin(&[&slow])).await;
+    let addr = proxy.addr();
+    let c = client(false);
+    let mut reloaded = support::config(round_robin(&[&other]));
+    reloaded.listen = addr;
+    let in_flight = tokio::spawn({
+        let c = c.clone();
+        async move { send(&c, addr, "GET", "/").await.0 }
+    });
+    assert!(eventually(Duration::from_secs(2), async || slow.hits() == 1).await);
+    proxy.reload(&reloaded).await.unwrap();
+    assert_eq!(send(&c, addr, "GET", "/").await.0, 200);
+    assert_eq!(other.hits(), 1, "new requests go to the reloaded upstream");
+    proxy.shutdown().await;
+    assert_eq!(
+        in_flight.await.unwrap(),
+        200,
+        "the request in flight finished"
+    );
+}
