@@ -72,8 +72,23 @@ pub async fn watch_file(
     service: Weak<Service>,
     path: std::path::PathBuf,
     interval: Duration,
-    mut last: Vec<Upstream>,
+    last: Vec<Upstream>,
 ) {
+    poll(service, interval, last, || read(&path)).await;
+}
+
+/// The loop every discovery source shares: every `interval`, ask `fetch` for the endpoint
+/// list (`None`: keep the current one) and apply it when it changed, until the service is
+/// dropped.
+pub(crate) async fn poll<F, Fut>(
+    service: Weak<Service>,
+    interval: Duration,
+    mut last: Vec<Upstream>,
+    mut fetch: F,
+) where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<Vec<Upstream>>>,
+{
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -81,7 +96,7 @@ pub async fn watch_file(
         let Some(service) = service.upgrade() else {
             return;
         };
-        if let Some(next) = read(&path).await.filter(|n| *n != last) {
+        if let Some(next) = fetch().await.filter(|n| *n != last) {
             apply(&service, &next);
             last = next;
         }

@@ -133,33 +133,24 @@ pub async fn resolve(resolver: &TokioResolver, name: &DnsName) -> Result<Vec<Ups
     Ok(out)
 }
 
-/// Re-resolves `name` every `interval` for `service` until the service is dropped.
+/// Re-resolves `name` every `interval` for `service` until the service is dropped. An empty
+/// answer or a failed lookup keeps the current endpoints.
 pub async fn watch(
     service: Weak<Service>,
     resolver: TokioResolver,
     name: DnsName,
     interval: Duration,
-    mut last: Vec<Upstream>,
+    last: Vec<Upstream>,
 ) {
-    let mut tick = tokio::time::interval(interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        let Some(service) = service.upgrade() else {
-            return;
-        };
+    let fetch = || async {
         match resolve(&resolver, &name).await {
-            Ok(next) if next != last && !next.is_empty() => {
-                match service.set_upstreams(&next) {
-                    Ok(()) => {
-                        tracing::info!(service = %service.config.name, endpoints = next.len(), "DNS endpoints updated")
-                    }
-                    Err(err) => tracing::warn!(%err, "DNS endpoints not updated"),
-                }
-                last = next;
+            Ok(next) if !next.is_empty() => Some(next),
+            Ok(_) => None,
+            Err(err) => {
+                tracing::warn!(%err, ?name, "DNS resolution failed; keeping endpoints");
+                None
             }
-            Ok(_) => {}
-            Err(err) => tracing::warn!(%err, ?name, "DNS resolution failed; keeping endpoints"),
         }
-    }
+    };
+    crate::discovery::poll(service, interval, last, fetch).await;
 }
