@@ -46,6 +46,13 @@ pub struct Config {
     pub arrivals: Arrivals,
     /// Maximum requests in flight (and HTTP/1.1 connections per target).
     pub concurrency: usize,
+    /// Closed loop only: each worker waits at least this long between two of its sends
+    /// (slow_cooker's per-worker `-qps` ticker); `None` sends again at once.
+    pub closed_interval: Option<Duration>,
+    /// Stop waiting this long after `duration`: requests still queued for a connection are
+    /// not sent (and said so on stderr). `None`: every scheduled request is sent, however long
+    /// that takes. For benches against servers that cannot keep up (the Nagle demo).
+    pub drain_limit: Option<Duration>,
     /// HTTP/2 connections per target (streams share them).
     pub h2_connections: usize,
     /// Stop sending after this long.
@@ -118,6 +125,9 @@ pub enum ConfigError {
     /// A zero timeout.
     #[error("--timeout must be longer than zero")]
     ZeroTimeout,
+    /// A worker interval given for an open-loop run, where the schedule already sets the pace.
+    #[error("--closed-interval applies to closed loop only (--rate 0)")]
+    IntervalWithRate,
 }
 
 impl Config {
@@ -133,6 +143,8 @@ impl Config {
             rate: 100.0,
             arrivals: Arrivals::Constant,
             concurrency: 10,
+            closed_interval: None,
+            drain_limit: None,
             h2_connections: 1,
             duration: Some(Duration::from_secs(10)),
             total_requests: None,
@@ -173,6 +185,9 @@ impl Config {
         }
         if self.timeout.is_zero() {
             return Err(ConfigError::ZeroTimeout);
+        }
+        if self.closed_interval.is_some() && self.open_loop() {
+            return Err(ConfigError::IntervalWithRate);
         }
         Ok(())
     }

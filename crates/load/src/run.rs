@@ -99,11 +99,15 @@ async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<R
     let shared = Arc::new(shared(&cfg, clock)?);
     let urls: Vec<String> = cfg.targets.iter().map(|t| t.url.clone()).collect();
     if !cfg.quiet {
-        let _ = writeln!(
-            out,
-            "{}",
-            interval::header(cfg.rate, cfg.method.as_str(), cfg.concurrency as u64, &urls)
-        );
+        let mut header =
+            interval::header(cfg.rate, cfg.method.as_str(), cfg.concurrency as u64, &urls);
+        if let Some(pace) = cfg.closed_interval.filter(|_| !cfg.open_loop()) {
+            header = header.replace(
+                "as fast as possible",
+                &format!("in a closed loop, each worker at most once per {pace:?},"),
+            );
+        }
+        let _ = writeln!(out, "{header}");
         let _ = writeln!(out, "{}", interval::titles());
     }
     let cpu_start = selfcheck::cpu_time();
@@ -152,7 +156,7 @@ struct Control {
 
 fn start_load(cfg: &Config, clock: Clock, threads: usize, shared: &Arc<Shared>) -> Control {
     if !cfg.open_loop() {
-        let ctl = Arc::new(ClosedLoop::new(cfg.total_requests));
+        let ctl = Arc::new(ClosedLoop::new(cfg.total_requests, cfg.closed_interval));
         let feed = Feed::Closed(ctl.clone());
         let (workers, stats) = WorkerThreads::start(threads, cfg.concurrency, shared, &feed);
         return Control {
@@ -194,6 +198,8 @@ async fn drive(
 ) -> bool {
     let origin = tokio::time::Instant::from_std(clock.origin());
     let end = cfg.duration.map(|d| origin + d);
+    let drain_end = end.zip(cfg.drain_limit).map(|(e, d)| e + d);
+    let mut drained = false;
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
     let (mut k, mut interrupted, mut ended) = (1u32, false, false);
@@ -207,6 +213,11 @@ async fn drive(
             _ = sleep_until_opt(end), if !ended => {
                 ended = true;
                 if let Some(c) = &control.closed { c.stop.store(true, Ordering::Relaxed) }
+            }
+            _ = sleep_until_opt(drain_end), if !drained => {
+                drained = true;
+                eprintln!("tailguard: the drain limit passed: stopping");
+                stop(control);
             }
             _ = control.workers.finished() => return interrupted,
             _ = &mut ctrl_c, if !interrupted => {
@@ -233,8 +244,12 @@ fn stop(control: &Control) {
         c.stop.store(true, Ordering::Relaxed);
     }
     if let Some(jobs) = &control.jobs {
-        let unsent = jobs.len();
         jobs.close();
+        // Closing lets receivers take what is queued; what is not taken now is not sent.
+        let mut unsent = 0;
+        while jobs.try_recv().is_ok() {
+            unsent += 1;
+        }
         if unsent > 0 {
             eprintln!("tailguard: {unsent} scheduled requests were not sent");
         }

@@ -40,12 +40,15 @@ pub(crate) struct ClosedLoop {
     next: AtomicU64,
     pub total: Option<u64>,
     pub stop: AtomicBool,
+    /// Shortest time between two sends of one worker.
+    pub pace: Option<Duration>,
 }
 
 impl ClosedLoop {
-    pub(crate) fn new(total: Option<u64>) -> Self {
+    pub(crate) fn new(total: Option<u64>, pace: Option<Duration>) -> Self {
         ClosedLoop {
             total,
+            pace,
             ..Self::default()
         }
     }
@@ -126,9 +129,20 @@ impl Worker {
         }
     }
 
-    /// Closed loop: each request is due the moment the previous one completed.
+    /// Closed loop: each request is due the moment the previous one completed, or, with a
+    /// pace, no sooner than `pace` after the previous send (a slow response delays the next
+    /// send; it is not made up for later, as slow_cooker's ticker).
     pub(crate) async fn run_closed(mut self, ctl: Arc<ClosedLoop>) {
-        while let Some(index) = ctl.take() {
+        let mut due = Duration::ZERO;
+        loop {
+            if let Some(pace) = ctl.pace {
+                let now = self.shared.clock.elapsed();
+                if due > now {
+                    tokio::time::sleep(due - now).await;
+                }
+                due = self.shared.clock.elapsed() + pace;
+            }
+            let Some(index) = ctl.take() else { break };
             let scheduled = self.shared.clock.elapsed();
             self.execute(Job { index, scheduled }).await;
         }

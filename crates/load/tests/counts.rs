@@ -49,3 +49,18 @@ fn rate_accuracy_at_1000_and_10000_per_second() {
     rate_within_one_percent(1_000.0);
     rate_within_one_percent(10_000.0);
 }
+
+/// slow_cooker's per-worker ticker: 5 workers each sending at most every 100 ms for 1 s send
+/// about 50 requests, where the same closed loop without a pace sends thousands.
+#[test]
+fn closed_interval_paces_each_worker() {
+    let server = TestServer::builder().spawn();
+    let mut cfg = common::config(&server.url("/"), 0.0, Duration::from_secs(1));
+    cfg.concurrency = 5;
+    cfg.closed_interval = Some(Duration::from_millis(100));
+    let (report, _) = common::run(cfg);
+    let sent = report.summary.totals.requests;
+    // 5 workers x 10 ticks, plus at most one extra tick each at the end of the second.
+    assert!((45..=55).contains(&sent), "sent {sent}");
+    assert_eq!(server.hits(), sent);
+}

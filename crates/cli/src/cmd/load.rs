@@ -26,6 +26,9 @@ pub struct Args {
     /// Maximum requests in flight; also the HTTP/1.1 connections per target.
     #[arg(short, long, default_value_t = 10)]
     concurrency: usize,
+    /// Closed loop (--rate 0) only: each of the --concurrency workers sends at most once per this interval (slow_cooker's per-worker ticker; a slow response delays the next send).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    closed_interval: Option<Duration>,
     /// How long to send (e.g. 30s, 5m). Default 10s unless --total-requests is given.
     #[arg(short, long, value_parser = humantime::parse_duration)]
     duration: Option<Duration>,
@@ -139,6 +142,7 @@ fn config(args: Args) -> anyhow::Result<Config> {
     cfg.arrivals = args.arrivals;
     cfg.seed = args.seed;
     cfg.concurrency = args.concurrency;
+    cfg.closed_interval = args.closed_interval;
     cfg.h2_connections = args.h2_connections;
     cfg.total_requests = args.total_requests;
     cfg.duration = match (args.duration, args.total_requests) {
