@@ -26,6 +26,12 @@ enum Command {
     Sim(cmd::sim::Args),
     /// Latency-aware HTTP/1.1, HTTP/2 and gRPC proxy.
     Proxy(cmd::proxy::Args),
+    /// Run a seed experiment live on loopback: baseline against proxy, side by side.
+    Bench(cmd::bench::Args),
+    /// Seed 000 live in about a minute, no configuration: the first thing to run.
+    Demo(cmd::demo::Args),
+    /// Render saved bench or load results, or compare several side by side.
+    Report(cmd::report::Args),
 }
 
 fn main() -> ExitCode {
@@ -36,6 +42,9 @@ fn main() -> ExitCode {
         Command::Serve(args) => cmd::serve::run(args),
         Command::Sim(args) => cmd::sim::run(args),
         Command::Proxy(args) => cmd::proxy::run(args),
+        Command::Bench(args) => cmd::bench::run(args),
+        Command::Demo(args) => cmd::demo::run(args),
+        Command::Report(args) => cmd::report::run(args),
     };
     match result {
         Ok(code) => code,

@@ -7,12 +7,14 @@
 //! - [`change`]: the change marker rule;
 //! - [`text`]: the final report (totals, percentiles for latency and service time side by
 //!   side, the `FROM TO #REQUESTS` histogram, status codes, error kinds);
-//! - [`units`]: readable values (`260µs`, `42.1ms`, `1.71s`).
+//! - [`units`]: readable values (`260µs`, `42.1ms`, `1.71s`);
+//! - [`svg`]: a dependency-free SVG line chart (linear or "nines" axis) for HTML reports.
 
 #![warn(missing_docs)]
 
 pub mod change;
 pub mod interval;
+pub mod svg;
 pub mod text;
 pub mod units;
 

@@ -1,7 +1,10 @@
 //! One module per subcommand. Each exposes `Args` (clap) and `run(Args) -> Result<ExitCode>`.
 
+pub mod bench;
+pub mod demo;
 pub mod load;
 pub mod proxy;
+pub mod report;
 pub mod serve;
 pub mod sim;
 

@@ -9,7 +9,7 @@ use tailguard_sim::{parse_duration, render, Arrivals, Overrides, Report, Scenari
 /// Arguments of `tailguard sim`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Built-in scenarios: slow-middle (seed 002), add-steps (seed 000), herd (50 balancers x 1,000 endpoints).\n\
+    after_help = "Built-in scenarios: slow-middle (seed 002), add-steps (seed 000), herd (50 balancers x 1,000 endpoints), gc-pause (seed 004).\n\
 Example: tailguard sim slow-middle --deadline 1s --svg slow-middle.svg"
 )]
 pub struct Args {

@@ -9,7 +9,7 @@
 //!   serve one request at a time, at about 60% of capacity; full scan against P2C and aperture.
 
 /// Names of the built-in scenarios.
-pub(crate) const NAMES: &[&str] = &["slow-middle", "add-steps", "herd"];
+pub(crate) const NAMES: &[&str] = &["slow-middle", "add-steps", "herd", "gc-pause"];
 
 /// The YAML text of a built-in scenario.
 pub(crate) fn yaml(name: &str) -> Option<&'static str> {
@@ -17,6 +17,7 @@ pub(crate) fn yaml(name: &str) -> Option<&'static str> {
         "slow-middle" => Some(SLOW_MIDDLE),
         "add-steps" => Some(ADD_STEPS),
         "herd" => Some(HERD),
+        "gc-pause" => Some(GC_PAUSE),
         _ => None,
     }
 }
@@ -120,4 +121,16 @@ arms:
   - {name: full-scan-peak-ewma, balancer: {kind: full-scan, load: peak-ewma}}
   - {name: aperture-least-loaded, balancer: {kind: aperture, load: least-loaded}}
   - {name: aperture-peak-ewma, balancer: {kind: aperture, load: peak-ewma}}
+";
+
+const GC_PAUSE: &str = "\
+name: gc-pause
+description: >-
+  Seed 004: one zero-latency backend paused 5 s out of every 10 s (kill -STOP, kill -CONT);
+  100 req/s for 30 s. Per-interval percentiles show each pause; one end-of-run mean hides it.
+fleet: gc-pause
+load: {loop: open, arrivals: constant, rate: 100, duration: 30s}
+deadline: 1s
+arms:
+  - {name: direct, balancer: {kind: round-robin}}
 ";

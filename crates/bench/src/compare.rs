@@ -1,0 +1,257 @@
+//! Balancer scenarios (the `sim` format): every selected arm live, in turn, each on a fresh
+//! fleet, then the simulator's prediction for the same arms and load next to the live rows.
+
+use crate::live::{self, ArmPlan, FleetSpec, Path, Runtimes, Traffic};
+use crate::results::SimPrediction;
+use crate::{BenchError, Options, Run};
+use std::time::Duration;
+
+/// How long an arm may run past its end to finish what was scheduled.
+const DRAIN_LIMIT: Duration = Duration::from_secs(15);
+use tailguard_client::ArmConfig;
+use tailguard_sim::scenario::LoadShape;
+use tailguard_sim::Scenario;
+
+/// The arms run live by default, per built-in scenario (the seed's comparison; the extras
+/// stay in `sim`, or run with `--arms all`).
+pub(crate) fn default_arms(scenario: &str) -> Option<&'static [&'static str]> {
+    match scenario {
+        "add-steps" => Some(&["baseline", "proxy"]),
+        "slow-middle" => Some(&[
+            "round-robin",
+            "p2c-least-loaded",
+            "heap-least-loaded",
+            "p2c-peak-ewma",
+        ]),
+        "gc-pause" => Some(&["direct"]),
+        _ => None,
+    }
+}
+
+/// The default interval report period of a scenario: 1 s where the story is in the seconds.
+pub(crate) fn default_interval(scenario: &str) -> Duration {
+    match scenario {
+        "gc-pause" => Duration::from_secs(1),
+        _ => Duration::from_secs(5),
+    }
+}
+
+/// True when an arm is what a client does without a proxy: plain round robin, nothing else.
+/// Such an arm runs in the load generator itself, over every backend.
+fn is_client_round_robin(arm: &ArmConfig) -> bool {
+    arm.policy == tailguard_balance::Policy::RoundRobin
+        && arm.retries.is_none()
+        && arm.accrual.is_none()
+        && arm.hedge.is_none()
+        && arm.outlier.is_none()
+}
+
+/// Picks the arms to run: the named ones, all, or the scenario's defaults.
+fn select(scenario: &Scenario, opts: &Options) -> Result<Vec<ArmConfig>, BenchError> {
+    let names: Vec<String> = match &opts.arms {
+        Some(list) if list.iter().any(|a| a == "all") => {
+            return Ok(scenario.arms.clone());
+        }
+        Some(list) => list.clone(),
+        None => match default_arms(&scenario.name) {
+            Some(d) => d.iter().map(|s| (*s).to_owned()).collect(),
+            None => return Ok(scenario.arms.clone()),
+        },
+    };
+    names
+        .iter()
+        .map(|n| {
+            scenario
+                .arms
+                .iter()
+                .find(|a| &a.name == n)
+                .cloned()
+                .ok_or_else(|| {
+                    let known: Vec<&str> = scenario.arms.iter().map(|a| a.name.as_str()).collect();
+                    BenchError::Invalid(format!(
+                        "scenario {} has no arm {n:?} (arms: {}, or all)",
+                        scenario.name,
+                        known.join(", ")
+                    ))
+                })
+        })
+        .collect()
+}
+
+fn traffic(scenario: &Scenario, opts: &Options) -> Traffic {
+    let duration = opts.duration.unwrap_or(scenario.load.duration);
+    let mut t = Traffic {
+        rate: 0.0,
+        closed_interval: None,
+        concurrency: 64,
+        duration,
+        arrivals: tailguard_pacing::Arrivals::Constant,
+        method: scenario.load.method.to_string(),
+        timeout: Duration::from_secs(10),
+        interval: opts
+            .interval
+            .unwrap_or_else(|| default_interval(&scenario.name)),
+        deadline: scenario.deadline,
+        unit: opts.unit,
+        drain_limit: Some(DRAIN_LIMIT),
+    };
+    match scenario.load.shape {
+        LoadShape::Open { arrivals, rate } => {
+            t.rate = rate;
+            t.arrivals = arrivals;
+            // Room for two seconds of arrivals in flight: a slow backend's queue is latency
+            // the report must show, not requests the generator refuses to send.
+            t.concurrency = ((rate * 2.0) as usize).clamp(64, 4096);
+        }
+        LoadShape::Closed { workers, interval } => {
+            t.concurrency = workers as usize;
+            t.closed_interval = (!interval.is_zero()).then_some(interval);
+        }
+    }
+    t
+}
+
+/// Runs `scenario` live.
+pub(crate) fn run(
+    scenario: &Scenario,
+    opts: &Options,
+    rts: &Runtimes,
+    run: &mut Run<'_>,
+) -> Result<(), BenchError> {
+    let arms = select(scenario, opts)?;
+    let traffic = traffic(scenario, opts);
+    let fleet = FleetSpec {
+        fleet: scenario.fleet.clone(),
+        nagle: false,
+    };
+    run.report.load = describe(scenario, &traffic);
+    run.report.deadline_ms = scenario.deadline.as_secs_f64() * 1e3;
+    if scenario.load.clients > 1 {
+        run.report.notes.push(format!(
+            "the scenario models {} independent clients; live, one load generator is one client",
+            scenario.load.clients
+        ));
+    }
+    for arm in &arms {
+        if arm.hedge.is_some() {
+            run.report.notes.push(format!(
+                "arm {}: the live proxy does not hedge; only `sim` models hedging",
+                arm.name
+            ));
+        }
+    }
+    run.console
+        .plan(traffic.duration.as_secs() * arms.len() as u64);
+    let prediction = opts.predict.then(|| predict(scenario, &arms, &traffic));
+    for arm in &arms {
+        let path = if is_client_round_robin(arm) {
+            Path::ClientRoundRobin
+        } else {
+            Path::Proxy(Box::new(arm.clone()))
+        };
+        let plan = ArmPlan {
+            name: arm.name.clone(),
+            group: scenario.name.clone(),
+            path,
+            fleet: &fleet,
+            traffic: traffic.clone(),
+        };
+        if run.halt() {
+            break;
+        }
+        let mut done = live::run_arm(rts, run.console, &plan)?;
+        if let Some(Ok(p)) = &prediction {
+            done.arm.sim = p
+                .iter()
+                .find(|(n, _)| *n == arm.name)
+                .map(|(_, s)| s.clone());
+        }
+        if run.record(done) {
+            run.report.interrupted = true;
+            break;
+        }
+    }
+    if let Some(Err(e)) = prediction {
+        run.report
+            .notes
+            .push(format!("no simulator prediction: {e}"));
+    }
+    Ok(())
+}
+
+fn describe(scenario: &Scenario, t: &Traffic) -> String {
+    let length = format!("{}s per arm", t.duration.as_secs_f64());
+    match scenario.load.shape {
+        LoadShape::Open { arrivals, rate } => {
+            format!("open loop, {arrivals} arrivals at {rate} req/s, {length}")
+        }
+        LoadShape::Closed { workers, interval } => format!(
+            "closed loop, {workers} workers each sending at most once per {}ms, {length}",
+            interval.as_millis()
+        ),
+    }
+}
+
+/// The simulator on the same arms and load length.
+fn predict(
+    scenario: &Scenario,
+    arms: &[ArmConfig],
+    t: &Traffic,
+) -> Result<Vec<(String, SimPrediction)>, String> {
+    let mut s = scenario.clone();
+    s.arms = arms.to_vec();
+    s.load.duration = t.duration;
+    let report = tailguard_sim::run(&s).map_err(|e| e.to_string())?;
+    Ok(report
+        .arms
+        .iter()
+        .map(|a| {
+            (
+                a.name.clone(),
+                SimPrediction {
+                    latency_us: a.latency.percentiles(),
+                    achieved_rate: a.achieved_rate(),
+                    success_rate: a.success_rate(),
+                    within_deadline_rate: a.within_deadline_rate(),
+                },
+            )
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_pick_the_seed_arms_and_names_are_checked() {
+        let s = Scenario::builtin("add-steps").unwrap();
+        let opts = Options::default();
+        let arms = select(&s, &opts).unwrap();
+        let names: Vec<&str> = arms.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(names, ["baseline", "proxy"]);
+        assert!(is_client_round_robin(&arms[0]));
+        assert!(!is_client_round_robin(&arms[1]));
+        let bad = Options {
+            arms: Some(vec!["nope".into()]),
+            ..Options::default()
+        };
+        let err = select(&s, &bad).unwrap_err().to_string();
+        assert!(
+            err.contains("no arm \"nope\"") && err.contains("baseline"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn closed_loop_keeps_the_worker_pace() {
+        let s = Scenario::builtin("add-steps").unwrap();
+        let t = traffic(&s, &Options::default());
+        assert_eq!(t.rate, 0.0);
+        assert_eq!(t.concurrency, 50);
+        assert_eq!(t.closed_interval, Some(Duration::from_millis(100)));
+        let s = Scenario::builtin("slow-middle").unwrap();
+        let t = traffic(&s, &Options::default());
+        assert_eq!((t.rate, t.concurrency), (1000.0, 2000));
+    }
+}

@@ -1,0 +1,346 @@
+//! Running one arm live: a fresh fleet, the path the traffic takes, the load, the figures.
+
+use crate::console::{Console, LoadLines};
+use crate::peers::{self, Peer};
+use crate::results::{curve, ArmRun, IntervalPoint, ProxyCost};
+use crate::BenchError;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tailguard_client::ArmConfig;
+use tailguard_fleet::Fleet;
+use tailguard_histogram::{duration_us, Histogram};
+use tailguard_load::{Config as LoadConfig, Target};
+use tailguard_pacing::Arrivals;
+use tailguard_proxy::config::{Config as ProxyConfig, ServiceConfig, Upstream};
+use tailguard_record::{Class, Classifier, Record};
+use tailguard_report::Unit;
+
+/// Thread name of the in-process proxy's runtime: its CPU is read per thread.
+const PROXY_THREAD: &str = "tg-proxy";
+
+/// The traffic of one arm.
+#[derive(Clone, Debug)]
+pub(crate) struct Traffic {
+    /// Requests per second; 0 = closed loop.
+    pub rate: f64,
+    /// Closed loop: at most one send per worker per this.
+    pub closed_interval: Option<Duration>,
+    /// Requests in flight at most (closed loop: the workers).
+    pub concurrency: usize,
+    /// How long to send.
+    pub duration: Duration,
+    /// Constant or Poisson.
+    pub arrivals: Arrivals,
+    /// HTTP method.
+    pub method: String,
+    /// Per-request timeout.
+    pub timeout: Duration,
+    /// Interval report period.
+    pub interval: Duration,
+    /// A good response within this counts as within the deadline.
+    pub deadline: Duration,
+    /// Report units.
+    pub unit: Unit,
+    /// Stop this long after the end even if scheduled requests still wait for a connection.
+    pub drain_limit: Option<Duration>,
+}
+
+/// Where the traffic goes.
+#[derive(Clone, Debug)]
+pub(crate) enum Path {
+    /// The load generator balances round robin itself over every backend (the seeds' baseline).
+    ClientRoundRobin,
+    /// A tailguard proxy in this process running this arm over the fleet.
+    Proxy(Box<ArmConfig>),
+    /// A tailguard proxy child process (its own CPU and memory are measured).
+    ProxyProcess(PathBuf),
+    /// A peer proxy process.
+    Peer(Peer),
+}
+
+impl Path {
+    fn via(&self, backends: usize) -> String {
+        let s = if backends == 1 { "" } else { "s" };
+        match self {
+            Path::ClientRoundRobin if backends == 1 => "direct".to_owned(),
+            Path::ClientRoundRobin => format!("client round robin over {backends} backend{s}"),
+            Path::Proxy(arm) => format!("tailguard proxy: {}", arm.summary()),
+            Path::ProxyProcess(_) => "tailguard proxy process (1 thread)".to_owned(),
+            Path::Peer(p) => format!("{} (1 worker)", p.name()),
+        }
+    }
+}
+
+/// The fleet options for one arm.
+#[derive(Clone, Debug)]
+pub(crate) struct FleetSpec {
+    pub fleet: Fleet,
+    /// Seed 001: TCP_NODELAY off and two-part writes.
+    pub nagle: bool,
+}
+
+/// Runtimes that outlive arms: the fleet's and the in-process proxy's.
+pub(crate) struct Runtimes {
+    fleet: tokio::runtime::Runtime,
+    proxy: tokio::runtime::Runtime,
+}
+
+impl std::fmt::Debug for Runtimes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Runtimes")
+    }
+}
+
+impl Runtimes {
+    pub(crate) fn new() -> Result<Runtimes, BenchError> {
+        let fleet = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("tg-fleet")
+            .enable_all()
+            .build()?;
+        let proxy = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name(PROXY_THREAD)
+            .enable_all()
+            .build()?;
+        Ok(Runtimes { fleet, proxy })
+    }
+}
+
+/// Counts every record the load generator completes, failures included (the load report's
+/// own latency leaves fast failures out; the bench table, like `sim`, counts every request).
+#[derive(Debug, Default)]
+struct Tally {
+    latency: Mutex<Histogram>,
+    good: AtomicU64,
+    within_deadline: AtomicU64,
+}
+
+/// One arm to run.
+#[derive(Debug)]
+pub(crate) struct ArmPlan<'a> {
+    pub name: String,
+    pub group: String,
+    pub path: Path,
+    pub fleet: &'a FleetSpec,
+    pub traffic: Traffic,
+}
+
+/// What running an arm gave.
+#[derive(Debug)]
+pub(crate) struct Outcome {
+    /// The measurements.
+    pub arm: ArmRun,
+    /// True when Ctrl-C ended it.
+    pub interrupted: bool,
+    /// Something the report must say about this arm.
+    pub note: Option<String>,
+}
+
+/// Runs one arm on a fresh fleet.
+pub(crate) fn run_arm(
+    rts: &Runtimes,
+    console: &Console,
+    plan: &ArmPlan<'_>,
+) -> Result<Outcome, BenchError> {
+    let fleet = rts.fleet.block_on(async {
+        let mut opts = tailguard_serve::ServeOptions::new(plan.fleet.fleet.clone());
+        opts.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+        opts.control = None;
+        opts.nagle = plan.fleet.nagle;
+        tailguard_serve::start(opts).await
+    })?;
+    let backends: Vec<SocketAddr> = fleet.backends().iter().map(|(_, a)| *a).collect();
+    let via = plan.path.via(backends.len());
+    console.status(&format!("{} {}", plan.group, plan.name));
+    console.line(&format!("## {} [{}]: {via}", plan.name, plan.group));
+
+    let mut proxy = None;
+    let mut child = None;
+    let targets: Vec<SocketAddr> = match &plan.path {
+        Path::ClientRoundRobin => backends.clone(),
+        Path::Proxy(arm) => {
+            let upstreams = backends.iter().map(|a| Upstream::new(*a)).collect();
+            let mut service = ServiceConfig::new("bench", upstreams);
+            service.arm = (**arm).clone();
+            let mut cfg = ProxyConfig::new(SocketAddr::from(([127, 0, 0, 1], 0)), vec![service]);
+            cfg.admin = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
+            let p = rts.proxy.block_on(tailguard_proxy::start(cfg))?;
+            if let Some(admin) = p.admin_addr() {
+                console.line(&format!(
+                    "# proxy admin: http://{admin}/ (metrics: http://{admin}/metrics)"
+                ));
+            }
+            let addr = p.addr();
+            proxy = Some(p);
+            vec![addr]
+        }
+        Path::ProxyProcess(exe) => {
+            let c = peers::spawn_tailguard(exe, backends[0])?;
+            let addr = c.addr;
+            child = Some(c);
+            vec![addr]
+        }
+        Path::Peer(peer) => {
+            let c = peers::spawn(*peer, backends[0])?;
+            let addr = c.addr;
+            child = Some(c);
+            vec![addr]
+        }
+    };
+
+    let cpu_before = match (&child, &proxy) {
+        (Some(c), _) => peers::cpu_ticks(c.pid()),
+        (None, Some(_)) => peers::thread_cpu_ticks(PROXY_THREAD),
+        (None, None) => None,
+    };
+    let tally = Arc::new(Tally::default());
+    let cfg = load_config(&plan.traffic, &targets, tally.clone())?;
+    let mut lines = LoadLines::new(console, "", plan.traffic.interval);
+    let report = tailguard_load::run(cfg, &mut lines);
+    let cpu_after = match (&child, &proxy) {
+        (Some(c), _) => peers::cpu_ticks(c.pid()),
+        (None, Some(_)) => peers::thread_cpu_ticks(PROXY_THREAD),
+        (None, None) => None,
+    };
+    let rss_kib = child.as_ref().and_then(|c| peers::rss_kib(c.pid()));
+    // Bring the bar to the planned end of this arm (the last interval may be partial).
+    let planned = plan.traffic.duration.as_secs();
+    console.advance(planned.saturating_sub(lines.advanced));
+    drop(lines);
+
+    if let Some(p) = proxy {
+        rts.proxy.block_on(p.shutdown());
+    }
+    drop(child);
+    drop(fleet);
+    let report = report?;
+
+    let summary = report.summary;
+    let latency = tally
+        .latency
+        .lock()
+        .expect("tally lock is never poisoned")
+        .clone();
+    let requests = latency.count();
+    let good = tally.good.load(Ordering::Relaxed);
+    let within = tally.within_deadline.load(Ordering::Relaxed);
+    let ratio = |n: u64| {
+        if requests == 0 {
+            1.0
+        } else {
+            n as f64 / requests as f64
+        }
+    };
+    let cost = match (cpu_before, cpu_after) {
+        (Some(a), Some(b)) if requests > 0 => Some(ProxyCost {
+            cpu_us_per_request: Some(
+                b.saturating_sub(a) as f64 * 1e6 / peers::TICKS_PER_SEC as f64 / requests as f64,
+            ),
+            rss_kib,
+        }),
+        _ if rss_kib.is_some() => Some(ProxyCost {
+            cpu_us_per_request: None,
+            rss_kib,
+        }),
+        _ => None,
+    };
+    let intervals = summary
+        .intervals
+        .iter()
+        .map(|iv| IntervalPoint {
+            start_s: iv.start_s,
+            duration_s: iv.duration_s,
+            requests: iv.totals.requests,
+            success_rate: iv.totals.success_rate,
+            p50_us: iv.totals.latency_us.p50,
+            p99_us: iv.totals.latency_us.p99,
+            max_us: iv.totals.latency_us.max,
+        })
+        .collect();
+    let arm = ArmRun {
+        name: plan.name.clone(),
+        group: plan.group.clone(),
+        via,
+        target_rate: plan.traffic.rate,
+        achieved_rate: if summary.duration_s > 0.0 {
+            requests as f64 / summary.duration_s
+        } else {
+            0.0
+        },
+        requests,
+        good,
+        success_rate: ratio(good),
+        within_deadline_rate: ratio(within),
+        latency_us: latency.percentiles(),
+        mean_us: latency.mean_us(),
+        curve: curve(&latency),
+        intervals,
+        proxy: cost,
+        sim: None,
+        load: summary,
+    };
+    let scheduled = (plan.traffic.rate * plan.traffic.duration.as_secs_f64()).floor() as u64;
+    let note =
+        (plan.traffic.rate > 0.0 && !report.interrupted && requests + 1 < scheduled).then(|| {
+            format!(
+                "{} [{}]: {} of {scheduled} scheduled requests were not sent: the path could not \
+             keep up and the drain limit ended the arm",
+                plan.name,
+                plan.group,
+                scheduled - requests
+            )
+        });
+    Ok(Outcome {
+        arm,
+        interrupted: report.interrupted,
+        note,
+    })
+}
+
+fn load_config(
+    traffic: &Traffic,
+    targets: &[SocketAddr],
+    tally: Arc<Tally>,
+) -> Result<LoadConfig, BenchError> {
+    let targets = targets
+        .iter()
+        .map(|a| Target::parse(&format!("http://{a}/")))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| BenchError::Invalid(e.to_string()))?;
+    let mut cfg = LoadConfig::new(targets);
+    cfg.method = traffic
+        .method
+        .parse()
+        .map_err(|_| BenchError::Invalid(format!("bad method {:?}", traffic.method)))?;
+    cfg.rate = traffic.rate;
+    cfg.closed_interval = traffic.closed_interval;
+    cfg.drain_limit = traffic.drain_limit;
+    cfg.concurrency = traffic.concurrency;
+    cfg.arrivals = traffic.arrivals;
+    cfg.duration = Some(traffic.duration);
+    cfg.interval = traffic.interval;
+    cfg.timeout = traffic.timeout;
+    cfg.unit = traffic.unit;
+    cfg.threads = 1;
+    let classifier = Classifier::default();
+    let deadline_us = duration_us(traffic.deadline);
+    cfg.on_record = Some(Arc::new(move |r: &Record| {
+        let us = duration_us(r.latency());
+        tally
+            .latency
+            .lock()
+            .expect("tally lock is never poisoned")
+            .record_us(us);
+        if classifier.classify(r.outcome) == Class::Good {
+            tally.good.fetch_add(1, Ordering::Relaxed);
+            if us <= deadline_us {
+                tally.within_deadline.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }));
+    Ok(cfg)
+}

@@ -1,0 +1,90 @@
+//! Seed 001, Nagle's algorithm: small responses at low and high rates from a backend that
+//! writes each response in two parts, with TCP_NODELAY on (the default everywhere in
+//! tailguard) and off. With Nagle on, the second part waits for the client's delayed ACK
+//! (tens of milliseconds) whenever nothing else is in flight: a cliff at low rates that busy
+//! traffic hides.
+
+use crate::live::{self, ArmPlan, FleetSpec, Path, Runtimes, Traffic};
+use crate::{BenchError, Options, Run};
+use std::time::Duration;
+use tailguard_fleet::Fleet;
+
+/// A small keep-alive pool, as a client library keeps per backend. A connection reused within
+/// the delayed-ACK time (about 40 ms) waits for it with Nagle on; one idle longer does not.
+pub(crate) const CONNECTIONS: usize = 4;
+
+/// The seed's rates.
+pub(crate) const RATES: [f64; 4] = [10.0, 100.0, 1_000.0, 10_000.0];
+
+pub(crate) fn run(opts: &Options, rts: &Runtimes, run: &mut Run<'_>) -> Result<(), BenchError> {
+    let rates = opts.rates.clone().unwrap_or_else(|| RATES.to_vec());
+    if let Some(bad) = rates.iter().find(|r| !(r.is_finite() && **r > 0.0)) {
+        return Err(BenchError::Invalid(format!(
+            "--rates: {bad} is not a positive rate"
+        )));
+    }
+    // A small body after the headers: the second write Nagle holds back.
+    let echo = Fleet::from_yaml_str(
+        "backends: [{name: small, latency: 0s, body: {size: 200}}]",
+        "nagle",
+    )
+    .expect("the nagle fleet is valid");
+    let arms = [
+        (
+            "nodelay",
+            FleetSpec {
+                fleet: echo.clone(),
+                nagle: false,
+            },
+        ),
+        (
+            "nagle",
+            FleetSpec {
+                fleet: echo,
+                nagle: true,
+            },
+        ),
+    ];
+    let len = opts.duration.unwrap_or(Duration::from_secs(5));
+    run.report.load = format!(
+        "open loop at {} req/s, {}s each, one backend writing responses in two parts",
+        rates
+            .iter()
+            .map(|r| r.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        len.as_secs_f64()
+    );
+    run.console.plan(len.as_secs() * 2 * rates.len() as u64);
+    for rate in rates {
+        for (name, fleet) in &arms {
+            let plan = ArmPlan {
+                name: (*name).to_owned(),
+                group: format!("{rate} req/s"),
+                path: Path::ClientRoundRobin,
+                fleet,
+                traffic: Traffic {
+                    rate,
+                    closed_interval: None,
+                    concurrency: CONNECTIONS,
+                    duration: len,
+                    arrivals: tailguard_pacing::Arrivals::Constant,
+                    method: "GET".to_owned(),
+                    timeout: Duration::from_secs(10),
+                    interval: opts.interval.unwrap_or(len),
+                    deadline: Duration::from_secs(1),
+                    unit: opts.unit,
+                    // A path with Nagle on may fall far behind: bound the wait.
+                    drain_limit: Some(Duration::from_secs(3)),
+                },
+            };
+            if run.halt() {
+                return Ok(());
+            }
+            if run.record(live::run_arm(rts, run.console, &plan)?) {
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,154 @@
+//! What a bench run measured, in the shape `--json` writes and `tailguard report` reads back.
+//!
+//! One [`BenchReport`] per run: the scenario, then one [`ArmRun`] per arm and phase, each with
+//! the live figures (every request counted, latency from the scheduled send), the live
+//! interval series, and, for balancer scenarios, the simulator's prediction for the same arm.
+
+use serde::{Deserialize, Serialize};
+use tailguard_histogram::{Histogram, Percentiles};
+use tailguard_record::RunSummary;
+
+/// The version of the JSON layout; bumped when a field changes meaning.
+pub const FORMAT: u32 = 1;
+
+/// A whole bench run.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct BenchReport {
+    /// Layout version ([`FORMAT`]).
+    pub format: u32,
+    /// The tool and version that measured it.
+    pub tool: String,
+    /// Scenario name.
+    pub scenario: String,
+    /// One line on what the scenario shows.
+    pub description: String,
+    /// The traffic, in words (open or closed loop, rate, duration).
+    pub load: String,
+    /// A good response within this many milliseconds counts as "within deadline".
+    pub deadline_ms: f64,
+    /// Seconds since the Unix epoch when the run started.
+    pub started_unix_s: u64,
+    /// One entry per arm and phase, in the order they ran.
+    pub arms: Vec<ArmRun>,
+    /// Things a reader must know (arms skipped, peers not installed, differences from the seed).
+    pub notes: Vec<String>,
+    /// True when Ctrl-C ended the run: the arms listed are the ones measured.
+    pub interrupted: bool,
+}
+
+/// One arm (in one phase) measured live.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ArmRun {
+    /// The arm's name (`baseline`, `proxy`, `p2c-peak-ewma`, `haproxy`...).
+    pub name: String,
+    /// Rows with the same group are compared with each other (e.g. `max rate`, `10 req/s`).
+    pub group: String,
+    /// How the traffic went, in words.
+    pub via: String,
+    /// Offered requests per second (0: closed loop).
+    pub target_rate: f64,
+    /// Requests per second achieved.
+    pub achieved_rate: f64,
+    /// Requests sent.
+    pub requests: u64,
+    /// Requests with a good response (1xx-4xx).
+    pub good: u64,
+    /// Good responses over requests.
+    pub success_rate: f64,
+    /// Good responses within the deadline over requests.
+    pub within_deadline_rate: f64,
+    /// Latency of every request (failures included), scheduled send to outcome, microseconds.
+    pub latency_us: Percentiles,
+    /// Mean latency, microseconds: kept to show what an average hides, never a headline.
+    pub mean_us: f64,
+    /// The percentile curve: `(percentile, microseconds)` pairs from p0 to the max.
+    pub curve: Vec<(f64, u64)>,
+    /// One point per interval.
+    pub intervals: Vec<IntervalPoint>,
+    /// What the proxy in the path cost, when one was measured.
+    pub proxy: Option<ProxyCost>,
+    /// The simulator's prediction for the same arm and load, when there is one.
+    pub sim: Option<SimPrediction>,
+    /// The load generator's own summary (status codes, errors, send lag, histogram table).
+    pub load: RunSummary,
+}
+
+/// One interval of one arm.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct IntervalPoint {
+    /// Seconds from the arm's start to the interval's start.
+    pub start_s: f64,
+    /// Interval length, seconds.
+    pub duration_s: f64,
+    /// Requests completed in the interval.
+    pub requests: u64,
+    /// Good over completed.
+    pub success_rate: f64,
+    /// Median latency, microseconds.
+    pub p50_us: u64,
+    /// 99th percentile latency, microseconds.
+    pub p99_us: u64,
+    /// Largest latency, microseconds.
+    pub max_us: u64,
+}
+
+/// CPU and memory of the proxy process or threads during an arm.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ProxyCost {
+    /// Proxy CPU (user + system) per request, microseconds.
+    pub cpu_us_per_request: Option<f64>,
+    /// Resident memory at the end of the arm, KiB (a separate process only).
+    pub rss_kib: Option<u64>,
+}
+
+/// What `tailguard sim` predicts for an arm.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct SimPrediction {
+    /// Latency percentiles, microseconds.
+    pub latency_us: Percentiles,
+    /// Requests per second.
+    pub achieved_rate: f64,
+    /// Good over requests.
+    pub success_rate: f64,
+    /// Good within the deadline over requests.
+    pub within_deadline_rate: f64,
+}
+
+/// The percentiles a curve is drawn through: nines from p0 to p99.999, then the max.
+pub fn curve(h: &Histogram) -> Vec<(f64, u64)> {
+    if h.is_empty() {
+        return Vec::new();
+    }
+    let mut points = Vec::new();
+    for q in [
+        0.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99, 99.999,
+    ] {
+        points.push((q, h.quantile_us(q / 100.0)));
+    }
+    points.push((100.0, h.max_us()));
+    points
+}
+
+impl BenchReport {
+    /// The arms of `group`, in run order.
+    pub fn group<'a>(&'a self, group: &str) -> impl Iterator<Item = &'a ArmRun> + 'a {
+        let group = group.to_owned();
+        self.arms.iter().filter(move |a| a.group == group)
+    }
+
+    /// The groups in the order they first appear.
+    pub fn groups(&self) -> Vec<&str> {
+        let mut seen: Vec<&str> = Vec::new();
+        for a in &self.arms {
+            if !seen.contains(&a.group.as_str()) {
+                seen.push(&a.group);
+            }
+        }
+        seen
+    }
+
+    /// The arm named `name` (the first one, if several phases share the name).
+    pub fn arm(&self, name: &str) -> Option<&ArmRun> {
+        self.arms.iter().find(|a| a.name == name)
+    }
+}

@@ -1,0 +1,360 @@
+//! The HTML report in a real browser: headless Chromium loads a synthetic report, takes a
+//! screenshot and dumps the DOM after load.
+//!
+//! Chromium is expected at `/usr/bin/chromium` (`.ci/run` installs Debian's package). Without
+//! it these tests fail, unless `TAILGUARD_SKIP_BROWSER=1` says to skip them. The page and the
+//! screenshots are removed after a pass, kept after a failure or with `TAILGUARD_KEEP_HTML=1`.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+use tailguard_bench::html::html;
+use tailguard_bench::results::{ArmRun, BenchReport, IntervalPoint, ProxyCost, SimPrediction};
+use tailguard_histogram::Percentiles;
+use tailguard_record::RunSummary;
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+/// A run that has not ended by then is killed and the test fails.
+const TIMEOUT: Duration = Duration::from_secs(60);
+const POLL: Duration = Duration::from_millis(50);
+const WIDTH: u32 = 1280;
+const HEIGHT: u32 = 2000;
+const CHARTS_PER_GROUP: usize = 4;
+
+/// Two groups; the proxy arms see a latency spike and failures from second 10 to 13.
+fn report() -> BenchReport {
+    let arms = vec![
+        arm("baseline", "1000 req/s", 0, 2_000, false),
+        arm("proxy", "1000 req/s", 1, 2_400, true),
+        arm("p2c-peak-ewma", "1000 req/s", 2, 1_800, true),
+        arm("baseline", "max rate", 3, 9_000, false),
+        arm("proxy", "max rate", 4, 11_000, true),
+    ];
+    BenchReport {
+        format: tailguard_bench::results::FORMAT,
+        tool: "tailguard test".into(),
+        scenario: "slow-middle".into(),
+        description: "One backend turns slow for three seconds.".into(),
+        load: "open loop, 1000 req/s for 20s; then closed loop, 16 workers".into(),
+        deadline_ms: 50.0,
+        started_unix_s: 1_700_000_000,
+        arms,
+        notes: vec!["peer proxies not installed: haproxy, nginx".into()],
+        interrupted: false,
+    }
+}
+
+fn arm(name: &str, group: &str, seed: u64, p99_us: u64, spike: bool) -> ArmRun {
+    let intervals: Vec<IntervalPoint> = (0..20u64)
+        .map(|s| {
+            let hit = spike && (10..13).contains(&s);
+            let wobble = (s * 37 + seed * 11) % 17 * 20;
+            IntervalPoint {
+                start_s: s as f64,
+                duration_s: 1.0,
+                requests: if hit { 700 } else { 990 + wobble / 20 },
+                success_rate: if hit { 0.82 } else { 1.0 },
+                p50_us: 300 + wobble,
+                p99_us: if hit { 400_000 } else { p99_us + wobble * 10 },
+                max_us: if hit { 900_000 } else { p99_us * 3 },
+            }
+        })
+        .collect();
+    let latency_us = Percentiles {
+        min: 90,
+        p50: 310,
+        p90: 900,
+        p95: 1_400,
+        p99: p99_us,
+        p999: if spike { 400_000 } else { p99_us * 2 },
+        p9999: if spike { 800_000 } else { p99_us * 3 },
+        max: if spike { 900_000 } else { p99_us * 3 },
+    };
+    let l = latency_us;
+    let curve = vec![
+        (0.0, l.min),
+        (50.0, l.p50),
+        (90.0, l.p90),
+        (95.0, l.p95),
+        (99.0, l.p99),
+        (99.9, l.p999),
+        (99.99, l.p9999),
+        (100.0, l.max),
+    ];
+    ArmRun {
+        name: name.into(),
+        group: group.into(),
+        via: if spike {
+            "tailguard proxy"
+        } else {
+            "client round robin"
+        }
+        .into(),
+        target_rate: 1_000.0,
+        achieved_rate: 987.6,
+        requests: 19_752,
+        good: 19_500,
+        success_rate: 0.987,
+        within_deadline_rate: 0.97,
+        latency_us,
+        mean_us: 2_000.0,
+        curve,
+        intervals,
+        proxy: spike.then_some(ProxyCost {
+            cpu_us_per_request: Some(14.2),
+            rss_kib: Some(10_240),
+        }),
+        sim: spike.then_some(SimPrediction {
+            latency_us: Percentiles {
+                p50: 290,
+                p99: p99_us / 2,
+                max: 600_000,
+                ..latency_us
+            },
+            achieved_rate: 1_000.0,
+            success_rate: 0.99,
+            within_deadline_rate: 0.98,
+        }),
+        load: RunSummary::default(),
+    }
+}
+
+/// The browser, or `None` when it is missing and the caller asked to skip.
+///
+/// # Panics
+/// When Chromium is missing and `TAILGUARD_SKIP_BROWSER` is not `1`.
+fn chromium() -> Option<&'static str> {
+    if Path::new(CHROMIUM).exists() {
+        return Some(CHROMIUM);
+    }
+    if std::env::var("TAILGUARD_SKIP_BROWSER").as_deref() == Ok("1") {
+        eprintln!("{CHROMIUM} missing and TAILGUARD_SKIP_BROWSER=1: skipping the browser test");
+        return None;
+    }
+    panic!(
+        "{CHROMIUM} is missing: install Debian's `chromium` package (.ci/run does), \
+         or set TAILGUARD_SKIP_BROWSER=1 to skip the browser tests"
+    );
+}
+
+/// A fresh directory for one test's files.
+fn workdir(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tailguard-html-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Removes a passing test's files, unless `TAILGUARD_KEEP_HTML=1`.
+fn clean(dir: &Path) {
+    if std::env::var("TAILGUARD_KEEP_HTML").as_deref() == Ok("1") {
+        eprintln!("kept {}", dir.display());
+    } else {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// Output of one browser run: stdout, stderr.
+struct Output {
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs headless Chromium on `page` with `extra` flags, killing it after [`TIMEOUT`].
+///
+/// # Panics
+/// When Chromium cannot start, runs out of time, or exits unsuccessfully.
+fn run_chromium(browser: &str, dir: &Path, page: &Path, extra: &[String]) -> Output {
+    // A profile per page: two browsers sharing one would wait on its lock.
+    let stem = page.file_stem().unwrap().to_string_lossy();
+    let profile = dir.join(format!("profile-{stem}"));
+    let mut child = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+        ])
+        .args([
+            "--no-first-run",
+            "--disable-dev-shm-usage",
+            "--disable-extensions",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("--window-size={WIDTH},{HEIGHT}"))
+        .args(extra)
+        .arg(format!("file://{}", page.display()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {browser}: {e}"));
+    // Drain the pipes while waiting: a full pipe would stall the browser until the timeout.
+    let stdout = drain(child.stdout.take().unwrap());
+    let stderr = drain(child.stderr.take().unwrap());
+    let status = wait_or_kill(&mut child);
+    let out = Output {
+        stdout: stdout.join().unwrap(),
+        stderr: stderr.join().unwrap(),
+    };
+    match status {
+        Some(status) => assert!(
+            status.success(),
+            "chromium {extra:?} exited with {status}; stderr:\n{}",
+            out.stderr
+        ),
+        None => panic!(
+            "chromium {extra:?} still running after {TIMEOUT:?}: killed; stderr:\n{}",
+            out.stderr
+        ),
+    }
+    out
+}
+
+fn drain(mut pipe: impl Read + Send + 'static) -> JoinHandle<String> {
+    thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = pipe.read_to_end(&mut bytes);
+        String::from_utf8_lossy(&bytes).into_owned()
+    })
+}
+
+/// The exit status, or `None` after killing a child that outlived [`TIMEOUT`].
+fn wait_or_kill(child: &mut Child) -> Option<std::process::ExitStatus> {
+    let mut waited = Duration::ZERO;
+    while waited < TIMEOUT {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        // A real sleep is the point here: the browser is a real process.
+        thread::sleep(POLL);
+        waited += POLL;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+/// Writes `body` as `name` in `dir`.
+fn write(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, body).unwrap();
+    path
+}
+
+/// Takes a screenshot of `page` and returns the PNG's bytes.
+fn screenshot(browser: &str, dir: &Path, page: &Path, png: &str) -> Vec<u8> {
+    let path = dir.join(png);
+    run_chromium(
+        browser,
+        dir,
+        page,
+        &[format!("--screenshot={}", path.display())],
+    );
+    std::fs::read(&path).unwrap_or_else(|e| panic!("no screenshot at {}: {e}", path.display()))
+}
+
+/// Width and height from a PNG's IHDR chunk, after checking the signature.
+fn png_size(png: &[u8]) -> (u32, u32) {
+    assert!(png.len() > 24, "a PNG of {} bytes", png.len());
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "not a PNG");
+    assert_eq!(&png[12..16], b"IHDR", "the first chunk of a PNG is IHDR");
+    let be = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+    (be(&png[16..20]), be(&png[20..24]))
+}
+
+/// Values of `src=`, `href=` and `url(` in `text` that point to the network.
+fn network_references(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for attr in ["src=", "href=", "url("] {
+        for (at, _) in text.match_indices(attr) {
+            let value: String = text[at + attr.len()..]
+                .trim_start_matches(['"', '\'', ' '])
+                .chars()
+                .take_while(|c| !matches!(c, '"' | '\'' | ' ' | ')' | '>'))
+                .collect();
+            let lower = value.to_ascii_lowercase();
+            if ["http://", "https://", "//"]
+                .iter()
+                .any(|s| lower.starts_with(s))
+            {
+                found.push(value);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn screenshot_of_the_report_is_not_blank() {
+    let Some(browser) = chromium() else { return };
+    let dir = workdir("screenshot");
+    let report = write(&dir, "report.html", &html(&report()));
+    let blank = write(
+        &dir,
+        "blank.html",
+        "<!doctype html><html><head><meta charset=\"utf-8\"></head><body></body></html>",
+    );
+    let shot = screenshot(browser, &dir, &report, "report.png");
+    let empty = screenshot(browser, &dir, &blank, "blank.png");
+    assert_eq!(png_size(&shot), (WIDTH, HEIGHT));
+    assert_eq!(png_size(&empty), (WIDTH, HEIGHT));
+    // A page of one colour compresses to almost nothing; tables and charts do not.
+    assert!(
+        shot.len() > 20_000 && shot.len() > 4 * empty.len(),
+        "screenshot {} bytes, blank page {} bytes: the report looks empty ({})",
+        shot.len(),
+        empty.len(),
+        dir.display()
+    );
+    clean(&dir);
+}
+
+#[test]
+fn dom_after_load_has_every_chart_and_series() {
+    let Some(browser) = chromium() else { return };
+    let dir = workdir("dom");
+    let report = report();
+    let page = html(&report);
+    let path = write(&dir, "report.html", &page);
+    let out = run_chromium(browser, &dir, &path, &["--dump-dom".to_owned()]);
+    let dom = out.stdout;
+    assert!(
+        dom.contains("<h1>tailguard bench: slow-middle</h1>"),
+        "the page did not load; stderr:\n{}",
+        out.stderr
+    );
+    let groups = report.groups();
+    assert_eq!(groups.len(), 2);
+    assert_eq!(dom.matches("<svg").count(), CHARTS_PER_GROUP * groups.len());
+    assert_eq!(dom.matches("<table>").count(), groups.len());
+    for arm in &report.arms {
+        let row = format!("<tr><td>{}</td><td>{}</td>", arm.name, arm.via);
+        assert!(dom.contains(&row), "no table row for {}", arm.name);
+        for series in [format!("{} p99", arm.name), format!("{} p50", arm.name)] {
+            assert!(
+                dom.contains(&format!("<path class=\"series\" data-series=\"{series}\"")),
+                "no line {series}"
+            );
+        }
+    }
+    // Latency, curve, success and rate charts: each arm is a line in the last three.
+    for name in ["baseline", "proxy", "p2c-peak-ewma"] {
+        let arms = report.arms.iter().filter(|a| a.name == name).count();
+        let lines = dom.matches(&format!("data-series=\"{name}\"")).count();
+        assert_eq!(lines, 3 * arms, "{name}");
+    }
+    let sim = report.arms.iter().filter(|a| a.sim.is_some()).count();
+    assert_eq!(dom.matches(" (sim)\"").count(), sim);
+    assert_eq!(network_references(&page), Vec::<String>::new());
+    assert_eq!(network_references(&dom), Vec::<String>::new());
+    clean(&dir);
+}
+
+#[test]
+fn network_references_are_found() {
+    let page = "<img src=\"https://x/y.png\"><a href='//cdn/z'>a</a><a href=\"#top\">b</a>";
+    assert_eq!(network_references(page), ["https://x/y.png", "//cdn/z"]);
+}

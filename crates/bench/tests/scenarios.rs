@@ -1,0 +1,204 @@
+//! The five seed scenarios end to end on 127.0.0.1, shortened, each asserting the direction of
+//! its seed's finding. They run one at a time (a lock) so they do not compete for the CPU.
+
+use std::sync::Mutex;
+use std::time::Duration;
+use tailguard_bench::{table, ArmRun, BenchReport, Console, Options};
+use tailguard_report::Unit;
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn bench(name: &str, opts: &Options) -> BenchReport {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let console = Console::new(Box::new(std::io::sink()), false);
+    let report = tailguard_bench::run(name, opts, &console).expect("the bench runs");
+    // The table renders every run (and shows up in the test log on failure).
+    println!("{}", table::text(&report, Unit::Auto));
+    assert!(!report.interrupted);
+    report
+}
+
+fn arm<'a>(r: &'a BenchReport, group: &str, name: &str) -> &'a ArmRun {
+    r.group(group)
+        .find(|a| a.name == name)
+        .unwrap_or_else(|| panic!("no arm {name} in group {group}"))
+}
+
+fn short(secs: u64) -> Options {
+    Options {
+        duration: Some(Duration::from_secs(secs)),
+        interval: Some(Duration::from_secs(1)),
+        ..Options::default()
+    }
+}
+
+/// Seed 000: through the proxy, p50, p95 and success beat client round robin.
+#[test]
+fn add_steps_proxy_beats_client_round_robin() {
+    let r = bench("add-steps", &short(8));
+    let base = arm(&r, "add-steps", "baseline");
+    let proxy = arm(&r, "add-steps", "proxy");
+    assert!(base.via.contains("client round robin over 10"));
+    assert!(proxy.via.starts_with("tailguard proxy"));
+    assert!(proxy.latency_us.p50 < base.latency_us.p50, "p50");
+    assert!(proxy.latency_us.p95 < base.latency_us.p95, "p95");
+    assert!(proxy.latency_us.p99 <= base.latency_us.p99, "p99");
+    assert!(
+        proxy.success_rate > 0.99,
+        "proxy success {}",
+        proxy.success_rate
+    );
+    assert!(
+        base.success_rate < 0.97,
+        "baseline success {}",
+        base.success_rate
+    );
+    assert!(proxy.achieved_rate > base.achieved_rate);
+    // The prediction sits next to the live figures.
+    let sim = proxy.sim.as_ref().expect("a prediction");
+    assert!(sim.success_rate > 0.99);
+}
+
+/// Seed 002, scaled down in time: one of eleven backends turns x10 slow for most of the run;
+/// peak EWMA keeps the tail where round robin sends every eleventh request into it.
+#[test]
+fn slow_middle_peak_ewma_beats_round_robin() {
+    let dir = std::env::temp_dir().join(format!("tg-bench-sm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("slow-middle-short.yaml");
+    std::fs::write(
+        &file,
+        "name: slow-middle-short\n\
+         description: seed 002 in 6 s\n\
+         fleet:\n  backends:\n\
+         \x20   - {name: steady, replicas: 10, latency: {normal: {mean: 20ms, sd: 2ms, max: 40ms}}}\n\
+         \x20   - {name: slow, latency: {normal: {mean: 20ms, sd: 2ms, max: 40ms}}, schedule: ['from 1s to 6s latency x10']}\n\
+         load: {loop: open, arrivals: constant, rate: 200, duration: 6s}\n\
+         deadline: 100ms\n\
+         arms:\n\
+         \x20 - {name: round-robin, balancer: {kind: round-robin}}\n\
+         \x20 - {name: p2c-peak-ewma, balancer: {kind: p2c, load: peak-ewma, default_rtt: 20ms}}\n",
+    )
+    .unwrap();
+    let r = bench(file.to_str().unwrap(), &short(6));
+    std::fs::remove_dir_all(&dir).unwrap();
+    let rr = arm(&r, "slow-middle-short", "round-robin");
+    let ewma = arm(&r, "slow-middle-short", "p2c-peak-ewma");
+    assert!(rr.latency_us.p99 >= 150_000, "rr p99 {}", rr.latency_us.p99);
+    assert!(
+        ewma.latency_us.p99 * 2 < rr.latency_us.p99,
+        "ewma p99 {} vs rr {}",
+        ewma.latency_us.p99,
+        rr.latency_us.p99
+    );
+    assert!(ewma.within_deadline_rate > rr.within_deadline_rate);
+}
+
+/// Seed 003: every path is measured at its maximum, then all at 75% of the lowest maximum.
+#[test]
+fn overhead_reports_every_arm_at_max_and_at_the_fixed_rate() {
+    let r = bench("overhead", &short(1));
+    let groups = r.groups();
+    assert_eq!(groups.len(), 2, "{groups:?}");
+    assert_eq!(groups[0], "max rate");
+    let max: Vec<&ArmRun> = r.group("max rate").collect();
+    let names: Vec<&str> = max.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(&names[..2], ["direct", "tailguard"]);
+    for peer in tailguard_bench::Peer::ALL {
+        let installed = peer.installed().is_some();
+        assert_eq!(names.contains(&peer.name()), installed, "{}", peer.name());
+    }
+    let lowest = max
+        .iter()
+        .map(|a| a.achieved_rate)
+        .fold(f64::INFINITY, f64::min);
+    let fixed = (0.75 * lowest).floor();
+    assert_eq!(groups[1], format!("fixed {fixed} req/s"));
+    let at_fixed: Vec<&ArmRun> = r.group(groups[1]).collect();
+    assert_eq!(at_fixed.len(), max.len());
+    for a in at_fixed {
+        assert_eq!(a.target_rate, fixed);
+        assert!(
+            a.success_rate > 0.99,
+            "{} success {}",
+            a.name,
+            a.success_rate
+        );
+        if a.name != "direct" {
+            let cost = a.proxy.as_ref().expect("proxy CPU is measured");
+            assert!(cost.cpu_us_per_request.is_some(), "{}", a.name);
+        }
+    }
+}
+
+/// Seed 001: at a low rate (100 req/s over a pool of four connections), a backend with Nagle
+/// on holds each response's second part for the client's delayed ACK; with TCP_NODELAY it
+/// does not.
+#[test]
+fn nagle_shows_the_low_rate_cliff() {
+    let opts = Options {
+        rates: Some(vec![100.0]),
+        ..short(3)
+    };
+    let r = bench("nagle", &opts);
+    assert_eq!(r.groups(), ["100 req/s"]);
+    let on = arm(&r, "100 req/s", "nagle");
+    let off = arm(&r, "100 req/s", "nodelay");
+    assert!(
+        on.latency_us.p99 >= 30_000 && on.latency_us.p99 > off.latency_us.p99 * 3,
+        "nagle p99 {} vs nodelay {}",
+        on.latency_us.p99,
+        off.latency_us.p99
+    );
+    assert!(off.requests >= 290, "{}", off.requests);
+}
+
+/// Seed 004: per-interval percentiles show the pause that the run's mean blurs.
+#[test]
+fn gc_pause_intervals_show_the_pause() {
+    let r = bench("gc-pause", &short(12));
+    let direct = arm(&r, "gc-pause", "direct");
+    assert_eq!(direct.via, "direct");
+    let worst = direct.intervals.iter().map(|i| i.p99_us).max().unwrap();
+    let best = direct.intervals.iter().map(|i| i.p99_us).min().unwrap();
+    assert!(direct.intervals.len() >= 11, "{}", direct.intervals.len());
+    assert!(
+        worst >= 1_000_000,
+        "an interval holds the pause: worst p99 {worst}"
+    );
+    assert!(best < 100_000, "an interval is clean: best p99 {best}");
+    assert!(
+        direct.mean_us < worst as f64 / 2.0,
+        "the mean ({}) sits far below the pause",
+        direct.mean_us
+    );
+}
+
+/// Ctrl-C between arms: no further arm starts, and what was measured is reported.
+#[test]
+fn a_stop_request_ends_the_run_with_what_was_measured() {
+    let opts = short(1);
+    opts.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let console = Console::new(Box::new(std::io::sink()), false);
+    let r = tailguard_bench::run("add-steps", &opts, &console).unwrap();
+    assert!(r.interrupted);
+    assert!(r.arms.is_empty());
+}
+
+#[test]
+fn unknown_scenarios_and_arms_are_clear_errors() {
+    let console = Console::new(Box::new(std::io::sink()), false);
+    let err = tailguard_bench::run("no-such-scenario", &Options::default(), &console)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("no-such-scenario"), "{err}");
+    let opts = Options {
+        arms: Some(vec!["fastest".into()]),
+        ..Options::default()
+    };
+    let err = tailguard_bench::run("add-steps", &opts, &console)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("no arm \"fastest\""), "{err}");
+}

@@ -1,0 +1,53 @@
+//! `tailguard demo`: seed 000 live with no configuration: ten misbehaving backends, client
+//! round robin against the tailguard proxy, about a minute, then the table and an HTML report.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+use tailguard_bench::Options;
+use tailguard_report::Unit;
+
+/// Arguments of `tailguard demo`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Load length per arm (two arms).
+    #[arg(short, long, default_value = "25s", value_parser = humantime::parse_duration)]
+    duration: Duration,
+    /// Where to write the HTML report (default: tailguard-demo.html in the temp directory).
+    #[arg(long, value_name = "PATH")]
+    html: Option<PathBuf>,
+    /// Also write the results as JSON.
+    #[arg(long, value_name = "PATH")]
+    json: Option<PathBuf>,
+}
+
+/// Runs `tailguard demo`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    println!(
+        "# tailguard demo: seed 000 (add-steps) live on 127.0.0.1: ten backends from 0 ms to 2 s,\n\
+         # the slowest two failing often; 50 clients, each at most 10 req/s. First the clients\n\
+         # balance round robin themselves (baseline), then they go through tailguard proxy\n\
+         # (peak EWMA, retries under a budget, failure accrual). {}s each.\n",
+        args.duration.as_secs_f64()
+    );
+    let opts = Options {
+        duration: Some(args.duration),
+        interval: Some(Duration::from_secs(5)),
+        unit: Unit::Auto,
+        progress: true,
+        stop: Arc::new(AtomicBool::new(false)),
+        ..Options::default()
+    };
+    let report = super::bench::execute("add-steps", &opts)?;
+    let html = args
+        .html
+        .unwrap_or_else(|| std::env::temp_dir().join("tailguard-demo.html"));
+    super::bench::write_outputs(&report, args.json.as_deref(), Some(&html))?;
+    println!("# HTML report: {}", html.display());
+    println!(
+        "# next: tailguard bench slow-middle, tailguard bench overhead, tailguard bench --list"
+    );
+    Ok(super::bench::exit_code(&report))
+}

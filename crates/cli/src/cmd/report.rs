@@ -1,0 +1,52 @@
+//! `tailguard report`: render saved results again, or several side by side.
+
+use anyhow::bail;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use tailguard_bench::saved;
+use tailguard_report::Unit;
+
+/// Arguments of `tailguard report`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Reads `tailguard bench --json` and `tailguard load --json` files. With several files, \
+each arm is named FILE/ARM and the same group of every run shares one table.\n\
+Example: tailguard report before.json after.json --html compare.html"
+)]
+pub struct Args {
+    /// Saved results (JSON).
+    #[arg(required = true, value_name = "FILE.json")]
+    files: Vec<PathBuf>,
+    /// Latency unit: auto, us, ms or s.
+    #[arg(long, default_value = "auto")]
+    unit: Unit,
+    /// Also write the HTML report here.
+    #[arg(long, value_name = "PATH")]
+    html: Option<PathBuf>,
+    /// Also write the combined results as JSON here.
+    #[arg(long, value_name = "PATH")]
+    json: Option<PathBuf>,
+}
+
+/// Runs `tailguard report`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let mut runs = Vec::new();
+    for path in &args.files {
+        let label = path.file_stem().map_or_else(
+            || path.display().to_string(),
+            |s| s.to_string_lossy().into_owned(),
+        );
+        match saved::read(path, &label) {
+            Ok(r) => runs.push((label, r)),
+            Err(e) => bail!(e),
+        }
+    }
+    let report = saved::side_by_side(runs);
+    print!("{}", tailguard_bench::table::text(&report, args.unit));
+    if let Some(p) =
+        super::bench::write_outputs(&report, args.json.as_deref(), args.html.as_deref())?
+    {
+        println!("# HTML report: {}", p.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
