@@ -33,7 +33,7 @@
 //! assert_eq!(ap.pick(now, &all_ready, &mut rng), Some(only));
 //! ```
 
-use crate::load::{Estimator, Load};
+use crate::load::{Estimator, Load, Snapshot};
 use crate::{Balance, MAX_EFFORT};
 use rand::seq::SliceRandom;
 use rand::{Rng, RngCore};
@@ -223,6 +223,10 @@ impl<E: Estimator + std::fmt::Debug> Balance for Aperture<E> {
         self.loads[endpoint].end(rtt, now);
         self.adjust(self.in_flight, now);
         self.in_flight = self.in_flight.saturating_sub(1);
+    }
+
+    fn snapshot(&self, endpoint: usize, now: Duration) -> Option<Snapshot> {
+        self.loads.get(endpoint)?.snapshot(now)
     }
 }
 

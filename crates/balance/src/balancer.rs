@@ -29,6 +29,7 @@
 //! assert_eq!(rr.pick(now, &|_| false, &mut rng), Some(0)); // all down: pick anyway
 //! ```
 
+use crate::load::Snapshot;
 use rand::RngCore;
 use std::time::Duration;
 
@@ -61,6 +62,14 @@ pub trait Balance: std::fmt::Debug {
 
     /// A request sent to `endpoint` ended at `now` after `rtt`, however it ended.
     fn end(&mut self, endpoint: usize, rtt: Duration, now: Duration);
+
+    /// The load of `endpoint` at `now` as this balancer weighs it, read without changing any
+    /// state (for metrics and admin pages; picking never calls it). `None` when the balancer
+    /// tracks no load (round robin, random) or `endpoint` is out of range.
+    fn snapshot(&self, endpoint: usize, now: Duration) -> Option<Snapshot> {
+        let _ = (endpoint, now);
+        None
+    }
 }
 
 /// The predicate for "every endpoint is ready".

@@ -29,7 +29,7 @@
 //! assert_eq!(scan.pick(Duration::ZERO, &all_ready, &mut rng), Some(1));
 //! ```
 
-use crate::load::{Estimator, Load};
+use crate::load::{Estimator, Load, Snapshot};
 use crate::{all_ready, Balance, MAX_EFFORT};
 use rand::{Rng, RngCore};
 use std::time::Duration;
@@ -209,6 +209,10 @@ impl<E: Estimator + std::fmt::Debug> Balance for BestOf<E> {
 
     fn end(&mut self, endpoint: usize, rtt: Duration, now: Duration) {
         self.loads[endpoint].end(rtt, now);
+    }
+
+    fn snapshot(&self, endpoint: usize, now: Duration) -> Option<Snapshot> {
+        self.loads.get(endpoint)?.snapshot(now)
     }
 }
 

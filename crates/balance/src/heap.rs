@@ -31,6 +31,7 @@
 //! assert_ne!(first, second); // the idle one
 //! ```
 
+use crate::load::Snapshot;
 use crate::Balance;
 use rand::RngCore;
 use std::time::Duration;
@@ -162,6 +163,15 @@ impl Balance for HeapLeastLoaded {
     fn end(&mut self, endpoint: usize, _rtt: Duration, _now: Duration) {
         self.pending[endpoint] = self.pending[endpoint].saturating_sub(1);
         self.sift_up(self.pos[endpoint]);
+    }
+
+    /// The heap's key without the penalty of down endpoints: requests in flight.
+    fn snapshot(&self, endpoint: usize, _now: Duration) -> Option<Snapshot> {
+        let pending = *self.pending.get(endpoint)?;
+        Some(Snapshot {
+            cost: f64::from(pending),
+            pending,
+        })
     }
 }
 

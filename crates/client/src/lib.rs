@@ -109,6 +109,16 @@ impl Client {
         self.stats
     }
 
+    /// The balancer's load of `endpoint` at `now` (cost and requests in flight), read without
+    /// changing it, for metrics and admin pages; `None` when the policy tracks no load.
+    pub fn load(
+        &self,
+        endpoint: usize,
+        now: Duration,
+    ) -> Option<tailguard_balance::load::Snapshot> {
+        self.balancer.snapshot(endpoint, now)
+    }
+
     /// The failure accrual state of `endpoint` (`None` without accrual).
     pub fn accrual_status(&self, endpoint: usize) -> Option<tailguard_resilience::accrual::Status> {
         self.accrual.get(endpoint).map(Accrual::status)

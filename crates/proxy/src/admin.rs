@@ -1,9 +1,10 @@
 //! The admin server (127.0.0.1 by default): `/metrics` (Prometheus text), `/ready` (200 when
 //! every service has an endpoint), `/live` (200 while the process serves), and `/endpoints`
-//! (JSON: per service, each endpoint's address, pending attempts, success rate and accrual
-//! state).
+//! (JSON: per service, each endpoint's address, pending attempts, balancer cost, success rate
+//! and accrual state).
 
 use crate::listener::stopped;
+use crate::metrics::EndpointLabels;
 use crate::Shared;
 use bytes::Bytes;
 use http::{header, Request, Response, StatusCode};
@@ -46,11 +47,11 @@ pub async fn serve(
 
 fn page(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     match req.uri().path() {
-        "/metrics" => reply(
-            StatusCode::OK,
-            "text/plain; version=0.0.4",
-            shared.metrics.encode(),
-        ),
+        "/metrics" => {
+            refresh_gauges(shared);
+            let text = shared.metrics.encode();
+            reply(StatusCode::OK, "text/plain; version=0.0.4", text)
+        }
         "/live" => reply(StatusCode::OK, "text/plain", "live\n".into()),
         "/ready" => {
             let ready = shared.services().iter().all(|s| !s.endpoints().is_empty());
@@ -78,7 +79,7 @@ fn endpoints_json(shared: &Shared) -> String {
         .services()
         .iter()
         .map(|s| {
-            let views = s.endpoints().views();
+            let views = s.endpoints().views(shared.clock.now());
             (
                 s.config.name.clone(),
                 serde_json::to_value(views).unwrap_or_default(),
@@ -86,6 +87,31 @@ fn endpoints_json(shared: &Shared) -> String {
         })
         .collect();
     serde_json::to_string_pretty(&services).unwrap_or_default()
+}
+
+/// Sets the per-endpoint gauges (pending, cost) from the current endpoint generations, so a
+/// scrape sees the balancer's state now and no series of a removed endpoint lingers. An address
+/// listed with a weight fills several slots: its pending attempts are summed, and its cost is
+/// that of its cheapest slot (the one a picker would prefer).
+fn refresh_gauges(shared: &Shared) {
+    let m = &shared.metrics;
+    m.pending.clear();
+    m.cost.clear();
+    let now = shared.clock.now();
+    for service in shared.services().iter() {
+        for view in service.endpoints().views(now) {
+            let labels = EndpointLabels {
+                service: service.config.name.clone(),
+                endpoint: view.addr,
+            };
+            m.pending.get_or_create(&labels).inc_by(view.pending as i64);
+            if let Some(cost) = view.cost {
+                let gauge = m.cost.get_or_create(&labels);
+                let known = gauge.get();
+                gauge.set(if known == 0.0 { cost } else { known.min(cost) });
+            }
+        }
+    }
 }
 
 fn reply(status: StatusCode, kind: &'static str, body: String) -> Response<Full<Bytes>> {

@@ -8,7 +8,6 @@ use crate::clock::Clock;
 use crate::endpoints::{Change, Endpoints};
 use crate::forward::local;
 use crate::hygiene;
-use crate::metrics::{status_class, EndpointClassLabels, EndpointLabels, ServiceLabels};
 use crate::service::Service;
 use crate::upstream::ProxyBody;
 use crate::Shared;
@@ -104,9 +103,6 @@ pub async fn run(
     let clock = shared.clock;
     endpoints.on_request(clock.now());
     let retries = service.config.arm.retries;
-    let labels = ServiceLabels {
-        service: service.config.name.clone(),
-    };
     let (mut avoid, mut tries) = (None, 0u32);
     loop {
         let (slot, class, ended) = once(shared, service, &endpoints, &mut sent, avoid).await;
@@ -118,11 +114,11 @@ pub async fn run(
             return finish(ended);
         }
         if !endpoints.may_retry(clock.now()) {
-            shared.metrics.budget_exhausted.get_or_create(&labels).inc();
+            service.handles(&shared.metrics).budget_exhausted.inc();
             return finish(ended);
         }
         drop(ended);
-        shared.metrics.retries.get_or_create(&labels).inc();
+        service.handles(&shared.metrics).retries.inc();
         tries += 1;
         if let Some(backoff) = retries.and_then(|r| r.backoff) {
             let seed = clock.now().as_nanos() as u64;
@@ -163,9 +159,9 @@ async fn once(
         sent: now,
         clock,
     };
-    let req = build(&sent.parts, sent.body.take(), addr);
+    let req = build(&sent.parts, sent.body.take(), endpoints, slot);
     let timeout = service.config.arm.timeouts.attempt;
-    let call = shared.upstreams.send(req, sent.h2);
+    let call = service.upstreams.send(req, sent.h2);
     let result = match timeout {
         Some(t) => tokio::time::timeout(t, call).await.ok(),
         None => Some(call.await),
@@ -182,6 +178,21 @@ async fn once(
             AttemptOutcome::Status(resp.status().as_u16()),
             Ended::Response(resp),
         ),
+        Some(Err(e)) if crate::upstream::exhausted(&e).is_some() => {
+            // Nothing was sent: not the endpoint's failure, so the attempt is cancelled (the
+            // balancer sees it end, accrual sees nothing), and the request gets a 503.
+            let reason = format!("upstream {addr}: {}", error_chain(&e));
+            drop(guard);
+            let class = Class {
+                success: false,
+                retryable: false,
+            };
+            return (
+                slot,
+                class,
+                Ended::Failed(StatusCode::SERVICE_UNAVAILABLE, reason),
+            );
+        }
         Some(Err(e)) if e.is_connect() => (
             AttemptOutcome::Refused,
             Ended::Failed(
@@ -210,15 +221,27 @@ async fn once(
     (slot, class, ended)
 }
 
+/// The upstream request: `http://ENDPOINT` and the client's path and query, from parts that
+/// are cheap to clone (the authority is built once per endpoint).
 fn build(
     parts: &http::request::Parts,
     body: ProxyBody,
-    addr: std::net::SocketAddr,
+    endpoints: &Endpoints,
+    slot: usize,
 ) -> Request<ProxyBody> {
-    let pq = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let mut uri = http::uri::Parts::default();
+    uri.scheme = Some(http::uri::Scheme::HTTP);
+    uri.authority = endpoints.authority(slot).cloned();
+    uri.path_and_query = Some(
+        parts
+            .uri
+            .path_and_query()
+            .cloned()
+            .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/")),
+    );
     let mut req = Request::new(body);
     *req.method_mut() = parts.method.clone();
-    *req.uri_mut() = format!("http://{addr}{pq}").parse().unwrap_or_default();
+    *req.uri_mut() = http::Uri::from_parts(uri).unwrap_or_default();
     *req.version_mut() = parts.version;
     *req.headers_mut() = parts.headers.clone();
     req
@@ -245,39 +268,23 @@ fn record(
     change: Change,
 ) {
     let m = &shared.metrics;
-    let (service, endpoint) = (
-        service.config.name.clone(),
-        endpoints.addr(slot).to_string(),
-    );
-    let class = match outcome {
-        AttemptOutcome::Status(s) => status_class(s),
-        _ => "error",
+    let handles = endpoints.handles(slot, m, &service.config.name);
+    handles.latency.observe(rtt.as_secs_f64());
+    let status = match outcome {
+        AttemptOutcome::Status(s) => Some(s),
+        _ => None,
     };
-    let ep = EndpointLabels {
-        service: service.clone(),
-        endpoint: endpoint.clone(),
+    handles.attempts(m, status).inc();
+    let state = match change {
+        Change::None => return,
+        Change::Tripped => "dead",
+        Change::Revived => "alive",
     };
-    m.attempt_latency
-        .get_or_create(&ep)
-        .observe(rtt.as_secs_f64());
-    m.pending
-        .get_or_create(&ep)
-        .set(endpoints.pending(slot) as i64);
-    let labels = |class: &str| EndpointClassLabels {
-        service: service.clone(),
-        endpoint: endpoint.clone(),
-        class: class.to_owned(),
-    };
-    m.attempts.get_or_create(&labels(class)).inc();
-    match change {
-        Change::None => {}
-        Change::Tripped => {
-            tracing::info!(%endpoint, %service, "failure accrual: endpoint out of rotation");
-            m.accrual.get_or_create(&labels("dead")).inc();
-        }
-        Change::Revived => {
-            tracing::info!(%endpoint, %service, "failure accrual: endpoint back in rotation");
-            m.accrual.get_or_create(&labels("alive")).inc();
-        }
+    let (endpoint, service) = (endpoints.addr(slot), &service.config.name);
+    if change == Change::Tripped {
+        tracing::info!(%endpoint, %service, "failure accrual: endpoint out of rotation");
+    } else {
+        tracing::info!(%endpoint, %service, "failure accrual: endpoint back in rotation");
     }
+    m.accrual.get_or_create(&handles.labels(state)).inc();
 }

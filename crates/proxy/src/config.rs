@@ -15,6 +15,7 @@
 //! assert!(config.validate().is_ok());
 //! ```
 
+pub use crate::upstream::PoolConfig;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -107,6 +108,8 @@ pub struct ServiceConfig {
     pub retry_buffer: usize,
     /// Requests in flight at most for this service; more get 503 (`None`: no limit).
     pub max_in_flight: Option<usize>,
+    /// Upstream connection pool: connections per endpoint, wait, idle timeout.
+    pub pool: PoolConfig,
 }
 
 impl ServiceConfig {
@@ -129,6 +132,7 @@ impl ServiceConfig {
             host_header: HostHeader::default(),
             retry_buffer: 64 * 1024,
             max_in_flight: None,
+            pool: PoolConfig::default(),
         }
     }
 }
@@ -154,11 +158,22 @@ impl Default for Limits {
     }
 }
 
+/// TLS on the proxy listener: a PEM certificate chain and its PEM private key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsConfig {
+    /// The certificate chain, leaf first.
+    pub cert: PathBuf,
+    /// The private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+}
+
 /// The whole proxy.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     /// The proxy listener (HTTP/1.1 and h2c on one port).
     pub listen: SocketAddr,
+    /// Serve TLS on the listener (HTTP/1.1 and h2 by ALPN) instead of cleartext.
+    pub tls: Option<TlsConfig>,
     /// The admin server (metrics, readiness, endpoints), if any.
     pub admin: Option<SocketAddr>,
     /// The services, matched in order.
@@ -213,6 +228,7 @@ impl Config {
     pub fn new(listen: SocketAddr, services: Vec<ServiceConfig>) -> Self {
         Self {
             listen,
+            tls: None,
             admin: Some(SocketAddr::from(([127, 0, 0, 1], 9990))),
             services,
             limits: Limits::default(),
@@ -261,6 +277,11 @@ fn validate_service(s: &ServiceConfig) -> Result<(), ConfigError> {
                 addr: u.addr,
             });
         }
+    }
+    if s.pool.max_per_endpoint == Some(0) {
+        return Err(ConfigError::Zero(
+            "services[].client.hostConnectionPool.maxSize",
+        ));
     }
     if s.max_in_flight == Some(0) {
         return Err(ConfigError::Zero("services[].maxConcurrentRequests"));

@@ -9,12 +9,14 @@
 //! requests in flight keep the generation they started with and report their outcome to it.
 
 use crate::config::Upstream;
+use crate::metrics::{EndpointHandles, Metrics};
+use http::uri::Authority;
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 use tailguard_client::{ArmConfig, ArmError, Client};
 use tailguard_resilience::accrual::Status;
@@ -37,6 +39,10 @@ struct Counters {
     pending: AtomicU64,
     successes: AtomicU64,
     failures: AtomicU64,
+    /// Its metric handles, looked up on the first attempt.
+    handles: OnceLock<EndpointHandles>,
+    /// Its address as a URI authority, built once rather than per attempt.
+    authority: Option<Authority>,
 }
 
 /// One endpoint, as the admin `/endpoints` page shows it.
@@ -46,6 +52,10 @@ pub struct EndpointView {
     pub addr: String,
     /// Attempts in flight.
     pub pending: u64,
+    /// The cost the balancer compares for this endpoint now (requests in flight for least
+    /// loaded and heap, nanoseconds times `pending + 1` for peak EWMA); `null` for balancers
+    /// that ignore load (round robin, random).
+    pub cost: Option<f64>,
     /// Successful attempts so far.
     pub successes: u64,
     /// Failed attempts so far.
@@ -87,7 +97,13 @@ impl Endpoints {
             .collect();
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
         let client = Client::new(arm, addrs.len(), now, &mut rng)?;
-        let counters = addrs.iter().map(|_| Counters::default()).collect();
+        let counters = addrs
+            .iter()
+            .map(|a| Counters {
+                authority: a.to_string().parse().ok(),
+                ..Counters::default()
+            })
+            .collect();
         Ok(Self {
             addrs,
             counters,
@@ -103,6 +119,18 @@ impl Endpoints {
     /// The address of slot `i`.
     pub fn addr(&self, i: usize) -> SocketAddr {
         self.addrs[i]
+    }
+
+    /// The address of slot `i` as a URI authority.
+    pub fn authority(&self, i: usize) -> Option<&Authority> {
+        self.counters[i].authority.as_ref()
+    }
+
+    /// The metric handles of slot `i` for `service`, looked up in `metrics` the first time.
+    pub fn handles(&self, i: usize, metrics: &Metrics, service: &str) -> &EndpointHandles {
+        self.counters[i]
+            .handles
+            .get_or_init(|| EndpointHandles::new(metrics, service, self.addrs[i]))
     }
 
     /// True when there is no endpoint.
@@ -190,8 +218,8 @@ impl Endpoints {
         self.counters[i].pending.load(Ordering::Relaxed)
     }
 
-    /// Every slot as the admin page shows it.
-    pub fn views(&self) -> Vec<EndpointView> {
+    /// Every slot as the admin page shows it, at `now`.
+    pub fn views(&self, now: Duration) -> Vec<EndpointView> {
         let guard = self.lock();
         (0..self.addrs.len())
             .map(|i| {
@@ -202,6 +230,7 @@ impl Endpoints {
                 EndpointView {
                     addr: self.addrs[i].to_string(),
                     pending: c.pending.load(Ordering::Relaxed),
+                    cost: guard.client.load(i, now).map(|l| l.cost),
                     successes,
                     failures,
                     success_rate: if total == 0 {

@@ -13,7 +13,6 @@
 
 use crate::attempt::{self, Attempt, Sent};
 use crate::hygiene;
-use crate::metrics::{status_class, ClassLabels, ServiceLabels};
 use crate::service::{host_only, route, Service};
 use crate::upstream::ProxyBody;
 use crate::Shared;
@@ -42,69 +41,77 @@ pub fn local(status: StatusCode, reason: &str) -> Response<ProxyBody> {
     resp
 }
 
+/// The client of a downstream connection.
+#[derive(Clone, Debug)]
+pub struct Peer {
+    /// Its address.
+    pub addr: SocketAddr,
+    /// Its IP as the `X-Forwarded-For` entry, formatted once per connection.
+    pub forwarded_for: HeaderValue,
+}
+
+impl Peer {
+    /// The client at `addr`.
+    pub fn new(addr: SocketAddr) -> Self {
+        Self {
+            addr,
+            forwarded_for: hygiene::client_value(addr.ip()),
+        }
+    }
+}
+
 /// Handles one downstream request from `peer`.
 pub async fn handle(
     shared: Arc<Shared>,
-    peer: SocketAddr,
+    peer: &Peer,
     req: Request<Incoming>,
 ) -> Response<ProxyBody> {
-    let host = request_host(&req);
     let services = shared.services();
-    let Some(service) = route(&services, host.as_deref().map(host_only), req.uri().path()) else {
-        let reason = format!("no service for host {:?}", host.unwrap_or_default());
-        return local(StatusCode::NOT_FOUND, &reason);
+    let routed = {
+        let host = request_host(&req);
+        route(&services, host.map(host_only), req.uri().path()).ok_or_else(|| {
+            let reason = format!("no service for host {:?}", host.unwrap_or_default());
+            local(StatusCode::NOT_FOUND, &reason)
+        })
     };
-    let service = Arc::clone(service);
+    let service = match routed {
+        Ok(s) => Arc::clone(s),
+        Err(resp) => return resp,
+    };
     let started = shared.clock.now();
     let resp = match service.admit() {
         None => local(
             StatusCode::SERVICE_UNAVAILABLE,
             "too many requests in flight",
         ),
-        Some(_permit) => forward(&shared, &service, peer, host, req).await,
+        Some(_permit) => forward(&shared, &service, peer, req).await,
     };
-    let name = service.config.name.clone();
-    let class = status_class(resp.status().as_u16()).to_owned();
     let m = &shared.metrics;
-    m.requests
-        .get_or_create(&ClassLabels {
-            service: name.clone(),
-            class,
-        })
-        .inc();
+    let handles = service.handles(m);
+    handles.requests(m, resp.status().as_u16()).inc();
     let elapsed = shared.clock.now().saturating_sub(started);
-    m.latency
-        .get_or_create(&ServiceLabels { service: name })
-        .observe(elapsed.as_secs_f64());
+    handles.latency.observe(elapsed.as_secs_f64());
     resp
 }
 
-fn request_host(req: &Request<Incoming>) -> Option<String> {
+/// The request's host: the `Host` header, else the URI's authority (HTTP/2).
+fn request_host(req: &Request<Incoming>) -> Option<&str> {
     let from_header = req.headers().get(HOST).and_then(|h| h.to_str().ok());
-    from_header
-        .or_else(|| req.uri().authority().map(|a| a.as_str()))
-        .map(str::to_owned)
+    from_header.or_else(|| req.uri().authority().map(|a| a.as_str()))
 }
 
 async fn forward(
     shared: &Arc<Shared>,
     service: &Arc<Service>,
-    peer: SocketAddr,
-    host: Option<String>,
+    peer: &Peer,
     req: Request<Incoming>,
 ) -> Response<ProxyBody> {
     let (mut parts, body) = req.into_parts();
     let method: Method = parts.method.as_str().parse().unwrap_or(Method::Other);
     hygiene::strip_hop_by_hop(&mut parts.headers);
     hygiene::add_via(&mut parts.headers, parts.version);
-    hygiene::add_forwarded_for(&mut parts.headers, peer.ip());
-    let host = match &service.config.host_header {
-        crate::config::HostHeader::Preserve => host,
-        crate::config::HostHeader::Rewrite(h) => Some(h.clone()),
-    };
-    if let Some(v) = host.and_then(|h| HeaderValue::from_str(&h).ok()) {
-        parts.headers.insert(HOST, v);
-    }
+    hygiene::append_forwarded_for(&mut parts.headers, &peer.forwarded_for);
+    set_host(&mut parts, &service.config.host_header);
     let h2 = match service.config.protocol {
         crate::config::UpstreamProtocol::Http1 => false,
         crate::config::UpstreamProtocol::Http2 => true,
@@ -134,6 +141,19 @@ async fn forward(
             Ok(resp) => resp,
             Err(_) => local(StatusCode::GATEWAY_TIMEOUT, "total timeout"),
         },
+    }
+}
+
+/// The forwarded `Host`: the client's (from `:authority` over HTTP/2, where there is no `Host`
+/// header), or the configured rewrite.
+fn set_host(parts: &mut http::request::Parts, rule: &crate::config::HostHeader) {
+    let value = match rule {
+        crate::config::HostHeader::Preserve if parts.headers.contains_key(HOST) => return,
+        crate::config::HostHeader::Preserve => parts.uri.authority().map(|a| a.as_str()),
+        crate::config::HostHeader::Rewrite(h) => Some(h.as_str()),
+    };
+    if let Some(v) = value.and_then(|h| HeaderValue::from_str(h).ok()) {
+        parts.headers.insert(HOST, v);
     }
 }
 

@@ -13,24 +13,32 @@
 //! assert_eq!(h.len(), 1);
 //! ```
 
-use http::header::{HeaderName, HeaderValue, CONNECTION, TE, VIA};
+use http::header::{
+    HeaderName, HeaderValue, CONNECTION, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION, TE, TRAILER,
+    TRANSFER_ENCODING, UPGRADE, VIA,
+};
 use http::{HeaderMap, Version};
 use std::net::IpAddr;
 
-const HOP_BY_HOP: [&str; 8] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
+const HOP_BY_HOP: [HeaderName; 8] = [
+    CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    PROXY_AUTHENTICATE,
+    PROXY_AUTHORIZATION,
+    TRAILER,
+    TRANSFER_ENCODING,
+    UPGRADE,
 ];
 
 /// Removes hop-by-hop headers, including those named by `Connection`. `TE: trailers` is kept:
 /// gRPC needs it end to end.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    // Most messages carry none: one pass over the few names present, no lookups.
+    let any = headers.keys().any(|k| *k == TE || HOP_BY_HOP.contains(k));
+    if !any {
+        return;
+    }
     let named: Vec<HeaderName> = headers
         .get_all(CONNECTION)
         .iter()
@@ -41,7 +49,7 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     for name in named {
         headers.remove(name);
     }
-    for name in HOP_BY_HOP {
+    for name in &HOP_BY_HOP {
         headers.remove(name);
     }
     let trailers_only = headers
@@ -62,14 +70,34 @@ pub fn add_via(headers: &mut HeaderMap, version: Version) {
     headers.append(VIA, HeaderValue::from_static(hop));
 }
 
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+
+/// The client's address as a header value, made once per connection.
+pub fn client_value(client: IpAddr) -> HeaderValue {
+    HeaderValue::from_str(&client.to_string()).unwrap_or_else(|_| HeaderValue::from_static(""))
+}
+
 /// Appends the client's address to `X-Forwarded-For`.
 pub fn add_forwarded_for(headers: &mut HeaderMap, client: IpAddr) {
-    let name = HeaderName::from_static("x-forwarded-for");
-    let value = match headers.get(&name).and_then(|v| v.to_str().ok()) {
-        Some(prev) => format!("{prev}, {client}"),
-        None => client.to_string(),
+    append_forwarded_for(headers, &client_value(client));
+}
+
+/// Appends `client` (from [`client_value`]) to `X-Forwarded-For`; a copy of it when the
+/// request has none (no formatting per request).
+pub fn append_forwarded_for(headers: &mut HeaderMap, client: &HeaderValue) {
+    let prev = headers.get(&X_FORWARDED_FOR).map(HeaderValue::as_bytes);
+    let value = match prev {
+        None => client.clone(),
+        Some(prev) => {
+            let mut joined = Vec::with_capacity(prev.len() + 2 + client.len());
+            joined.extend_from_slice(prev);
+            joined.extend_from_slice(b", ");
+            joined.extend_from_slice(client.as_bytes());
+            match HeaderValue::from_bytes(&joined) {
+                Ok(v) => v,
+                Err(_) => return,
+            }
+        }
     };
-    if let Ok(v) = HeaderValue::from_str(&value) {
-        headers.insert(name, v);
-    }
+    headers.insert(X_FORWARDED_FOR, value);
 }

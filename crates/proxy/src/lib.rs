@@ -9,7 +9,7 @@
 //!
 //! # Shape
 //! - [`config`]: the typed configuration; [`yaml`]: the Linkerd-1-style file that builds it.
-//! - [`listener`]: HTTP/1.1 + h2c on one port; [`forward`] and [`attempt`]: one request;
+//! - [`listener`]: HTTP/1.1 + h2c on one port, or HTTP/1.1 + h2 over [`tls`]; [`forward`] and [`attempt`]: one request;
 //!   [`endpoints`]: the balancer per service; [`upstream`]: pooled upstream connections.
 //! - [`discovery`]: endpoint files watched for changes; [`admin`] and [`metrics`]: the admin
 //!   server.
@@ -41,6 +41,7 @@ pub mod listener;
 pub mod metrics;
 mod run;
 pub mod service;
+pub mod tls;
 pub mod upstream;
 pub mod yaml;
 
@@ -54,7 +55,6 @@ use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use upstream::Upstreams;
 
 /// State shared by every connection.
 #[derive(Debug)]
@@ -63,8 +63,6 @@ pub struct Shared {
     pub clock: Clock,
     /// Every metric.
     pub metrics: Metrics,
-    /// Upstream connection pools.
-    pub upstreams: Upstreams,
     services: RwLock<Arc<Vec<Arc<Service>>>>,
 }
 
@@ -104,6 +102,9 @@ pub enum StartError {
         /// What is wrong.
         reason: String,
     },
+    /// The TLS certificate or key is unusable.
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
     /// The async runtime could not start.
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),
@@ -125,6 +126,7 @@ pub struct Proxy {
 /// [`StartError`] when the configuration is invalid or a listener cannot bind.
 pub async fn start(config: Config) -> Result<Proxy, StartError> {
     config.validate()?;
+    let acceptor = config.tls.as_ref().map(tls::acceptor).transpose()?;
     let clock = Clock::start();
     let services = build_services(&config, clock).await?;
     let bind = |what, addr| async move {
@@ -140,7 +142,6 @@ pub async fn start(config: Config) -> Result<Proxy, StartError> {
     let shared = Arc::new(Shared {
         clock,
         metrics: Metrics::new(),
-        upstreams: Upstreams::new(),
         services: RwLock::new(Arc::new(services)),
     });
     let addr = listener.local_addr().map_err(|source| StartError::Bind {
@@ -153,6 +154,7 @@ pub async fn start(config: Config) -> Result<Proxy, StartError> {
         listener,
         Arc::clone(&shared),
         config.limits,
+        acceptor,
         stopped.clone(),
     ))];
     let mut admin_addr = None;

@@ -1,6 +1,7 @@
-//! The proxy listener: HTTP/1.1 and h2c (prior knowledge) on one port, every accepted socket
-//! with `TCP_NODELAY`, a header read timeout against slow clients, a cap on connections, and a
-//! graceful drain on shutdown.
+//! The proxy listener: HTTP/1.1 and h2c (prior knowledge) on one port, or with TLS HTTP/1.1 and
+//! h2 chosen by ALPN, every accepted socket with `TCP_NODELAY`, a header read timeout against
+//! slow clients (which also bounds the TLS handshake), a cap on connections, and a graceful
+//! drain on shutdown.
 //!
 //! hyper answers malformed requests with 400 and oversized headers with 431 itself; the proxy
 //! never sees them.
@@ -15,8 +16,10 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tailguard_http::tcp::{self, Nagle};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
+use tokio_rustls::TlsAcceptor;
 
 /// Accepts connections until `shutdown` turns true, then waits up to `limits.drain` for the
 /// open connections to finish their requests.
@@ -24,6 +27,7 @@ pub async fn serve(
     listener: TcpListener,
     shared: Arc<Shared>,
     limits: Limits,
+    tls: Option<TlsAcceptor>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
@@ -42,9 +46,19 @@ pub async fn serve(
                 continue;
             }
         };
-        let (shared, stop) = (Arc::clone(&shared), shutdown.clone());
+        let (shared, stop, tls) = (Arc::clone(&shared), shutdown.clone(), tls.clone());
         tokio::spawn(async move {
-            connection(stream, peer, shared, limits, stop).await;
+            match tls {
+                None => connection(stream, peer, shared, limits, stop).await,
+                Some(acceptor) => {
+                    let handshake = acceptor.accept(stream);
+                    match tokio::time::timeout(limits.header_read_timeout, handshake).await {
+                        Ok(Ok(tls)) => connection(tls, peer, shared, limits, stop).await,
+                        Ok(Err(err)) => tracing::debug!(%err, %peer, "TLS handshake failed"),
+                        Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                    }
+                }
+            }
             drop(permit);
         });
     }
@@ -56,16 +70,19 @@ pub async fn serve(
     }
 }
 
-async fn connection(
-    stream: TcpStream,
+async fn connection<S>(
+    stream: S,
     peer: SocketAddr,
     shared: Arc<Shared>,
     limits: Limits,
     mut shutdown: watch::Receiver<bool>,
-) {
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let client = Arc::new(forward::Peer::new(peer));
     let service = service_fn(move |req| {
-        let shared = Arc::clone(&shared);
-        async move { Ok::<_, Infallible>(forward::handle(shared, peer, req).await) }
+        let (shared, client) = (Arc::clone(&shared), Arc::clone(&client));
+        async move { Ok::<_, Infallible>(forward::handle(shared, &client, req).await) }
     });
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder

@@ -10,6 +10,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 /// Labels of a per-service series.
@@ -69,8 +71,10 @@ pub struct Metrics {
     pub budget_exhausted: Family<ServiceLabels, Counter>,
     /// Failure accrual transitions (`class` = `dead` or `alive`).
     pub accrual: Family<EndpointClassLabels, Counter>,
-    /// Attempts in flight per endpoint.
+    /// Attempts in flight per endpoint (set when scraped, from the current endpoints).
     pub pending: Family<EndpointLabels, Gauge>,
+    /// The balancer's cost per endpoint (set when scraped; absent for load-blind balancers).
+    pub cost: Family<EndpointLabels, Gauge<f64, AtomicU64>>,
     registry: Registry,
 }
 
@@ -86,6 +90,7 @@ impl Metrics {
             budget_exhausted: Family::default(),
             accrual: Family::default(),
             pending: Family::default(),
+            cost: Family::default(),
             registry: Registry::with_prefix("tailguard_proxy"),
         };
         let r = &mut m.registry;
@@ -111,6 +116,11 @@ impl Metrics {
             m.accrual.clone(),
         );
         r.register("endpoint_pending", "Attempts in flight", m.pending.clone());
+        r.register(
+            "endpoint_cost",
+            "Balancer cost (pending requests, or peak EWMA nanoseconds x (pending + 1))",
+            m.cost.clone(),
+        );
         m
     }
 
@@ -126,6 +136,114 @@ impl Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// The class labels, in [`class_index`] order: statuses by hundreds, then `error` (no
+/// response).
+pub const CLASSES: [&str; 6] = ["1xx", "2xx", "3xx", "4xx", "5xx", "error"];
+
+/// The index in [`CLASSES`] of a status code (`None`: no response).
+pub fn class_index(status: Option<u16>) -> usize {
+    match status {
+        Some(100..=199) => 0,
+        Some(200..=299) => 1,
+        Some(300..=399) => 2,
+        Some(400..=499) => 3,
+        Some(_) => 4,
+        None => 5,
+    }
+}
+
+/// One series per class, each looked up (label strings built) on first use only.
+#[derive(Debug, Default)]
+pub struct PerClass([OnceLock<Counter>; 6]);
+
+impl PerClass {
+    /// The counter of class `i` ([`class_index`]), from `make` the first time.
+    pub fn get(&self, i: usize, make: impl FnOnce(&'static str) -> Counter) -> &Counter {
+        self.0[i].get_or_init(|| make(CLASSES[i]))
+    }
+}
+
+/// The metric handles of one service, looked up once: the request path then counts and
+/// observes without building label strings or hashing them.
+#[derive(Debug)]
+pub struct ServiceHandles {
+    labels: ServiceLabels,
+    requests: PerClass,
+    /// Request latency.
+    pub latency: Histogram,
+    /// Retries sent.
+    pub retries: Counter,
+    /// Retries refused by the budget.
+    pub budget_exhausted: Counter,
+}
+
+impl ServiceHandles {
+    /// The handles of service `name` in `m`.
+    pub fn new(m: &Metrics, name: &str) -> Self {
+        let labels = ServiceLabels {
+            service: name.to_owned(),
+        };
+        Self {
+            latency: m.latency.get_or_create(&labels).clone(),
+            retries: m.retries.get_or_create(&labels).clone(),
+            budget_exhausted: m.budget_exhausted.get_or_create(&labels).clone(),
+            requests: PerClass::default(),
+            labels,
+        }
+    }
+
+    /// The downstream responses counter of `status`'s class.
+    pub fn requests(&self, m: &Metrics, status: u16) -> &Counter {
+        self.requests.get(class_index(Some(status)), |class| {
+            let labels = ClassLabels {
+                service: self.labels.service.clone(),
+                class: class.to_owned(),
+            };
+            m.requests.get_or_create(&labels).clone()
+        })
+    }
+}
+
+/// The metric handles of one endpoint of one service, looked up once.
+#[derive(Debug)]
+pub struct EndpointHandles {
+    labels: EndpointLabels,
+    attempts: PerClass,
+    /// Attempt latency.
+    pub latency: Histogram,
+}
+
+impl EndpointHandles {
+    /// The handles of `endpoint` of `service` in `m`.
+    pub fn new(m: &Metrics, service: &str, endpoint: std::net::SocketAddr) -> Self {
+        let labels = EndpointLabels {
+            service: service.to_owned(),
+            endpoint: endpoint.to_string(),
+        };
+        Self {
+            latency: m.attempt_latency.get_or_create(&labels).clone(),
+            attempts: PerClass::default(),
+            labels,
+        }
+    }
+
+    /// The attempts counter of a status's class (`None`: no response).
+    pub fn attempts(&self, m: &Metrics, status: Option<u16>) -> &Counter {
+        self.attempts.get(class_index(status), |class| {
+            m.attempts.get_or_create(&self.labels(class)).clone()
+        })
+    }
+
+    /// This endpoint's labels with a class or state.
+    pub fn labels(&self, class: &str) -> EndpointClassLabels {
+        EndpointClassLabels {
+            service: self.labels.service.clone(),
+            endpoint: self.labels.endpoint.clone(),
+            class: class.to_owned(),
+        }
     }
 }
 

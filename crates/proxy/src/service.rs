@@ -4,7 +4,9 @@
 use crate::clock::Clock;
 use crate::config::{ServiceConfig, Upstream};
 use crate::endpoints::Endpoints;
-use std::sync::{Arc, RwLock};
+use crate::metrics::{Metrics, ServiceHandles};
+use crate::upstream::Upstreams;
+use std::sync::{Arc, OnceLock, RwLock};
 use tailguard_client::ArmError;
 use tokio::sync::Semaphore;
 
@@ -13,8 +15,11 @@ use tokio::sync::Semaphore;
 pub struct Service {
     /// Its configuration.
     pub config: ServiceConfig,
+    /// Its upstream connection pools (kept across discovery updates, new on reload).
+    pub upstreams: Upstreams,
     current: RwLock<Arc<Endpoints>>,
     limit: Option<Arc<Semaphore>>,
+    handles: OnceLock<ServiceHandles>,
     clock: Clock,
     seed: u64,
 }
@@ -33,9 +38,11 @@ impl Service {
         let endpoints = Endpoints::new(upstreams, &config.arm, clock.now(), seed)?;
         let limit = config.max_in_flight.map(|n| Arc::new(Semaphore::new(n)));
         Ok(Self {
+            upstreams: Upstreams::new(config.pool),
             config,
             current: RwLock::new(Arc::new(endpoints)),
             limit,
+            handles: OnceLock::new(),
             clock,
             seed,
         })
@@ -54,6 +61,12 @@ impl Service {
         let next = Endpoints::new(upstreams, &self.config.arm, self.clock.now(), self.seed)?;
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(next);
         Ok(())
+    }
+
+    /// This service's metric handles, looked up in `metrics` the first time.
+    pub fn handles(&self, metrics: &Metrics) -> &ServiceHandles {
+        self.handles
+            .get_or_init(|| ServiceHandles::new(metrics, &self.config.name))
     }
 
     /// A permit to send one more request, or `None` when the service is at its limit.

@@ -3,7 +3,7 @@
 //!
 //! ```yaml
 //! admin: {ip: 127.0.0.1, port: 9990}
-//! servers: [{ip: 127.0.0.1, port: 4140}]
+//! servers: [{ip: 127.0.0.1, port: 4140}]    # + tls: {certPath: cert.pem, keyPath: key.pem}
 //! limits: {headerReadTimeoutMs: 10000, maxConnections: 10000, drainMs: 10000}
 //! services:
 //!   - name: web
@@ -26,6 +26,7 @@
 //!         requests: 20
 //!         backoff: {kind: constant, ms: 10000}
 //!       requestAttemptTimeoutMs: 1000
+//!       hostConnectionPool: {maxSize: 100, maxWaitMs: 1000, idleTimeMs: 90000}
 //!     service:
 //!       totalTimeoutMs: 3000
 //!       retries:
@@ -104,7 +105,7 @@ pub fn parse(text: &str) -> Result<Config, YamlError> {
 #[serde(deny_unknown_fields)]
 pub struct File {
     admin: Option<Addr>,
-    servers: Vec<Addr>,
+    servers: Vec<Server>,
     #[serde(default)]
     limits: Limits,
     services: Vec<ServiceSpec>,
@@ -115,6 +116,21 @@ pub struct File {
 struct Addr {
     ip: std::net::IpAddr,
     port: u16,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Server {
+    ip: std::net::IpAddr,
+    port: u16,
+    tls: Option<TlsSpec>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct TlsSpec {
+    cert_path: std::path::PathBuf,
+    key_path: std::path::PathBuf,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -172,6 +188,15 @@ struct ClientSpec {
     load_balancer: Option<Balancer>,
     failure_accrual: Option<Accrual>,
     request_attempt_timeout_ms: Option<u64>,
+    host_connection_pool: Option<HostPool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct HostPool {
+    max_size: Option<usize>,
+    max_wait_ms: Option<u64>,
+    idle_time_ms: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -96,13 +96,15 @@ async fn dns_discovery_uses_every_address_and_picks_up_an_added_one() {
     )
     .unwrap();
     let both = eventually(Duration::from_secs(10), async || {
-        let views = proxy.shared().services()[0].endpoints().views();
+        let views = proxy.shared().services()[0]
+            .endpoints()
+            .views(proxy.shared().clock.now());
         views.len() == 2
     })
     .await;
     let addrs: Vec<String> = proxy.shared().services()[0]
         .endpoints()
-        .views()
+        .views(proxy.shared().clock.now())
         .into_iter()
         .map(|v| v.addr)
         .collect();

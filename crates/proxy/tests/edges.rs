@@ -39,9 +39,9 @@ async fn upstream_sockets_have_nodelay() {
     let uri: http::Uri = format!("http://{}", listener.local_addr().unwrap())
         .parse()
         .unwrap();
-    let mut connector = tailguard_proxy::upstream::Connector;
+    let mut connector = tailguard_proxy::upstream::Connector::default();
     let io = tower::Service::call(&mut connector, uri).await.unwrap();
-    assert!(io.inner().nodelay().unwrap());
+    assert!(io.stream().nodelay().unwrap());
 }
 
 #[tokio::test]

@@ -95,7 +95,9 @@ async fn accrual_removes_a_failing_backend_and_the_probe_brings_it_back() {
     for _ in 0..8 {
         send(&c, proxy.addr(), "GET", "/").await;
     }
-    let views = proxy.shared().services()[0].endpoints().views();
+    let views = proxy.shared().services()[0]
+        .endpoints()
+        .views(proxy.shared().clock.now());
     assert_eq!(views[0].state, "dead", "{views:?}");
     let hits = bad.hits();
     for _ in 0..10 {
@@ -109,7 +111,11 @@ async fn accrual_removes_a_failing_backend_and_the_probe_brings_it_back() {
     bad.set_status(200);
     let back = eventually(Duration::from_secs(5), async || {
         send(&c, proxy.addr(), "GET", "/").await;
-        proxy.shared().services()[0].endpoints().views()[0].state == "alive"
+        proxy.shared().services()[0]
+            .endpoints()
+            .views(proxy.shared().clock.now())[0]
+            .state
+            == "alive"
     })
     .await;
     assert!(back, "the probe did not revive the endpoint");

@@ -17,6 +17,7 @@
 //! let mut load = Pending::default();
 //! load.start(now);
 //! assert_eq!(load.cost(now), 1.0);
+//! assert_eq!(load.snapshot(now).map(|s| s.pending), Some(1)); // read-only, for metrics
 //! load.end(Duration::from_millis(5), now);
 //! assert_eq!(load.cost(now), 0.0);
 //! ```
@@ -47,6 +48,24 @@ pub trait Estimator: Load {
     /// A request sent earlier ended at `now` after `rtt` (response, failure, timeout or
     /// cancellation: every `start` is matched by exactly one `end`).
     fn end(&mut self, rtt: Duration, now: Duration);
+
+    /// This endpoint's cost and requests in flight at `now`, read without changing anything
+    /// (a metric that decays on read is decayed in the copy, not in place), for metrics and
+    /// admin pages. `None` for estimators that do not track them.
+    fn snapshot(&self, now: Duration) -> Option<Snapshot> {
+        let _ = now;
+        None
+    }
+}
+
+/// One endpoint's load as its balancer sees it, read without changing it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Snapshot {
+    /// The cost a picker would compare at `now`, in the estimator's units (requests for
+    /// [`Pending`], nanoseconds times `pending + 1` for [`PeakEwma`]).
+    pub cost: f64,
+    /// Requests in flight.
+    pub pending: u32,
 }
 
 /// A load that never changes: for tests and for pickers that ignore load.
@@ -63,4 +82,11 @@ impl Estimator for Constant {
     fn start(&mut self, _now: Duration) {}
 
     fn end(&mut self, _rtt: Duration, _now: Duration) {}
+
+    fn snapshot(&self, _now: Duration) -> Option<Snapshot> {
+        Some(Snapshot {
+            cost: self.0,
+            pending: 0,
+        })
+    }
 }

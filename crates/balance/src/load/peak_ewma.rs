@@ -42,7 +42,7 @@
 //! assert!((later - 200e6 / std::f64::consts::E).abs() < 1.0);
 //! ```
 
-use super::{Estimator, Load};
+use super::{Estimator, Load, Snapshot};
 use std::time::Duration;
 
 /// Parameters of [`PeakEwma`].
@@ -169,6 +169,15 @@ impl Estimator for PeakEwma {
     fn end(&mut self, rtt: Duration, now: Duration) {
         self.pending = self.pending.saturating_sub(1);
         self.observe(rtt, now);
+    }
+
+    /// The cost [`Load::cost`] would return at `now`, without decaying the estimate in place.
+    fn snapshot(&self, now: Duration) -> Option<Snapshot> {
+        let weight = if self.sampled { self.weight(now) } else { 1.0 };
+        Some(Snapshot {
+            cost: self.estimate_ns * weight * (f64::from(self.pending) + 1.0),
+            pending: self.pending,
+        })
     }
 }
 

@@ -5,7 +5,7 @@
 //! requests) but not latency itself: with few requests in flight, a slow endpoint looks as cheap
 //! as a fast one.
 
-use super::{Estimator, Load};
+use super::{Estimator, Load, Snapshot};
 use std::time::Duration;
 
 /// Requests in flight to one endpoint.
@@ -34,5 +34,12 @@ impl Estimator for Pending {
 
     fn end(&mut self, _rtt: Duration, _now: Duration) {
         self.pending = self.pending.saturating_sub(1);
+    }
+
+    fn snapshot(&self, _now: Duration) -> Option<Snapshot> {
+        Some(Snapshot {
+            cost: f64::from(self.pending),
+            pending: self.pending,
+        })
     }
 }

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
-use tailguard_proxy::config::{Config, ServiceConfig, Upstream};
+use tailguard_proxy::config::{Config, ServiceConfig, TlsConfig, Upstream};
 use tailguard_proxy::Source;
 
 /// Arguments of `tailguard proxy`.
@@ -15,9 +15,9 @@ use tailguard_proxy::Source;
   tailguard proxy --config proxy.yaml        (SIGHUP reloads it; SIGTERM drains and exits)")]
 pub struct Args {
     /// A configuration file (Linkerd-1-style keys; see docs/readme/proxy.md).
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["upstream", "balancer", "listen", "admin", "no_admin", "attempt_timeout", "timeout", "no_retries", "no_accrual"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["upstream", "balancer", "listen", "admin", "no_admin", "attempt_timeout", "timeout", "no_retries", "no_accrual", "tls_cert", "tls_key", "max_connections_per_endpoint"])]
     config: Option<PathBuf>,
-    /// Where to listen (HTTP/1.1 and h2c on one port).
+    /// Where to listen (HTTP/1.1 and h2c on one port; with --tls-cert, HTTP/1.1 and h2 over TLS).
     #[arg(long, default_value = "127.0.0.1:4140")]
     listen: SocketAddr,
     /// Upstream addresses, IP:PORT, comma separated.
@@ -44,6 +44,16 @@ pub struct Args {
     /// No failure accrual (by default: 5 failures in a row, backoff 5 s to 300 s).
     #[arg(long)]
     no_accrual: bool,
+    /// Serve TLS (HTTP/1.1 and h2 by ALPN) with this PEM certificate chain.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Connections per upstream endpoint at most; requests beyond wait up to 1 s for one,
+    /// then get 503.
+    #[arg(long, value_name = "N")]
+    max_connections_per_endpoint: Option<usize>,
     /// Runtime worker threads.
     #[arg(long, default_value_t = 1)]
     threads: usize,
@@ -71,7 +81,14 @@ fn from_flags(args: &Args) -> anyhow::Result<Config> {
     if args.no_accrual {
         service.arm.accrual = None;
     }
+    service.pool.max_per_endpoint = args.max_connections_per_endpoint;
     let mut config = Config::new(args.listen, vec![service]);
+    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        config.tls = Some(TlsConfig {
+            cert: cert.clone(),
+            key: key.clone(),
+        });
+    }
     config.admin = (!args.no_admin).then_some(args.admin);
     config.validate()?;
     Ok(config)

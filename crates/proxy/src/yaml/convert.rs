@@ -2,7 +2,9 @@
 //! naming its key.
 
 use super::{Accrual, BackoffSpec, Balancer, File, Kind, Retries, ServiceSpec, YamlError};
-use crate::config::{Config, Discovery, HostHeader, Limits, ServiceConfig, UpstreamProtocol};
+use crate::config::{
+    Config, Discovery, HostHeader, Limits, ServiceConfig, TlsConfig, UpstreamProtocol,
+};
 use crate::discovery::parse_upstream;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -49,8 +51,13 @@ pub fn into_config(file: File) -> Result<Config, YamlError> {
         .into_iter()
         .map(service)
         .collect::<Result<_, _>>()?;
+    let tls = server.tls.as_ref().map(|t| TlsConfig {
+        cert: t.cert_path.clone(),
+        key: t.key_path.clone(),
+    });
     Ok(Config {
         listen: SocketAddr::new(server.ip, server.port),
+        tls,
         admin: Some(admin),
         services,
         limits,
@@ -81,6 +88,17 @@ fn service(spec: ServiceSpec) -> Result<ServiceConfig, YamlError> {
     s.retry_buffer = spec.retry_buffer_bytes.unwrap_or(s.retry_buffer);
     s.max_in_flight = spec.max_concurrent_requests;
     s.arm = arm(&spec, &key)?;
+    if let Some(p) = &spec.client.host_connection_pool {
+        s.pool.max_per_endpoint = p.max_size;
+        s.pool.wait = p.max_wait_ms.map_or(s.pool.wait, ms);
+        s.pool.idle_timeout = p.idle_time_ms.map_or(s.pool.idle_timeout, ms);
+        if p.max_size == Some(0) {
+            return Err(err(
+                key("client.hostConnectionPool.maxSize"),
+                "must be above zero",
+            ));
+        }
+    }
     Ok(s)
 }
 

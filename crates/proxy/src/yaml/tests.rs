@@ -69,3 +69,40 @@ fn errors_name_the_key() {
         error_of(&addr)
     );
 }
+
+#[test]
+fn reads_the_host_connection_pool_and_names_a_zero_max_size() {
+    let with_pool = GOOD.replace(
+        "    service:\n",
+        "      hostConnectionPool: {maxSize: 4, maxWaitMs: 250, idleTimeMs: 5000}\n    service:\n",
+    );
+    let pool = parse(&with_pool).unwrap().services[0].pool;
+    assert_eq!(pool.max_per_endpoint, Some(4));
+    assert_eq!(pool.wait, std::time::Duration::from_millis(250));
+    assert_eq!(pool.idle_timeout, std::time::Duration::from_secs(5));
+    let zero = with_pool.replace("maxSize: 4", "maxSize: 0");
+    let e = error_of(&zero);
+    assert!(
+        e.contains("services[web].client.hostConnectionPool.maxSize: must be above zero"),
+        "{e}"
+    );
+    let unknown = with_pool.replace("maxSize: 4", "maxSize: 4, minSize: 1");
+    assert!(error_of(&unknown).contains("minSize"));
+}
+
+#[test]
+fn reads_the_listener_tls_files() {
+    let with_tls = GOOD.replace(
+        "port: 4140}",
+        "port: 4140, tls: {certPath: /etc/tg/cert.pem, keyPath: /etc/tg/key.pem}}",
+    );
+    let tls = parse(&with_tls).unwrap().tls.unwrap();
+    assert_eq!(tls.cert, std::path::Path::new("/etc/tg/cert.pem"));
+    assert_eq!(tls.key, std::path::Path::new("/etc/tg/key.pem"));
+    let missing = with_tls.replace(", keyPath: /etc/tg/key.pem", "");
+    assert!(
+        error_of(&missing).contains("keyPath"),
+        "{}",
+        error_of(&missing)
+    );
+}

@@ -7,6 +7,10 @@ fn ewma() -> PeakEwma {
     PeakEwma::new(PeakEwmaConfig::default(), Duration::ZERO)
 }
 
+fn ms(v: u64) -> Duration {
+    Duration::from_millis(v)
+}
+
 fn ns(v: u64) -> Duration {
     Duration::from_nanos(v)
 }
@@ -153,4 +157,27 @@ proptest! {
         let err = (e.estimate_ns - rtt as f64).abs();
         prop_assert!(err <= 0.001 * rtt as f64 + 1.0, "estimate {} rtt {rtt}", e.estimate_ns);
     }
+}
+
+/// A snapshot reads what `cost` would return, and leaves the estimator as it was.
+#[test]
+fn snapshot_matches_cost_without_decaying_in_place() {
+    let mut e = ewma();
+    e.start(Duration::ZERO);
+    e.start(Duration::ZERO);
+    e.end(ms(200), ms(200));
+    let before = e.clone();
+    let later = ms(5_200);
+    let seen = e.snapshot(later).expect("peak EWMA tracks its load");
+    assert_eq!(e, before, "a snapshot must not decay the estimate");
+    assert_eq!(seen.pending, 1);
+    let cost = e.clone().cost(later);
+    assert!(
+        (seen.cost - cost).abs() <= 1e-6 * cost,
+        "{} vs {cost}",
+        seen.cost
+    );
+    // Unsampled: the default RTT, not decayed.
+    let fresh = ewma();
+    assert_eq!(fresh.snapshot(ms(60_000)).map(|s| s.cost), Some(30e6));
 }

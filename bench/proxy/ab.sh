@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Proxy overhead A/B: two tailguard binaries (e.g. before and after a change) and HAProxy in
+# front of one zero-latency nginx backend, each driven to its maximum closed-loop throughput
+# in turn, ROUNDS times (interleaved, so a busy machine slows every arm alike). Prints req/s
+# and proxy CPU µs per request for every run, then the median per arm.
+# Usage: bench/proxy/ab.sh BEFORE_BIN AFTER_BIN [SECONDS] [ROUNDS] [CONNS]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+before=$1 after=$2 secs=${3:-10} rounds=${4:-3} conns=${5:-32}
+load=${LOAD:-$after}
+dir=$(mktemp -d)
+pids=()
+trap 'for p in "${pids[@]}"; do kill $p 2>/dev/null || true; done; sleep 0.2; rm -rf "$dir"' EXIT
+nginx -p "$dir" -c "$PWD/bench/proxy/nginx-backend.conf" & pids+=($!)
+"$before" proxy --listen 127.0.0.1:18341 --admin 127.0.0.1:18342 --upstream 127.0.0.1:18301 \
+  --threads 1 2>"$dir/a.log" & a_pid=$!; pids+=($a_pid)
+"$after" proxy --listen 127.0.0.1:18351 --admin 127.0.0.1:18352 --upstream 127.0.0.1:18301 \
+  --threads 1 2>"$dir/b.log" & b_pid=$!; pids+=($b_pid)
+haproxy -f bench/proxy/haproxy.cfg -db 2>"$dir/haproxy.log" & ha_pid=$!; pids+=($ha_pid)
+for port in 18301 18341 18351 18321; do # readiness: bounded polling
+  for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/" >/dev/null 2>&1 && break; sleep 0.1; done
+done
+declare -A port=([before]=18341 [after]=18351 [haproxy]=18321)
+declare -A pid=([before]=$a_pid [after]=$b_pid [haproxy]=$ha_pid)
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+hz=$(getconf CLK_TCK)
+for r in $(seq "$rounds"); do
+  for arm in before after haproxy; do
+    t0=$(ticks "${pid[$arm]}")
+    "$load" load --rate 0 -c "$conns" -d "${secs}s" -q --json "$dir/out.json" \
+      "http://127.0.0.1:${port[$arm]}/" >/dev/null
+    t1=$(ticks "${pid[$arm]}")
+    python3 - "$dir/out.json" "$arm" "$r" "$((t1 - t0))" "$hz" <<'PY' | tee -a "$dir/rows"
+import json, sys
+s = json.load(open(sys.argv[1]))
+arm, r, ticks, hz = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+rate, good = s["achieved_rate"], s["good"]
+cpu_us = ticks / hz * 1e6 / max(1, s["requests"])
+print(f"round {r} {arm:8} {rate:9.0f} req/s  cpu {cpu_us:5.1f} us/req  good {good}/{s['requests']}")
+PY
+  done
+done
+python3 - "$dir/rows" <<'PY'
+import sys, statistics, collections
+by = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    f = line.split()
+    by[f[2]].append(float(f[3]))
+for arm, v in by.items():
+    print(f"median {arm:8} {statistics.median(v):9.0f} req/s over {len(v)} runs")
+PY

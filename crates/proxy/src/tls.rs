@@ -1,0 +1,71 @@
+//! TLS on the proxy listener (rustls with the ring provider): the certificate chain and key
+//! are read from PEM files once at start (and again on reload), and ALPN offers `h2` and
+//! `http/1.1`, so HTTP/2 and HTTP/1.1 clients share one port as they do in cleartext.
+//!
+//! # Example
+//! ```no_run
+//! use tailguard_proxy::config::TlsConfig;
+//! let tls = TlsConfig { cert: "cert.pem".into(), key: "key.pem".into() };
+//! let acceptor = tailguard_proxy::tls::acceptor(&tls).expect("readable PEM files");
+//! # let _ = acceptor;
+//! ```
+
+use crate::config::TlsConfig;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use std::path::Path;
+use std::sync::Arc;
+use tokio_rustls::TlsAcceptor;
+
+/// ALPN protocols offered, in order of preference.
+pub const ALPN: [&[u8]; 2] = [b"h2", b"http/1.1"];
+
+/// A certificate or key that cannot serve TLS; the message names the key and the file.
+#[derive(Debug, thiserror::Error)]
+#[error("{key}: {path}: {reason}")]
+pub struct TlsError {
+    /// `servers[0].tls.certPath` or `servers[0].tls.keyPath` (`--tls-cert`, `--tls-key`).
+    pub key: &'static str,
+    /// The file.
+    pub path: String,
+    /// What is wrong.
+    pub reason: String,
+}
+
+const CERT_KEY: &str = "servers[0].tls.certPath (--tls-cert)";
+const KEY_KEY: &str = "servers[0].tls.keyPath (--tls-key)";
+
+fn fail(key: &'static str, path: &Path, reason: impl ToString) -> TlsError {
+    TlsError {
+        key,
+        path: path.display().to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+/// Reads `tls`'s PEM files and builds the listener's acceptor.
+///
+/// # Errors
+/// [`TlsError`] when a file cannot be read, holds no certificate or key, or the key does not
+/// match the certificate.
+pub fn acceptor(tls: &TlsConfig) -> Result<TlsAcceptor, TlsError> {
+    let read = |key, path: &Path| std::fs::read(path).map_err(|e| fail(key, path, e));
+    let cert_pem = read(CERT_KEY, &tls.cert)?;
+    let certs = CertificateDer::pem_slice_iter(&cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| fail(CERT_KEY, &tls.cert, e))?;
+    if certs.is_empty() {
+        return Err(fail(CERT_KEY, &tls.cert, "no PEM certificate found"));
+    }
+    let key_pem = read(KEY_KEY, &tls.key)?;
+    let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| fail(KEY_KEY, &tls.key, e))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| fail(CERT_KEY, &tls.cert, e))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| fail(KEY_KEY, &tls.key, e))?;
+    config.alpn_protocols = ALPN.iter().map(|p| p.to_vec()).collect();
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
