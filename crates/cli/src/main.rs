@@ -2,6 +2,7 @@
 //!
 //! Each subcommand lives in its own file under `cmd/`; this file only dispatches.
 
+mod alloc;
 mod cmd;
 
 use clap::{Parser, Subcommand};

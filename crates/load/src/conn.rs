@@ -1,5 +1,13 @@
 //! Connections to a target: TCP (TCP_NODELAY always), optional TLS with ALPN, then an HTTP/1.1
-//! or HTTP/2 handshake. The connection's driver runs as its own task.
+//! or HTTP/2 handshake. The connection's driver runs as its own task, spawned on the runtime of
+//! the worker thread that dials it: a current-thread runtime, so the driver and its requests
+//! share a thread and a request costs no cross-thread wake-up.
+//!
+//! Why a task of its own rather than polling the driver inside the worker's request future (as
+//! this crate did before): every wake-up of the worker then re-polled both the request and the
+//! whole HTTP/1.1 dispatcher, and hyper wakes the request side twice per exchange (response
+//! head, then body). With two tasks each wake-up polls only the side that has work; measured
+//! under `--rate 0`: about 300 fewer instructions and 0.4 to 0.6 µs less CPU per request.
 
 use crate::config::Protocol;
 use crate::target::Target;
@@ -9,7 +17,7 @@ use http_body_util::BodyExt;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::client::conn::{http1, http2};
-use hyper::{Request, Response};
+use hyper::{HeaderMap, Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::error::Error as _;
 use std::future::Future;
@@ -21,18 +29,21 @@ use tokio::io::{AsyncRead, AsyncWrite};
 /// The request body type of every request the generator sends.
 pub(crate) type ReqBody = Full<Bytes>;
 
-/// An HTTP/1.1 connection's driver: polled by the worker that owns the connection, in the
-/// same task as its requests, so a request costs no cross-task wake-ups.
-type Driver = Pin<Box<dyn Future<Output = hyper::Result<()>> + Send>>;
+/// What a completed exchange gives back.
+pub(crate) struct Reply {
+    pub status: u16,
+    /// Body bytes read.
+    pub bytes: u64,
+    /// The response's header map, emptied: the next request reuses its memory (hyper encodes a
+    /// request's headers, then parses the response into that same map).
+    pub spare: HeaderMap,
+}
 
 /// An open connection, ready to carry requests.
 pub(crate) enum Conn {
-    /// HTTP/1.1: owned by one worker, which also drives it.
-    H1 {
-        send: http1::SendRequest<ReqBody>,
-        driver: Driver,
-    },
-    /// HTTP/2: shared by workers; its driver runs as its own task.
+    /// HTTP/1.1: owned by one worker.
+    H1(http1::SendRequest<ReqBody>),
+    /// HTTP/2: shared by workers.
     H2(http2::SendRequest<ReqBody>),
 }
 
@@ -45,26 +56,17 @@ impl Conn {
     /// Waits until the connection can take a request; an error means it is gone.
     pub(crate) async fn ready(&mut self) -> Result<(), ErrorKind> {
         match self {
-            Conn::H1 { send, driver } => tokio::select! {
-                biased;
-                r = send.ready() => r.map_err(|e| classify(&e)),
-                r = driver.as_mut() => Err(ended(r)),
-            },
+            // After a response, hyper's dispatcher usually wants the next request already.
+            Conn::H1(s) if s.is_ready() => Ok(()),
+            Conn::H1(s) => s.ready().await.map_err(|e| classify(&e)),
             Conn::H2(s) => s.ready().await.map_err(|e| classify(&e)),
         }
     }
 
     /// Sends a request and reads the whole response: its status and body length.
-    pub(crate) async fn exchange(
-        &mut self,
-        req: Request<ReqBody>,
-    ) -> Result<(u16, u64), ErrorKind> {
+    pub(crate) async fn exchange(&mut self, req: Request<ReqBody>) -> Result<Reply, ErrorKind> {
         match self {
-            Conn::H1 { send, driver } => tokio::select! {
-                biased;
-                r = read_response(send.send_request(req)) => r,
-                r = driver.as_mut() => Err(ended(r)),
-            },
+            Conn::H1(s) => read_response(s.send_request(req)).await,
             Conn::H2(s) => read_response(s.send_request(req)).await,
         }
     }
@@ -73,25 +75,19 @@ impl Conn {
     pub(crate) fn share(&self) -> Option<Conn> {
         match self {
             Conn::H2(s) => Some(Conn::H2(s.clone())),
-            Conn::H1 { .. } => None,
+            Conn::H1(_) => None,
         }
-    }
-}
-
-/// The error kind of a connection whose driver finished while a request needed it.
-fn ended(result: hyper::Result<()>) -> ErrorKind {
-    match result {
-        Ok(()) => ErrorKind::Closed,
-        Err(e) => classify(&e),
     }
 }
 
 async fn read_response(
     head: impl Future<Output = hyper::Result<Response<Incoming>>>,
-) -> Result<(u16, u64), ErrorKind> {
-    let resp = head.await.map_err(|e| classify(&e))?;
-    let status = resp.status().as_u16();
-    let mut body = resp.into_body();
+) -> Result<Reply, ErrorKind> {
+    let (parts, mut body) = head.await.map_err(|e| classify(&e))?.into_parts();
+    let mut spare = parts.headers;
+    // Header values point into the connection's read buffer: release them now, not when the
+    // next request is built.
+    spare.clear();
     let mut bytes = 0u64;
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| classify(&e))?;
@@ -99,24 +95,56 @@ async fn read_response(
             bytes += data.len() as u64;
         }
     }
-    Ok((status, bytes))
+    Ok(Reply {
+        status: parts.status.as_u16(),
+        bytes,
+        spare,
+    })
 }
+
+/// Request bodies up to this size are copied into hyper's write buffer, so an HTTP/1.1
+/// request leaves in one plain `write`; larger ones go out with `writev`, uncopied.
+const FLATTEN_MAX: usize = 16 * 1024;
 
 /// Opens connections with one TLS and protocol setup for the whole run.
 #[derive(Clone)]
 pub(crate) struct Connector {
     protocol: Protocol,
     tls: Option<tokio_rustls::TlsConnector>,
+    /// HTTP/1.1 writes: one flat buffer (small bodies) rather than hyper's queue of buffers.
+    flatten: bool,
 }
 
 impl Connector {
-    pub(crate) fn new(protocol: Protocol, insecure: bool, any_tls: bool) -> Connector {
+    /// `body_len` is the request body's size (it decides how HTTP/1.1 requests are written).
+    pub(crate) fn new(
+        protocol: Protocol,
+        insecure: bool,
+        any_tls: bool,
+        body_len: usize,
+    ) -> Connector {
         let tls = any_tls.then(|| tls::connector(protocol, insecure));
-        Connector { protocol, tls }
+        let flatten = body_len <= FLATTEN_MAX;
+        Connector {
+            protocol,
+            tls,
+            flatten,
+        }
     }
 
     /// Dials `target` and completes the TLS and HTTP handshakes.
-    pub(crate) async fn connect(&self, target: &Target) -> Result<Conn, ErrorKind> {
+    ///
+    /// Boxed: the dial and handshake futures (TLS, HTTP/2) take about 8 KB, and every request's
+    /// future would otherwise carry that space and copy it when it starts, though a connection
+    /// is opened once per many requests.
+    pub(crate) fn connect<'a>(
+        &'a self,
+        target: &'a Target,
+    ) -> Pin<Box<dyn Future<Output = Result<Conn, ErrorKind>> + Send + 'a>> {
+        Box::pin(self.dial(target))
+    }
+
+    async fn dial(&self, target: &Target) -> Result<Conn, ErrorKind> {
         let tcp = tcp::connect(target.addr, Nagle::Off)
             .await
             .map_err(|_| ErrorKind::Connect)?;
@@ -128,34 +156,35 @@ impl Connector {
                 if self.protocol == Protocol::Http2 && !h2 {
                     return Err(ErrorKind::Tls);
                 }
-                handshake(stream, h2).await
+                self.handshake(stream, h2).await
             }
-            _ => handshake(tcp, self.protocol == Protocol::Http2).await,
+            _ => self.handshake(tcp, self.protocol == Protocol::Http2).await,
         }
     }
-}
 
-async fn handshake<T>(io: T, h2: bool) -> Result<Conn, ErrorKind>
-where
-    T: AsyncRead + AsyncWrite + Send + Unpin + 'static,
-{
-    let io = TokioIo::new(io);
-    if h2 {
-        let (send, conn) = http2::Builder::new(TokioExecutor::new())
-            .handshake(io)
-            .await
-            .map_err(|e| classify(&e))?;
-        tokio::spawn(conn);
-        Ok(Conn::H2(send))
-    } else {
-        let (send, conn) = http1::Builder::new()
-            .handshake(io)
-            .await
-            .map_err(|e| classify(&e))?;
-        Ok(Conn::H1 {
-            send,
-            driver: Box::pin(conn),
-        })
+    async fn handshake<T>(&self, io: T, h2: bool) -> Result<Conn, ErrorKind>
+    where
+        T: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+    {
+        let io = TokioIo::new(io);
+        if h2 {
+            let (send, conn) = http2::Builder::new(TokioExecutor::new())
+                .handshake(io)
+                .await
+                .map_err(|e| classify(&e))?;
+            tokio::spawn(conn);
+            Ok(Conn::H2(send))
+        } else {
+            // A flat buffer: the head (and a small body) in one `write`; hyper's default
+            // vectored queue costs about 280 more instructions per request for a bodiless GET.
+            let (send, conn) = http1::Builder::new()
+                .writev(!self.flatten)
+                .handshake(io)
+                .await
+                .map_err(|e| classify(&e))?;
+            tokio::spawn(conn);
+            Ok(Conn::H1(send))
+        }
     }
 }
 

@@ -53,18 +53,28 @@ impl Template {
         })
     }
 
-    /// A fresh request for an HTTP/1.1 or HTTP/2 connection.
-    pub(crate) fn build(&self, h2: bool) -> Request<ReqBody> {
+    /// A fresh request for an HTTP/1.1 or HTTP/2 connection. Its headers go into `spare` (the
+    /// emptied map of an earlier response) when there is one, so a request allocates no header
+    /// map.
+    pub(crate) fn build(&self, h2: bool, spare: Option<HeaderMap>) -> Request<ReqBody> {
         let mut req = Request::new(Full::new(self.body.clone()));
         *req.method_mut() = self.method.clone();
-        if h2 {
+        let headers = if h2 {
             *req.uri_mut() = self.absolute.clone();
-            *req.headers_mut() = self.h2_headers.clone();
             *req.version_mut() = Version::HTTP_2;
+            &self.h2_headers
         } else {
             *req.uri_mut() = self.origin_form.clone();
-            *req.headers_mut() = self.h1_headers.clone();
-        }
+            &self.h1_headers
+        };
+        *req.headers_mut() = match spare {
+            Some(mut map) => {
+                debug_assert!(map.is_empty(), "a spare header map comes emptied");
+                map.extend(headers.iter().map(|(n, v)| (n.clone(), v.clone())));
+                map
+            }
+            None => headers.clone(),
+        };
         req
     }
 }

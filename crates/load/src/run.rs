@@ -277,7 +277,7 @@ fn shared(cfg: &Config, clock: Clock) -> Result<Shared, LoadError> {
         clock,
         targets: cfg.targets.clone(),
         templates,
-        connector: Connector::new(cfg.protocol, cfg.insecure, any_tls),
+        connector: Connector::new(cfg.protocol, cfg.insecure, any_tls, cfg.body.len()),
         h2_pools,
         timeout: cfg.timeout,
         reuse: cfg.reuse,

@@ -8,6 +8,7 @@ use crate::config::RecordHook;
 use crate::conn::{Conn, Connector};
 use crate::request::Template;
 use crate::target::Target;
+use hyper::HeaderMap;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -105,8 +106,10 @@ pub(crate) struct Worker {
     shared: Arc<Shared>,
     conns: Vec<Option<Conn>>,
     stats: Arc<Mutex<Stats>>,
-    /// The request timeout, one timer per worker reset for each request.
+    /// The request timeout: one timer per worker, moved only when it fires (see [`expire`]).
     timer: Pin<Box<tokio::time::Sleep>>,
+    /// The header map of the last response, emptied, for the next request.
+    spare: Option<HeaderMap>,
 }
 
 impl Worker {
@@ -119,13 +122,15 @@ impl Worker {
             conns,
             stats,
             timer,
+            spare: None,
         }
     }
 
     /// Open loop: sends queued jobs until the queue is closed and empty.
     pub(crate) async fn run_open(mut self, jobs: async_channel::Receiver<crate::worker::Job>) {
         while let Ok(job) = jobs.recv().await {
-            self.execute(job).await;
+            let start = self.shared.clock.elapsed();
+            self.execute(job, start).await;
         }
     }
 
@@ -144,13 +149,15 @@ impl Worker {
             }
             let Some(index) = ctl.take() else { break };
             let scheduled = self.shared.clock.elapsed();
-            self.execute(Job { index, scheduled }).await;
+            self.execute(Job { index, scheduled }, scheduled).await;
         }
     }
 
-    async fn execute(&mut self, job: Job) {
+    /// Sends `job`, picked up at `start` (its due time in a closed loop, so the clock is read
+    /// three times per request: due, sent, completed).
+    async fn execute(&mut self, job: Job, start: Duration) {
         let t = (job.index % self.shared.targets.len() as u64) as usize;
-        let record = self.attempt(t, job.scheduled).await;
+        let record = self.attempt(t, job.scheduled, start).await;
         if !self.shared.reuse {
             self.conns[t] = None;
         }
@@ -164,27 +171,32 @@ impl Worker {
             .record(&record, classifier);
     }
 
-    async fn attempt(&mut self, t: usize, scheduled: Duration) -> Record {
+    async fn attempt(&mut self, t: usize, scheduled: Duration, start: Duration) -> Record {
         let clock = self.shared.clock;
-        let mut sent = clock.elapsed();
-        let deadline = tokio::time::Instant::now() + self.shared.timeout;
-        self.timer.as_mut().reset(deadline);
+        // The send time when no connection can be readied (the attempt's start).
+        let mut sent = start;
+        let deadline = tokio::time::Instant::from_std(clock.origin() + sent + self.shared.timeout);
         let timer = &mut self.timer;
         let conns = &mut self.conns;
         let shared = &self.shared;
         let id = self.id;
+        let spare = self.spare.take();
         let exchange = async {
             let conn = ready_conn(&mut conns[t], shared, t, id).await?;
             sent = clock.elapsed();
-            conn.exchange(shared.templates[t].build(conn.is_h2())).await
+            conn.exchange(shared.templates[t].build(conn.is_h2(), spare))
+                .await
         };
         let result = tokio::select! {
             biased;
             r = exchange => r,
-            _ = timer.as_mut() => Err(ErrorKind::Timeout),
+            _ = expire(timer, deadline) => Err(ErrorKind::Timeout),
         };
         let (outcome, bytes) = match result {
-            Ok((status, bytes)) => (Outcome::Status(status), bytes),
+            Ok(reply) => {
+                self.spare = Some(reply.spare);
+                (Outcome::Status(reply.status), reply.bytes)
+            }
             Err(kind) => {
                 self.conns[t] = None;
                 (Outcome::Error(kind), 0)
@@ -198,6 +210,24 @@ impl Worker {
             bytes,
             target: t as u32,
         }
+    }
+}
+
+/// Resolves once `deadline` has passed.
+///
+/// The worker's timer is re-armed only when it fires before the running request's deadline,
+/// not once per request: deadlines only move forward, a timer fires at most once per timeout
+/// period, and a request then costs no timer-wheel update.
+async fn expire(timer: &mut Pin<Box<tokio::time::Sleep>>, deadline: tokio::time::Instant) {
+    if timer.deadline() > deadline {
+        timer.as_mut().reset(deadline);
+    }
+    loop {
+        timer.as_mut().await;
+        if timer.deadline() >= deadline {
+            return;
+        }
+        timer.as_mut().reset(deadline);
     }
 }
 
