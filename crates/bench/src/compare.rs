@@ -99,9 +99,9 @@ fn traffic(scenario: &Scenario, opts: &Options) -> Traffic {
         LoadShape::Open { arrivals, rate } => {
             t.rate = rate;
             t.arrivals = arrivals;
-            // Room for two seconds of arrivals in flight: a slow backend's queue is latency
-            // the report must show, not requests the generator refuses to send.
-            t.concurrency = ((rate * 2.0) as usize).clamp(64, 4096);
+            // Room for ten seconds of arrivals in flight (a 5 s pause included): a stalled
+            // backend's queue is latency the report must show, not a connection cap.
+            t.concurrency = ((rate * 10.0) as usize).clamp(64, 4096);
         }
         LoadShape::Closed { workers, interval } => {
             t.concurrency = workers as usize;
@@ -166,6 +166,9 @@ pub(crate) fn run(
                 .find(|(n, _)| *n == arm.name)
                 .map(|(_, s)| s.clone());
         }
+        if let Some(note) = hidden_by_totals(&done.arm) {
+            run.report.notes.push(note);
+        }
         if run.record(done) {
             run.report.interrupted = true;
             break;
@@ -177,6 +180,29 @@ pub(crate) fn run(
             .push(format!("no simulator prediction: {e}"));
     }
     Ok(())
+}
+
+/// Seed 004's point, when an arm shows it: intervals far apart that one end-of-run figure
+/// (the mean most of all) blurs into one number.
+fn hidden_by_totals(arm: &crate::ArmRun) -> Option<String> {
+    let full: Vec<u64> = arm
+        .intervals
+        .iter()
+        .filter(|i| i.requests > 0 && i.duration_s >= 0.5)
+        .map(|i| i.p99_us)
+        .collect();
+    let worst = *full.iter().max()?;
+    let best = *full.iter().min()?;
+    (worst >= 100 * best.max(1_000)).then(|| {
+        let f = |us: u64| tailguard_report::Unit::Auto.format(us);
+        format!(
+            "{}: interval p99 ranged from {} to {}; the run's mean latency, {}, shows neither",
+            arm.name,
+            f(best),
+            f(worst),
+            f(arm.mean_us as u64)
+        )
+    })
 }
 
 fn describe(scenario: &Scenario, t: &Traffic) -> String {
@@ -252,6 +278,6 @@ mod tests {
         assert_eq!(t.closed_interval, Some(Duration::from_millis(100)));
         let s = Scenario::builtin("slow-middle").unwrap();
         let t = traffic(&s, &Options::default());
-        assert_eq!((t.rate, t.concurrency), (1000.0, 2000));
+        assert_eq!((t.rate, t.concurrency), (1000.0, 4096));
     }
 }

@@ -66,6 +66,15 @@ impl Child {
 
 impl Drop for Child {
     fn drop(&mut self) {
+        // nginx's worker outlives a killed master: end it first, by its own pid.
+        if self.worker != self.process.id() {
+            if let Ok(pid) = i32::try_from(self.worker) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
         let _ = self.process.kill();
         let _ = self.process.wait();
         if let Some(dir) = &self.dir {

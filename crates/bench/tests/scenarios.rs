@@ -172,6 +172,13 @@ fn gc_pause_intervals_show_the_pause() {
         "the mean ({}) sits far below the pause",
         direct.mean_us
     );
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("interval p99 ranged from")),
+        "{:?}",
+        r.notes
+    );
 }
 
 /// Ctrl-C between arms: no further arm starts, and what was measured is reported.
