@@ -311,6 +311,10 @@ fn load_config(
         .map(|a| Target::parse(&format!("http://{a}/")))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| BenchError::Invalid(e.to_string()))?;
+    // Each load worker may hold a connection to every target, and the in-process fleet holds
+    // the other end of each: keep workers x targets x 2 inside the file descriptor limit.
+    let per_worker = 2 * targets.len() as u64 + 2;
+    let workers_fit = (open_files_limit() * 3 / 4 / per_worker).max(16) as usize;
     let mut cfg = LoadConfig::new(targets);
     cfg.method = traffic
         .method
@@ -319,7 +323,7 @@ fn load_config(
     cfg.rate = traffic.rate;
     cfg.closed_interval = traffic.closed_interval;
     cfg.drain_limit = traffic.drain_limit;
-    cfg.concurrency = traffic.concurrency;
+    cfg.concurrency = traffic.concurrency.min(workers_fit);
     cfg.arrivals = traffic.arrivals;
     cfg.duration = Some(traffic.duration);
     cfg.interval = traffic.interval;
@@ -343,4 +347,17 @@ fn load_config(
         }
     }));
     Ok(cfg)
+}
+
+/// The soft limit on open files, raised to the hard limit first (once a run holds a fleet, a
+/// proxy and a load generator in one process, the usual 1,024 is soon reached).
+fn open_files_limit() -> u64 {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return 1024;
+    };
+    if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+        return hard;
+    }
+    soft
 }
