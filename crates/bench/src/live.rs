@@ -248,19 +248,7 @@ pub(crate) fn run_arm(
         }),
         _ => None,
     };
-    let intervals = summary
-        .intervals
-        .iter()
-        .map(|iv| IntervalPoint {
-            start_s: iv.start_s,
-            duration_s: iv.duration_s,
-            requests: iv.totals.requests,
-            success_rate: iv.totals.success_rate,
-            p50_us: iv.totals.latency_us.p50,
-            p99_us: iv.totals.latency_us.p99,
-            max_us: iv.totals.latency_us.max,
-        })
-        .collect();
+    let intervals = summary.intervals.iter().map(IntervalPoint::from).collect();
     let arm = ArmRun {
         name: plan.name.clone(),
         group: plan.group.clone(),

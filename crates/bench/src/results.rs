@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 use tailguard_histogram::{Histogram, Percentiles};
-use tailguard_record::RunSummary;
+use tailguard_record::{IntervalSummary, RunSummary};
 
 /// The version of the JSON layout; bumped when a field changes meaning.
 pub const FORMAT: u32 = 1;
@@ -112,6 +112,21 @@ pub struct SimPrediction {
     pub success_rate: f64,
     /// Good within the deadline over requests.
     pub within_deadline_rate: f64,
+}
+
+impl From<&IntervalSummary> for IntervalPoint {
+    /// The load generator's interval (its percentiles leave fast failures out).
+    fn from(iv: &IntervalSummary) -> Self {
+        IntervalPoint {
+            start_s: iv.start_s,
+            duration_s: iv.duration_s,
+            requests: iv.totals.requests,
+            success_rate: iv.totals.success_rate,
+            p50_us: iv.totals.latency_us.p50,
+            p99_us: iv.totals.latency_us.p99,
+            max_us: iv.totals.latency_us.max,
+        }
+    }
 }
 
 /// The percentiles a curve is drawn through: nines from p0 to p99.999, then the max.

@@ -56,19 +56,7 @@ pub fn from_load(label: &str, s: RunSummary) -> BenchReport {
             (100.0, t.latency_us.max),
         ]
         .to_vec(),
-        intervals: s
-            .intervals
-            .iter()
-            .map(|iv| IntervalPoint {
-                start_s: iv.start_s,
-                duration_s: iv.duration_s,
-                requests: iv.totals.requests,
-                success_rate: iv.totals.success_rate,
-                p50_us: iv.totals.latency_us.p50,
-                p99_us: iv.totals.latency_us.p99,
-                max_us: iv.totals.latency_us.max,
-            })
-            .collect(),
+        intervals: s.intervals.iter().map(IntervalPoint::from).collect(),
         proxy: None,
         sim: None,
         load: s,
