@@ -84,15 +84,14 @@ impl Console {
     }
 }
 
-/// A `Write` for the load generator: passes its header and interval lines to the console,
-/// advancing the bar one interval per line, and swallows its final report (the bench prints
-/// its own table).
+/// A `Write` for the load generator (run without its final report: the bench prints its own
+/// table): passes its header and interval lines to the console, advancing the bar one interval
+/// per line.
 pub(crate) struct LoadLines<'a> {
     console: &'a Console,
     prefix: String,
     interval_s: u64,
     buf: Vec<u8>,
-    done: bool,
     /// Seconds the bar was advanced by this run.
     pub advanced: u64,
 }
@@ -104,37 +103,17 @@ impl<'a> LoadLines<'a> {
             prefix: prefix.to_owned(),
             interval_s: interval.as_secs().max(1),
             buf: Vec::new(),
-            done: false,
             advanced: 0,
         }
     }
 
     fn emit(&mut self, line: &str) {
-        if self.done {
-            return;
-        }
-        if is_final_report(line) {
-            self.done = true;
-            return;
-        }
         if !line.starts_with('#') && !line.trim().is_empty() {
             self.console.advance(self.interval_s);
             self.advanced += self.interval_s;
         }
         self.console.line(&format!("{}{line}", self.prefix));
     }
-}
-
-/// The first line of `tailguard_report::text::final_report`: `# N requests in Ts: ...`.
-fn is_final_report(line: &str) -> bool {
-    let Some(rest) = line.strip_prefix("# ") else {
-        return false;
-    };
-    let mut words = rest.split_whitespace();
-    matches!(
-        (words.next(), words.next(), words.next()),
-        (Some(n), Some("requests"), Some("in")) if n.chars().all(|c| c.is_ascii_digit())
-    )
 }
 
 impl Write for LoadLines<'_> {
@@ -171,28 +150,20 @@ mod tests {
     }
 
     #[test]
-    fn passes_interval_lines_and_drops_the_final_report() {
+    fn passes_lines_through_and_counts_intervals() {
         let sink = Shared::default();
         let console = Console::new(Box::new(sink.clone()), false);
         let mut w = LoadLines::new(&console, "baseline | ", Duration::from_secs(5));
         write!(
             w,
             "# sending 100 GET req/s\n#   good/bad/failed\n2026-01-01T00:00:05Z 10/0/0 ...\n\
-             # 500 requests in 5s: good 500\nlatency p50 ...\n"
+             2026-01-01T00:00:10Z 10/0/0 ...\n"
         )
         .unwrap();
         let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
         assert!(text.contains("baseline | # sending"));
-        assert!(text.contains("baseline | 2026-01-01T00:00:05Z"));
-        assert!(!text.contains("500 requests in"), "{text}");
-        assert!(!text.contains("latency p50"));
-        assert_eq!(w.advanced, 5);
-    }
-
-    #[test]
-    fn final_report_detection_needs_the_exact_shape() {
-        assert!(is_final_report("# 1234 requests in 10s: good 1"));
-        assert!(!is_final_report("# sending 100 GET req/s"));
-        assert!(!is_final_report("# many requests in flight"));
+        assert!(text.contains("baseline | 2026-01-01T00:00:10Z"));
+        assert_eq!(text.lines().count(), 4);
+        assert_eq!(w.advanced, 10);
     }
 }

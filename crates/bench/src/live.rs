@@ -318,6 +318,7 @@ fn load_config(
     cfg.timeout = traffic.timeout;
     cfg.unit = traffic.unit;
     cfg.threads = 1;
+    cfg.final_report = false;
     let classifier = Classifier::default();
     let deadline_us = duration_us(traffic.deadline);
     cfg.on_record = Some(Arc::new(move |r: &Record| {

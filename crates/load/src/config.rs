@@ -87,6 +87,8 @@ pub struct Config {
     pub slo: Vec<Objective>,
     /// Skip the interval lines; print only the final report.
     pub quiet: bool,
+    /// Print the final report (a caller with its own, such as `tailguard bench`, turns it off).
+    pub final_report: bool,
     /// Called with every record (off by default: it runs on the hot path).
     pub on_record: Option<RecordHook>,
 }
@@ -162,6 +164,7 @@ impl Config {
             metrics_addr: None,
             slo: Vec::new(),
             quiet: false,
+            final_report: true,
             on_record: None,
         }
     }

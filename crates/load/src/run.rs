@@ -99,14 +99,13 @@ async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<R
     let shared = Arc::new(shared(&cfg, clock)?);
     let urls: Vec<String> = cfg.targets.iter().map(|t| t.url.clone()).collect();
     if !cfg.quiet {
-        let mut header =
-            interval::header(cfg.rate, cfg.method.as_str(), cfg.concurrency as u64, &urls);
-        if let Some(pace) = cfg.closed_interval.filter(|_| !cfg.open_loop()) {
-            header = header.replace(
-                "as fast as possible",
-                &format!("in a closed loop, each worker at most once per {pace:?},"),
-            );
-        }
+        let header = interval::header(
+            cfg.rate,
+            cfg.closed_interval,
+            cfg.method.as_str(),
+            cfg.concurrency as u64,
+            &urls,
+        );
         let _ = writeln!(out, "{header}");
         let _ = writeln!(out, "{}", interval::titles());
     }
@@ -377,7 +376,9 @@ fn finish(
     out: &mut dyn Write,
 ) -> Result<Report, LoadError> {
     let verdicts: Vec<Verdict> = cfg.slo.iter().map(|o| o.judge(&summary)).collect();
-    let _ = write!(out, "{}", text::final_report(&summary, cfg.unit));
+    if cfg.final_report {
+        let _ = write!(out, "{}", text::final_report(&summary, cfg.unit));
+    }
     for v in &verdicts {
         let word = if v.met { "met" } else { "MISSED" };
         let _ = writeln!(out, "# SLO {}: {word} (actual {})", v.objective, v.actual);

@@ -64,3 +64,19 @@ fn closed_interval_paces_each_worker() {
     assert!((45..=55).contains(&sent), "sent {sent}");
     assert_eq!(server.hits(), sent);
 }
+
+/// A caller with its own report (tailguard bench) turns the final report off; the interval
+/// lines stay.
+#[test]
+fn the_final_report_can_be_left_to_the_caller() {
+    let server = TestServer::builder().spawn();
+    let mut cfg = common::config(&server.url("/"), 200.0, Duration::from_secs(1));
+    cfg.interval = Duration::from_millis(500);
+    cfg.quiet = false;
+    cfg.final_report = false;
+    let (report, text) = common::run(cfg);
+    assert_eq!(report.summary.totals.requests, 200);
+    assert!(text.starts_with("# sending 200 GET req/s"), "{text}");
+    assert!(!text.contains(" requests in "), "{text}");
+    assert!(!text.contains("FROM"), "{text}");
+}

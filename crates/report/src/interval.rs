@@ -17,17 +17,27 @@ use tailguard_record::IntervalSummary;
 const COUNTS: usize = 18;
 const VALUE: usize = 8;
 
-/// The first line: what is being sent, where.
-pub fn header(rate: f64, method: &str, concurrency: u64, urls: &[String]) -> String {
+/// The first line: what is being sent, where. `worker_pace` is a closed loop's shortest time
+/// between two sends of one worker (slow_cooker's per-worker ticker), if it has one.
+pub fn header(
+    rate: f64,
+    worker_pace: Option<std::time::Duration>,
+    method: &str,
+    concurrency: u64,
+    urls: &[String],
+) -> String {
     let target = match urls {
         [one] => one.clone(),
         [first, ..] => format!("{first} and {} more", urls.len() - 1),
         [] => String::from("nothing"),
     };
-    let pace = if rate > 0.0 {
-        format!("{} {method} req/s", trim_float(rate))
-    } else {
-        format!("{method} requests as fast as possible")
+    let pace = match (rate > 0.0, worker_pace) {
+        (true, _) => format!("{} {method} req/s", trim_float(rate)),
+        (false, Some(p)) => format!(
+            "{method} requests in a closed loop, each worker at most once per {},",
+            crate::Unit::Auto.format(u64::try_from(p.as_micros()).unwrap_or(u64::MAX))
+        ),
+        (false, None) => format!("{method} requests as fast as possible"),
     };
     format!("# sending {pace} with concurrency={concurrency} to {target} ...")
 }
@@ -133,9 +143,20 @@ mod tests {
     fn header_names_rate_or_max() {
         let urls = vec!["http://a/".to_string(), "http://b/".to_string()];
         assert_eq!(
-            header(1000.0, "GET", 10, &urls),
+            header(1000.0, None, "GET", 10, &urls),
             "# sending 1000 GET req/s with concurrency=10 to http://a/ and 1 more ..."
         );
-        assert!(header(0.0, "GET", 4, &urls[..1]).contains("as fast as possible"));
+        assert!(header(0.0, None, "GET", 4, &urls[..1]).contains("as fast as possible"));
+        let paced = header(
+            0.0,
+            Some(std::time::Duration::from_millis(100)),
+            "GET",
+            50,
+            &urls,
+        );
+        assert!(
+            paced.contains("each worker at most once per 100"),
+            "{paced}"
+        );
     }
 }
