@@ -9,12 +9,11 @@ use crate::endpoints::{Change, Endpoints};
 use crate::forward::local;
 use crate::hygiene;
 use crate::service::Service;
-use crate::upstream::ProxyBody;
+use crate::upstream::{ProxyBody, SendError, UpstreamBody};
 use crate::Shared;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
 use rand::SeedableRng;
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,7 +85,7 @@ impl Drop for Guard<'_> {
 }
 
 enum Ended {
-    Response(Response<Incoming>),
+    Response(Response<UpstreamBody>),
     Failed(StatusCode, String),
 }
 
@@ -159,9 +158,9 @@ async fn once(
         sent: now,
         clock,
     };
-    let req = build(&sent.parts, sent.body.take(), endpoints, slot);
+    let req = build(&sent.parts, sent.body.take(), endpoints, slot, sent.h2);
     let timeout = service.config.arm.timeouts.attempt;
-    let call = service.upstreams.send(req, sent.h2);
+    let call = service.upstreams.send(req, sent.h2, addr);
     let result = match timeout {
         Some(t) => tokio::time::timeout(t, call).await.ok(),
         None => Some(call.await),
@@ -178,7 +177,7 @@ async fn once(
             AttemptOutcome::Status(resp.status().as_u16()),
             Ended::Response(resp),
         ),
-        Some(Err(e)) if crate::upstream::exhausted(&e).is_some() => {
+        Some(Err(e @ SendError::Exhausted(_))) => {
             // Nothing was sent: not the endpoint's failure, so the attempt is cancelled (the
             // balancer sees it end, accrual sees nothing), and the request gets a 503.
             let reason = format!("upstream {addr}: {}", error_chain(&e));
@@ -221,29 +220,40 @@ async fn once(
     (slot, class, ended)
 }
 
-/// The upstream request: `http://ENDPOINT` and the client's path and query, from parts that
-/// are cheap to clone (the authority is built once per endpoint).
+/// The upstream request, from parts that are cheap to clone: over HTTP/2 `http://ENDPOINT`
+/// and the client's path and query (the authority is built once per endpoint); over HTTP/1.1
+/// the path and query alone, with a `Host` header (the endpoint's when the client sent none).
 fn build(
     parts: &http::request::Parts,
     body: ProxyBody,
     endpoints: &Endpoints,
     slot: usize,
+    h2: bool,
 ) -> Request<ProxyBody> {
-    let mut uri = http::uri::Parts::default();
-    uri.scheme = Some(http::uri::Scheme::HTTP);
-    uri.authority = endpoints.authority(slot).cloned();
-    uri.path_and_query = Some(
-        parts
-            .uri
-            .path_and_query()
-            .cloned()
-            .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/")),
-    );
+    let path = parts
+        .uri
+        .path_and_query()
+        .cloned()
+        .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
     let mut req = Request::new(body);
     *req.method_mut() = parts.method.clone();
-    *req.uri_mut() = http::Uri::from_parts(uri).unwrap_or_default();
     *req.version_mut() = parts.version;
     *req.headers_mut() = parts.headers.clone();
+    if h2 {
+        let mut uri = http::uri::Parts::default();
+        uri.scheme = Some(http::uri::Scheme::HTTP);
+        uri.authority = endpoints.authority(slot).cloned();
+        uri.path_and_query = Some(path);
+        *req.uri_mut() = http::Uri::from_parts(uri).unwrap_or_default();
+    } else {
+        *req.uri_mut() = http::Uri::from(path);
+        if !req.headers().contains_key(http::header::HOST) {
+            let host = endpoints.authority(slot).map(|a| a.as_str());
+            if let Some(v) = host.and_then(|h| http::HeaderValue::from_str(h).ok()) {
+                req.headers_mut().insert(http::header::HOST, v);
+            }
+        }
+    }
     req
 }
 

@@ -88,6 +88,7 @@ async fn connection<S>(
     builder
         .http1()
         .timer(TokioTimer::new())
+        .writev(false)
         .header_read_timeout(limits.header_read_timeout);
     builder.http2().timer(TokioTimer::new());
     let conn = builder.serve_connection(TokioIo::new(stream), service);

@@ -1,25 +1,32 @@
-//! Pooled upstream connections: hyper-util's pooling client over sockets dialed by
-//! [`tailguard_http::tcp::connect`] (so every upstream socket has `TCP_NODELAY`).
+//! Pooled upstream connections over sockets dialed by [`tailguard_http::tcp::connect`] (so
+//! every upstream socket has `TCP_NODELAY`).
 //!
-//! Each service has its own pools (Linkerd 1's client per service): HTTP/1.1 keep-alive, and
-//! HTTP/2 prior knowledge (one multiplexed connection per endpoint, requests balanced per
-//! request, not per connection). Only the proxy's own `http://IP:PORT` URIs reach the
-//! connector, so it never resolves names.
+//! Each service has its own pools (Linkerd 1's client per service):
+//! - HTTP/1.1 keep-alive: tailguard's own free lists over hyper's connection API. A connection
+//!   is taken by one request at a time and handed back when its response body has been read
+//!   to the end, with no task per request (hyper-util's pool spawns one to wait for the
+//!   connection to be ready again, a large share of a small request's cost). A kept-alive
+//!   connection the endpoint closed before taking the request is retried on another.
+//! - HTTP/2 prior knowledge: hyper-util's pooling client, one multiplexed connection per
+//!   endpoint, requests balanced per request, not per connection.
+//!
+//! Only the proxy's own endpoint addresses reach the dialer, so it never resolves names.
 //!
 //! # Connection limit
-//! With [`PoolConfig::max_per_endpoint`] (`hostConnectionPool.maxSize`), the connector holds
-//! one permit of a per-endpoint semaphore for as long as each connection lives:
-//! 1. a request finding an idle connection uses it, as without a limit;
-//! 2. otherwise hyper-util waits for an idle connection and dials at the same time; the dial
-//!    first waits for a permit, so at most `maxSize` connections to an endpoint ever exist;
-//! 3. whichever comes first serves the request (a connection handed back by another request,
-//!    or a new one when a connection closed and freed its permit);
+//! With [`PoolConfig::max_per_endpoint`] (`hostConnectionPool.maxSize`), every connection
+//! holds one permit of a per-endpoint semaphore (shared by both pools) for as long as it
+//! lives:
+//! 1. a request finding a free connection uses it, as without a limit;
+//! 2. otherwise it waits for whichever comes first: a connection handed back by another
+//!    request, or a permit (a connection closed), with which it dials;
+//! 3. at most `maxSize` connections to an endpoint ever exist;
 //! 4. when neither comes within [`PoolConfig::wait`], the attempt fails with
 //!    [`PoolExhausted`], which the proxy answers with 503 and a reason.
 
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
 use hyper::body::Incoming;
+use hyper::body::{Body, Frame, SizeHint};
 use hyper::rt::{Read, ReadBufCursor, Write};
 use hyper::Uri;
 use hyper_util::client::legacy::connect::{Connected, Connection};
@@ -30,12 +37,14 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tailguard_http::tcp::{self, Nagle};
 use tokio::net::TcpStream;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 
 /// A request or response body as the proxy forwards it.
 pub type ProxyBody = BoxBody<Bytes, hyper::Error>;
@@ -198,10 +207,11 @@ impl Write for Conn {
     }
 }
 
-/// The upstream pools of one service.
+/// The upstream pools of one service: HTTP/1.1 connections in [`H1Pool`], HTTP/2 in
+/// hyper-util's pooling client (one multiplexed connection per endpoint).
 #[derive(Clone, Debug)]
 pub struct Upstreams {
-    http1: Pool<Connector, ProxyBody>,
+    http1: Arc<H1Pool>,
     http2: Pool<Connector, ProxyBody>,
 }
 
@@ -215,34 +225,319 @@ impl Upstreams {
                 per: Mutex::new(HashMap::new()),
             })
         });
-        let connector = Connector { limit };
-        let build = |h2: bool| {
-            Pool::builder(TokioExecutor::new())
-                .pool_idle_timeout(config.idle_timeout)
-                .pool_timer(TokioTimer::new())
-                .http2_only(h2)
-                .build(connector.clone())
+        let connector = Connector {
+            limit: limit.clone(),
         };
+        let http2 = Pool::builder(TokioExecutor::new())
+            .pool_idle_timeout(config.idle_timeout)
+            .pool_timer(TokioTimer::new())
+            .http2_only(true)
+            .build(connector);
         Self {
-            http1: build(false),
-            http2: build(true),
+            http1: Arc::new(H1Pool {
+                per: Mutex::new(HashMap::new()),
+                limit,
+                idle_timeout: config.idle_timeout,
+                sweeping: AtomicBool::new(false),
+            }),
+            http2,
         }
     }
 
-    /// Sends `req` over HTTP/2 when `h2`, else HTTP/1.1.
+    /// Sends `req` to `addr` over HTTP/2 when `h2` (`req` in absolute form), else over
+    /// HTTP/1.1 (`req` in origin form with a `Host` header).
     pub async fn send(
         &self,
         req: http::Request<ProxyBody>,
         h2: bool,
-    ) -> Result<http::Response<Incoming>, hyper_util::client::legacy::Error> {
-        let pool = if h2 { &self.http2 } else { &self.http1 };
-        pool.request(req).await
+        addr: SocketAddr,
+    ) -> Result<http::Response<UpstreamBody>, SendError> {
+        if h2 {
+            let resp = self
+                .http2
+                .request(req)
+                .await
+                .map_err(SendError::from_pool)?;
+            return Ok(resp.map(|inner| UpstreamBody { inner, back: None }));
+        }
+        H1Pool::send(&self.http1, req, addr).await
     }
 }
 
 impl Default for Upstreams {
     fn default() -> Self {
         Self::new(PoolConfig::default())
+    }
+}
+
+/// Why an upstream request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    /// No connection could be made.
+    #[error("connection failed")]
+    Connect(#[source] BoxError),
+    /// The endpoint is at its connection limit (module docs, step 4).
+    #[error(transparent)]
+    Exhausted(PoolExhausted),
+    /// The connection failed while the request was on it.
+    #[error(transparent)]
+    Http(hyper::Error),
+    /// The HTTP/2 pool failed.
+    #[error(transparent)]
+    Pool(hyper_util::client::legacy::Error),
+}
+
+impl SendError {
+    fn from_pool(e: hyper_util::client::legacy::Error) -> Self {
+        if let Some(p) = exhausted(&e) {
+            return SendError::Exhausted(p);
+        }
+        SendError::Pool(e)
+    }
+
+    /// No connection was made: nothing reached the endpoint.
+    pub fn is_connect(&self) -> bool {
+        match self {
+            SendError::Connect(_) => true,
+            SendError::Pool(e) => e.is_connect(),
+            SendError::Exhausted(_) | SendError::Http(_) => false,
+        }
+    }
+}
+
+/// HTTP/1.1 keep-alive connections per endpoint, handed from request to request without a
+/// task per request: a connection goes back to its endpoint's free list when the response
+/// body has been read to its end (a body dropped midway closes the connection), and the next
+/// request takes the most recently freed one (the warmest).
+#[derive(Debug)]
+struct H1Pool {
+    per: Mutex<HashMap<SocketAddr, Arc<Free>>>,
+    limit: Option<Arc<Limit>>,
+    idle_timeout: Duration,
+    sweeping: AtomicBool,
+}
+
+/// The free connections of one endpoint.
+#[derive(Debug, Default)]
+struct Free {
+    conns: Mutex<Vec<(Sender, Instant)>>,
+    /// Signalled when a connection comes back, for requests waiting at the limit.
+    returned: Notify,
+}
+
+type Sender = hyper::client::conn::http1::SendRequest<ProxyBody>;
+
+impl Free {
+    fn put(&self, tx: Sender) {
+        let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+        conns.push((tx, Instant::now()));
+        drop(conns);
+        self.returned.notify_one();
+    }
+
+    /// The most recently freed live connection, if any. A connection whose task has not yet
+    /// taken in the end of its last exchange gets one turn of the scheduler to do so.
+    async fn take(&self, idle_timeout: Duration) -> Option<Sender> {
+        loop {
+            let (mut tx, since) = {
+                let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+                conns.pop()?
+            };
+            if tx.is_closed() || since.elapsed() >= idle_timeout {
+                continue;
+            }
+            if !tx.is_ready() {
+                tokio::task::yield_now().await;
+                if !tx.is_ready() {
+                    // Still busy (its request body may still be streaming): leave it for later.
+                    let ready = std::future::poll_fn(|cx| Poll::Ready(tx.poll_ready(cx)));
+                    match ready.await {
+                        Poll::Ready(Ok(())) => {}
+                        Poll::Ready(Err(_)) => continue,
+                        Poll::Pending => {
+                            self.put(tx);
+                            return None;
+                        }
+                    }
+                }
+            }
+            return Some(tx);
+        }
+    }
+}
+
+impl H1Pool {
+    fn free(self: &Arc<Self>, addr: SocketAddr) -> Arc<Free> {
+        let mut per = self.per.lock().unwrap_or_else(|p| p.into_inner());
+        let free = per.entry(addr).or_default();
+        Arc::clone(free)
+    }
+
+    async fn send(
+        pool: &Arc<Self>,
+        mut req: http::Request<ProxyBody>,
+        addr: SocketAddr,
+    ) -> Result<http::Response<UpstreamBody>, SendError> {
+        let free = pool.free(addr);
+        loop {
+            let (mut tx, reused) = pool.checkout(&free, addr).await?;
+            match tx.try_send_request(req).await {
+                Ok(resp) => {
+                    let back = Some(Back {
+                        tx,
+                        free: Arc::clone(&free),
+                    });
+                    return Ok(resp.map(|inner| UpstreamBody { inner, back }.check_end()));
+                }
+                Err(mut e) => match e.take_message() {
+                    // A kept-alive connection the endpoint closed before it took the request:
+                    // nothing was sent, so it goes on another connection (as hyper-util does).
+                    Some(unsent) if reused => req = unsent,
+                    _ => return Err(SendError::Http(e.into_error())),
+                },
+            }
+        }
+    }
+
+    /// A free connection (`true`), or a new one (`false`) within the connection limit.
+    async fn checkout(
+        self: &Arc<Self>,
+        free: &Arc<Free>,
+        addr: SocketAddr,
+    ) -> Result<(Sender, bool), SendError> {
+        let Some(limit) = &self.limit else {
+            if let Some(tx) = free.take(self.idle_timeout).await {
+                return Ok((tx, true));
+            }
+            return Ok((self.dial(addr, None).await?, false));
+        };
+        let semaphore = limit.semaphore(addr);
+        let deadline = tokio::time::Instant::now() + limit.wait;
+        loop {
+            let returned = free.returned.notified();
+            tokio::pin!(returned);
+            returned.as_mut().enable();
+            if let Some(tx) = free.take(self.idle_timeout).await {
+                return Ok((tx, true));
+            }
+            tokio::select! {
+                permit = Arc::clone(&semaphore).acquire_owned() => {
+                    return Ok((self.dial(addr, permit.ok()).await?, false));
+                }
+                () = &mut returned => {}
+                () = tokio::time::sleep_until(deadline) => {
+                    return Err(SendError::Exhausted(PoolExhausted {
+                        max: limit.max,
+                        waited: limit.wait,
+                    }));
+                }
+            }
+        }
+    }
+
+    /// A new connection to `addr`, its task spawned; it holds `permit` until it closes.
+    async fn dial(
+        self: &Arc<Self>,
+        addr: SocketAddr,
+        permit: Option<OwnedSemaphorePermit>,
+    ) -> Result<Sender, SendError> {
+        let stream = tcp::connect(addr, Nagle::Off)
+            .await
+            .map_err(|e| SendError::Connect(e.into()))?;
+        let (tx, conn) = hyper::client::conn::http1::Builder::new()
+            .writev(false)
+            .handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| SendError::Connect(e.into()))?;
+        tokio::spawn(async move {
+            if let Err(err) = conn.await {
+                tracing::debug!(%err, %addr, "upstream connection ended with an error");
+            }
+            drop(permit);
+        });
+        self.sweep();
+        Ok(tx)
+    }
+
+    /// Starts, once, the task closing connections idle for longer than the idle timeout; it
+    /// ends with the pool.
+    fn sweep(self: &Arc<Self>) {
+        if self.sweeping.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let pool = Arc::downgrade(self);
+        let every = (self.idle_timeout / 2).max(Duration::from_millis(10));
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(pool) = pool.upgrade() else { return };
+                let per = pool.per.lock().unwrap_or_else(|p| p.into_inner());
+                for free in per.values() {
+                    let mut conns = free.conns.lock().unwrap_or_else(|p| p.into_inner());
+                    conns.retain(|(tx, since)| {
+                        !tx.is_closed() && since.elapsed() < pool.idle_timeout
+                    });
+                }
+            }
+        });
+    }
+}
+
+/// A connection to hand back when its response body ends.
+#[derive(Debug)]
+struct Back {
+    tx: Sender,
+    free: Arc<Free>,
+}
+
+/// An upstream response body. Over HTTP/1.1 it gives its connection back to the pool when it
+/// has been read to the end.
+#[derive(Debug)]
+pub struct UpstreamBody {
+    inner: Incoming,
+    back: Option<Back>,
+}
+
+impl UpstreamBody {
+    /// Gives the connection back at once when there is no body to read.
+    fn check_end(mut self) -> Self {
+        if self.inner.is_end_stream() {
+            if let Some(b) = self.back.take() {
+                b.free.put(b.tx);
+            }
+        }
+        self
+    }
+}
+
+impl Body for UpstreamBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        let ended = match &polled {
+            Poll::Ready(None) => true,
+            Poll::Ready(Some(Ok(_))) => self.inner.is_end_stream(),
+            _ => false,
+        };
+        if ended {
+            if let Some(b) = self.back.take() {
+                b.free.put(b.tx);
+            }
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
     }
 }
 

@@ -1,0 +1,114 @@
+//! The HTTP/1.1 upstream pool: connections are reused once a response has been read, and a
+//! connection the endpoint closes is replaced, counted by real servers on loopback.
+
+mod support;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use support::{client, send, start};
+use tailguard_proxy::config::{ServiceConfig, Upstream};
+use tailguard_testsupport::TestServer;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+fn service(addr: std::net::SocketAddr) -> ServiceConfig {
+    let mut s = ServiceConfig::new("web", vec![Upstream::new(addr)]);
+    s.arm.retries = None;
+    s.arm.accrual = None;
+    s
+}
+
+#[tokio::test]
+async fn sequential_requests_share_one_upstream_connection() {
+    let server = TestServer::builder().spawn();
+    let proxy = start(service(server.addr())).await;
+    let c = client(false);
+    for method in ["GET", "HEAD", "POST"] {
+        for _ in 0..10 {
+            let (status, _, body) = send(&c, proxy.addr(), method, "/").await;
+            assert_eq!(status, 200);
+            let expected: &[u8] = if method == "HEAD" { b"" } else { b"ok" };
+            assert_eq!(&body[..], expected, "{method}");
+        }
+    }
+    assert_eq!(server.hits(), 30);
+    assert_eq!(
+        server.connections(),
+        1,
+        "every response was read to its end, so its connection went back to the pool"
+    );
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn concurrent_requests_open_no_more_connections_than_requests_in_flight() {
+    let server = TestServer::builder().spawn();
+    let proxy = start(service(server.addr())).await;
+    let c = client(false);
+    for _ in 0..5 {
+        let batch: Vec<_> = (0..4)
+            .map(|_| {
+                let c = c.clone();
+                let addr = proxy.addr();
+                tokio::spawn(async move { send(&c, addr, "GET", "/").await.0 })
+            })
+            .collect();
+        for r in batch {
+            assert_eq!(r.await.unwrap(), 200);
+        }
+    }
+    assert_eq!(server.hits(), 20);
+    let conns = server.connections();
+    assert!(
+        (1..=4).contains(&conns),
+        "{conns} connections for 4 in flight"
+    );
+    proxy.shutdown().await;
+}
+
+/// A raw HTTP/1.1 server that answers every request with `Connection: close` and closes.
+async fn closing_server() -> (std::net::SocketAddr, Arc<AtomicU64>) {
+    let listener = tailguard_http::tcp::bind("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicU64::new(0));
+    let count = Arc::clone(&accepted);
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) =
+                tailguard_http::tcp::accept(&listener, tailguard_http::Nagle::Off).await
+            else {
+                continue;
+            };
+            count.fetch_add(1, Ordering::Relaxed);
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                let mut got = Vec::new();
+                while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => got.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let reply = "HTTP/1.1 200 OK\r\ncontent-length: 3\r\nconnection: close\r\n\r\nbye";
+                let _ = stream.write_all(reply.as_bytes()).await;
+                let _ = stream.shutdown().await;
+            });
+        }
+    });
+    (addr, accepted)
+}
+
+#[tokio::test]
+async fn a_connection_the_endpoint_closes_is_replaced_for_the_next_request() {
+    let (addr, accepted) = closing_server().await;
+    let proxy = start(service(addr)).await;
+    let c = client(false);
+    for _ in 0..5 {
+        let (status, _, body) = send(&c, proxy.addr(), "GET", "/").await;
+        assert_eq!(status, 200);
+        assert_eq!(&body[..], b"bye");
+    }
+    assert_eq!(accepted.load(Ordering::Relaxed), 5);
+    proxy.shutdown().await;
+}
