@@ -140,7 +140,8 @@ impl ServiceConfig {
 /// Limits protecting the proxy from its clients.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
-    /// A client must send a request's headers within this (slowloris protection).
+    /// A connection with no request in flight for this long is closed: a client must send
+    /// its next request's headers within it (slowloris protection), idle connections end.
     pub header_read_timeout: Duration,
     /// Accepted connections at most; more wait in the kernel backlog.
     pub max_connections: usize,

@@ -1,0 +1,98 @@
+//! Slow and idle clients: a connection without a request in flight for the header read timeout
+//! is closed; a request in flight is never cut by it. Paused time: the clock jumps only when
+//! every task (proxy, backend, client) is waiting.
+
+mod support;
+
+use std::time::Duration;
+use support::{start, Backend};
+use tailguard_proxy::config::ServiceConfig;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+const LIMIT: Duration = Duration::from_secs(10); // the default limits.headerReadTimeoutMs
+
+async fn connect(addr: std::net::SocketAddr) -> TcpStream {
+    tailguard_http::tcp::connect(addr, tailguard_http::Nagle::Off)
+        .await
+        .unwrap()
+}
+
+/// Reads until the response `ok` body has arrived; returns what was read.
+async fn read_response(s: &mut TcpStream) -> String {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !got.ends_with(b"ok") {
+        let n = s.read(&mut buf).await.unwrap();
+        assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+/// Waits for the proxy to close `s`; returns how long that took.
+async fn closed_after(s: &mut TcpStream) -> Duration {
+    let start = Instant::now();
+    let mut buf = [0u8; 64];
+    match s.read(&mut buf).await {
+        Ok(0) | Err(_) => start.elapsed(),
+        Ok(n) => panic!("unexpected bytes: {:?}", &buf[..n]),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_that_never_finishes_its_headers_is_disconnected() {
+    let backend = Backend::spawn().await;
+    let proxy = start(ServiceConfig::new("web", vec![backend.upstream()])).await;
+    let mut s = connect(proxy.addr()).await;
+    s.write_all(b"GET / HTTP/1.1\r\nhost: web\r\n")
+        .await
+        .unwrap();
+    let waited = closed_after(&mut s).await;
+    assert!(
+        waited >= LIMIT && waited < LIMIT + Duration::from_secs(1),
+        "closed after {waited:?}"
+    );
+    assert_eq!(backend.hits(), 0);
+    proxy.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_kept_alive_connection_is_closed_after_the_timeout() {
+    let backend = Backend::spawn().await;
+    let proxy = start(ServiceConfig::new("web", vec![backend.upstream()])).await;
+    let mut s = connect(proxy.addr()).await;
+    for _ in 0..3 {
+        // Each exchange, even after most of the limit has passed, restarts the idle time.
+        tokio::time::sleep(LIMIT - Duration::from_secs(1)).await;
+        s.write_all(b"GET / HTTP/1.1\r\nhost: web\r\n\r\n")
+            .await
+            .unwrap();
+        let reply = read_response(&mut s).await;
+        assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    }
+    let waited = closed_after(&mut s).await;
+    assert!(
+        waited >= LIMIT && waited < LIMIT + Duration::from_secs(1),
+        "closed after {waited:?}"
+    );
+    assert_eq!(backend.hits(), 3);
+    proxy.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_response_slower_than_the_timeout_is_not_cut() {
+    let backend = Backend::spawn().await;
+    backend.set_delay(LIMIT * 2);
+    let proxy = start(ServiceConfig::new("web", vec![backend.upstream()])).await;
+    let mut s = connect(proxy.addr()).await;
+    let start = Instant::now();
+    s.write_all(b"GET / HTTP/1.1\r\nhost: web\r\n\r\n")
+        .await
+        .unwrap();
+    let reply = read_response(&mut s).await;
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    assert!(start.elapsed() >= LIMIT * 2, "{:?}", start.elapsed());
+    proxy.shutdown().await;
+}
