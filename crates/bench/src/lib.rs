@@ -83,6 +83,8 @@ pub struct Options {
     pub peers: bool,
     /// `nagle`: the rates to try (default 10, 100, 1,000 and 10,000 req/s).
     pub rates: Option<Vec<f64>>,
+    /// `overhead`: interleaved rounds per phase, each path's median reported (default 3).
+    pub rounds: Option<usize>,
     /// Set to stop between arms (Ctrl-C); the load generator stops itself on Ctrl-C.
     pub stop: Arc<AtomicBool>,
 }
@@ -99,6 +101,7 @@ impl Default for Options {
             proxy_exe: None,
             peers: true,
             rates: None,
+            rounds: None,
             stop: Arc::new(AtomicBool::new(false)),
         }
     }

@@ -4,6 +4,7 @@
 
 use crate::live::{self, ArmPlan, FleetSpec, Path, Runtimes, Traffic};
 use crate::peers::Peer;
+use crate::results::ArmRun;
 use crate::{BenchError, Options, Run};
 use std::time::Duration;
 use tailguard_fleet::Fleet;
@@ -67,45 +68,118 @@ pub(crate) fn run(opts: &Options, rts: &Runtimes, run: &mut Run<'_>) -> Result<(
         max_len.as_secs_f64(),
         fixed_len.as_secs_f64()
     );
+    let rounds = opts.rounds.unwrap_or(DEFAULT_ROUNDS).max(1);
+    if rounds > 1 {
+        run.report.notes.push(format!(
+            "each row is the median of {rounds} interleaved rounds (max rate: by req/s; fixed \
+             rate: by p99), so a noisy moment of the machine does not decide a comparison"
+        ));
+    }
     run.console
-        .plan((max_len.as_secs() + fixed_len.as_secs()) * paths.len() as u64);
-    let mut lowest = f64::INFINITY;
-    for (name, path) in &paths {
-        let plan = ArmPlan {
-            name: name.clone(),
-            group: "max rate".to_owned(),
-            path: path.clone(),
-            fleet: &fleet,
-            traffic: base.clone(),
-        };
-        if run.halt() {
-            return Ok(());
-        }
-        let done = live::run_arm(rts, run.console, &plan)?;
-        lowest = lowest.min(done.arm.achieved_rate);
-        if run.record(done) {
-            return Ok(());
-        }
-    }
+        .plan((max_len.as_secs() + fixed_len.as_secs()) * (paths.len() * rounds) as u64);
+    let Some(max) = phase(rts, run, &fleet, &paths, rounds, MAX_GROUP, &base, by_rate)? else {
+        return Ok(());
+    };
+    let lowest = max.iter().fold(f64::INFINITY, |m, &r| m.min(r));
     let fixed = (0.75 * lowest).floor().max(1.0);
-    for (name, path) in &paths {
-        let plan = ArmPlan {
-            name: name.clone(),
-            group: format!("fixed {fixed} req/s"),
-            path: path.clone(),
-            fleet: &fleet,
-            traffic: Traffic {
-                rate: fixed,
-                duration: fixed_len,
-                ..base.clone()
-            },
-        };
-        if run.halt() {
-            break;
-        }
-        if run.record(live::run_arm(rts, run.console, &plan)?) {
-            break;
+    let traffic = Traffic {
+        rate: fixed,
+        duration: fixed_len,
+        ..base.clone()
+    };
+    let group = format!("fixed {fixed} req/s");
+    phase(rts, run, &fleet, &paths, rounds, &group, &traffic, by_p99)?;
+    Ok(())
+}
+
+/// The first phase's group name.
+const MAX_GROUP: &str = "max rate";
+
+/// Rounds of the seed's runs: every round has an arm of each path, interleaved.
+const DEFAULT_ROUNDS: usize = 3;
+
+fn by_rate(a: &ArmRun) -> f64 {
+    a.achieved_rate
+}
+
+fn by_p99(a: &ArmRun) -> f64 {
+    a.latency_us.p99 as f64
+}
+
+/// Runs `rounds` interleaved rounds of every path and records each path's median run by `key`.
+/// Returns each recorded run's achieved rate, or `None` when Ctrl-C stopped the phase (what
+/// was measured is recorded).
+#[allow(clippy::too_many_arguments)]
+fn phase(
+    rts: &Runtimes,
+    run: &mut Run<'_>,
+    fleet: &FleetSpec,
+    paths: &[(String, Path)],
+    rounds: usize,
+    group: &str,
+    traffic: &Traffic,
+    key: fn(&ArmRun) -> f64,
+) -> Result<Option<Vec<f64>>, BenchError> {
+    let mut runs: Vec<Vec<live::Outcome>> = paths.iter().map(|_| Vec::new()).collect();
+    let mut stopped = false;
+    'rounds: for _ in 0..rounds {
+        for ((name, path), done) in paths.iter().zip(runs.iter_mut()) {
+            if run.stopped() {
+                stopped = true;
+                break 'rounds;
+            }
+            let plan = ArmPlan {
+                name: name.clone(),
+                group: group.to_owned(),
+                path: path.clone(),
+                fleet,
+                traffic: traffic.clone(),
+            };
+            let outcome = live::run_arm(rts, run.console, &plan)?;
+            let interrupted = outcome.interrupted;
+            done.push(outcome);
+            if interrupted {
+                stopped = true;
+                break 'rounds;
+            }
         }
     }
-    Ok(())
+    let mut rates = Vec::new();
+    let mut spread = Vec::new();
+    for (runs, (name, _)) in runs.into_iter().zip(paths) {
+        if runs.len() > 1 {
+            let values: Vec<String> = runs.iter().map(|o| format!("{:.0}", key(&o.arm))).collect();
+            spread.push(format!("{name} {}", values.join(" / ")));
+        }
+        if let Some(median) = median_by(runs, key) {
+            rates.push(median.arm.achieved_rate);
+            if run.record(median) {
+                stopped = true;
+            }
+        }
+    }
+    if !spread.is_empty() {
+        let what = if group == MAX_GROUP {
+            "req/s"
+        } else {
+            "p99 µs"
+        };
+        run.report
+            .notes
+            .push(format!("{group}, {what} per round: {}", spread.join("; ")));
+    }
+    if stopped || run.halt() {
+        return Ok(None);
+    }
+    Ok(Some(rates))
+}
+
+/// The run with the median `key` (the lower middle one of an even count).
+fn median_by(mut runs: Vec<live::Outcome>, key: fn(&ArmRun) -> f64) -> Option<live::Outcome> {
+    if runs.is_empty() {
+        return None;
+    }
+    runs.sort_by(|a, b| key(&a.arm).total_cmp(&key(&b.arm)));
+    let middle = (runs.len() - 1) / 2;
+    Some(runs.swap_remove(middle))
 }

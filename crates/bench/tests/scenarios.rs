@@ -97,7 +97,18 @@ fn slow_middle_peak_ewma_beats_round_robin() {
 /// Seed 003: every path is measured at its maximum, then all at 75% of the lowest maximum.
 #[test]
 fn overhead_reports_every_arm_at_max_and_at_the_fixed_rate() {
-    let r = bench("overhead", &short(1));
+    let opts = Options {
+        rounds: Some(2),
+        ..short(1)
+    };
+    let r = bench("overhead", &opts);
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.starts_with("max rate, req/s per round: direct ")),
+        "{:?}",
+        r.notes
+    );
     let groups = r.groups();
     assert_eq!(groups.len(), 2, "{groups:?}");
     assert_eq!(groups[0], "max rate");

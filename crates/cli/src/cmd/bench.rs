@@ -40,6 +40,9 @@ pub struct Args {
     /// nagle: the rates to try, comma-separated (default 10,100,1000,10000).
     #[arg(long, value_delimiter = ',')]
     rates: Vec<f64>,
+    /// overhead: interleaved rounds per phase; each path's median run is reported [default: 3].
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=100))]
+    rounds: Option<u16>,
     /// overhead: leave HAProxy and nginx out even when installed.
     #[arg(long)]
     no_peers: bool,
@@ -83,6 +86,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         },
         peers: !args.no_peers,
         rates: (!args.rates.is_empty()).then(|| args.rates.clone()),
+        rounds: args.rounds.map(usize::from),
         stop: Arc::new(AtomicBool::new(false)),
     };
     let report = execute(&name, &opts)?;
