@@ -77,7 +77,13 @@ pub(crate) fn run(opts: &Options, rts: &Runtimes, run: &mut Run<'_>) -> Result<(
     }
     run.console
         .plan((max_len.as_secs() + fixed_len.as_secs()) * (paths.len() * rounds) as u64);
-    let Some(max) = phase(rts, run, &fleet, &paths, rounds, MAX_GROUP, &base, by_rate)? else {
+    let rounds = Rounds {
+        rts,
+        fleet: &fleet,
+        paths: &paths,
+        count: rounds,
+    };
+    let Some(max) = rounds.phase(run, "max rate", &base, BY_RATE)? else {
         return Ok(());
     };
     let lowest = max.iter().fold(f64::INFINITY, |m, &r| m.min(r));
@@ -88,90 +94,102 @@ pub(crate) fn run(opts: &Options, rts: &Runtimes, run: &mut Run<'_>) -> Result<(
         ..base.clone()
     };
     let group = format!("fixed {fixed} req/s");
-    phase(rts, run, &fleet, &paths, rounds, &group, &traffic, by_p99)?;
+    rounds.phase(run, &group, &traffic, BY_P99)?;
     Ok(())
 }
-
-/// The first phase's group name.
-const MAX_GROUP: &str = "max rate";
 
 /// Rounds of the seed's runs: every round has an arm of each path, interleaved.
 const DEFAULT_ROUNDS: usize = 3;
 
-fn by_rate(a: &ArmRun) -> f64 {
-    a.achieved_rate
-}
-
-fn by_p99(a: &ArmRun) -> f64 {
-    a.latency_us.p99 as f64
-}
-
-/// Runs `rounds` interleaved rounds of every path and records each path's median run by `key`.
-/// Returns each recorded run's achieved rate, or `None` when Ctrl-C stopped the phase (what
-/// was measured is recorded).
-#[allow(clippy::too_many_arguments)]
-fn phase(
-    rts: &Runtimes,
-    run: &mut Run<'_>,
-    fleet: &FleetSpec,
-    paths: &[(String, Path)],
-    rounds: usize,
-    group: &str,
-    traffic: &Traffic,
+/// How a phase picks each path's median run, and what its notes call the figure.
+#[derive(Clone, Copy)]
+struct Median {
+    what: &'static str,
     key: fn(&ArmRun) -> f64,
-) -> Result<Option<Vec<f64>>, BenchError> {
-    let mut runs: Vec<Vec<live::Outcome>> = paths.iter().map(|_| Vec::new()).collect();
-    let mut stopped = false;
-    'rounds: for _ in 0..rounds {
-        for ((name, path), done) in paths.iter().zip(runs.iter_mut()) {
-            if run.stopped() {
-                stopped = true;
-                break 'rounds;
-            }
-            let plan = ArmPlan {
-                name: name.clone(),
-                group: group.to_owned(),
-                path: path.clone(),
-                fleet,
-                traffic: traffic.clone(),
-            };
-            let outcome = live::run_arm(rts, run.console, &plan)?;
-            let interrupted = outcome.interrupted;
-            done.push(outcome);
-            if interrupted {
-                stopped = true;
-                break 'rounds;
+}
+
+const BY_RATE: Median = Median {
+    what: "req/s",
+    key: |a| a.achieved_rate,
+};
+
+const BY_P99: Median = Median {
+    what: "p99 µs",
+    key: |a| a.latency_us.p99 as f64,
+};
+
+/// The paths of one run and how many interleaved rounds each phase has.
+struct Rounds<'a> {
+    rts: &'a Runtimes,
+    fleet: &'a FleetSpec,
+    paths: &'a [(String, Path)],
+    count: usize,
+}
+
+impl Rounds<'_> {
+    /// Runs the rounds of one phase and records each path's median run. Returns each recorded
+    /// run's achieved rate, or `None` when Ctrl-C stopped the phase (what was measured is
+    /// recorded).
+    fn phase(
+        &self,
+        run: &mut Run<'_>,
+        group: &str,
+        traffic: &Traffic,
+        median: Median,
+    ) -> Result<Option<Vec<f64>>, BenchError> {
+        let mut runs: Vec<Vec<live::Outcome>> = self.paths.iter().map(|_| Vec::new()).collect();
+        let mut stopped = false;
+        'rounds: for _ in 0..self.count {
+            for ((name, path), done) in self.paths.iter().zip(runs.iter_mut()) {
+                if run.stopped() {
+                    stopped = true;
+                    break 'rounds;
+                }
+                let plan = ArmPlan {
+                    name: name.clone(),
+                    group: group.to_owned(),
+                    path: path.clone(),
+                    fleet: self.fleet,
+                    traffic: traffic.clone(),
+                };
+                let outcome = live::run_arm(self.rts, run.console, &plan)?;
+                let interrupted = outcome.interrupted;
+                done.push(outcome);
+                if interrupted {
+                    stopped = true;
+                    break 'rounds;
+                }
             }
         }
-    }
-    let mut rates = Vec::new();
-    let mut spread = Vec::new();
-    for (runs, (name, _)) in runs.into_iter().zip(paths) {
-        if runs.len() > 1 {
-            let values: Vec<String> = runs.iter().map(|o| format!("{:.0}", key(&o.arm))).collect();
-            spread.push(format!("{name} {}", values.join(" / ")));
-        }
-        if let Some(median) = median_by(runs, key) {
-            rates.push(median.arm.achieved_rate);
-            if run.record(median) {
-                stopped = true;
+        let mut rates = Vec::new();
+        let mut spread = Vec::new();
+        for (runs, (name, _)) in runs.into_iter().zip(self.paths) {
+            if runs.len() > 1 {
+                let values: Vec<String> = runs
+                    .iter()
+                    .map(|o| format!("{:.0}", (median.key)(&o.arm)))
+                    .collect();
+                spread.push(format!("{name} {}", values.join(" / ")));
+            }
+            if let Some(middle) = median_by(runs, median.key) {
+                rates.push(middle.arm.achieved_rate);
+                if run.record(middle) {
+                    stopped = true;
+                }
             }
         }
+        if !spread.is_empty() {
+            run.report.notes.push(format!(
+                "{group}, {} per round: {}",
+                median.what,
+                spread.join("; ")
+            ));
+        }
+        if stopped || run.halt() {
+            return Ok(None);
+        }
+        Ok(Some(rates))
     }
-    if !spread.is_empty() {
-        let what = if group == MAX_GROUP {
-            "req/s"
-        } else {
-            "p99 µs"
-        };
-        run.report
-            .notes
-            .push(format!("{group}, {what} per round: {}", spread.join("; ")));
-    }
-    if stopped || run.halt() {
-        return Ok(None);
-    }
-    Ok(Some(rates))
 }
 
 /// The run with the median `key` (the lower middle one of an even count).

@@ -542,7 +542,7 @@ impl Body for UpstreamBody {
 }
 
 /// The [`PoolExhausted`] behind a failed send, if that is why it failed.
-pub fn exhausted(e: &(dyn std::error::Error + 'static)) -> Option<PoolExhausted> {
+fn exhausted(e: &(dyn std::error::Error + 'static)) -> Option<PoolExhausted> {
     let mut next = Some(e);
     while let Some(err) = next {
         if let Some(p) = err.downcast_ref::<PoolExhausted>() {
