@@ -1,6 +1,6 @@
 //! The open-loop load generator behind `tailguard load`.
 //!
-//! Requests are released on a schedule ([`tailguard_pacing`]) by a dedicated pacer thread,
+//! Requests are released on a schedule ([`tailguard_pacing`]) by a pacer on each worker thread,
 //! whatever the server does, and each one's latency is measured from the time it was *due*:
 //! when a server stalls, the requests due during the stall are counted with the wait they
 //! would have seen (no coordinated omission). At most `concurrency` requests are in flight;

@@ -5,13 +5,13 @@ use crate::clock::Clock;
 use crate::config::{Config, ConfigError, Protocol};
 use crate::conn::Connector;
 use crate::metrics::{self, Metrics};
-use crate::pacer::{self, Limits, PacerState};
+use crate::pacer::{Limits, PacerState};
 use crate::reporter::{epoch_secs, DueCounter, Reporter};
 use crate::request::Template;
 use crate::selfcheck;
 use crate::slo::Verdict;
 use crate::target::TargetError;
-use crate::threads::{Feed, WorkerThreads};
+use crate::threads::{Feed, OpenLoop, WorkerThreads};
 use crate::worker::{ClosedLoop, H2Pool, Job, Shared};
 use std::io::{BufWriter, Write};
 use std::sync::atomic::Ordering;
@@ -83,7 +83,8 @@ pub fn run(cfg: Config, out: &mut dyn Write) -> Result<Report, LoadError> {
     let threads = match cfg.threads {
         0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
         n => n,
-    };
+    }
+    .clamp(1, cfg.concurrency.max(1));
     // The control runtime (reporting, metrics, Ctrl-C); workers run on their own threads.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -129,9 +130,6 @@ async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<R
         control.pacer.clone(),
     );
     let interrupted = drive(&cfg, clock, &mut control, &mut reporter, out).await;
-    if let Some(p) = control.pacer_thread.take() {
-        let _ = tokio::task::spawn_blocking(move || p.join()).await;
-    }
     let workers = control.workers;
     let _ = tokio::task::spawn_blocking(move || workers.join()).await;
     let elapsed = clock.elapsed();
@@ -148,9 +146,9 @@ struct Control {
     workers: WorkerThreads,
     stats: Vec<Arc<Mutex<Stats>>>,
     pacer: Option<Arc<PacerState>>,
-    pacer_thread: Option<std::thread::JoinHandle<()>>,
     closed: Option<Arc<ClosedLoop>>,
-    jobs: Option<async_channel::Receiver<Job>>,
+    /// Each thread's queue of released requests (open loop).
+    jobs: Vec<async_channel::Receiver<Job>>,
 }
 
 fn start_load(cfg: &Config, clock: Clock, threads: usize, shared: &Arc<Shared>) -> Control {
@@ -162,28 +160,30 @@ fn start_load(cfg: &Config, clock: Clock, threads: usize, shared: &Arc<Shared>) 
             workers,
             stats,
             pacer: None,
-            pacer_thread: None,
             closed: Some(ctl),
-            jobs: None,
+            jobs: Vec::new(),
         };
     }
-    let (tx, rx) = async_channel::unbounded();
-    let feed = Feed::Open(rx.clone());
-    let (workers, stats) = WorkerThreads::start(threads, cfg.concurrency, shared, &feed);
     let state = Arc::new(PacerState::default());
-    let schedule = Schedule::new(cfg.arrivals, cfg.rate, cfg.seed).expect("validated rate");
-    let limits = Limits {
-        total: cfg.total_requests,
-        duration: cfg.duration,
-    };
-    let thread = pacer::spawn(schedule, limits, clock, tx, state.clone());
+    let open = Arc::new(OpenLoop {
+        schedule: Schedule::new(cfg.arrivals, cfg.rate, cfg.seed).expect("validated rate"),
+        limits: Limits {
+            total: cfg.total_requests,
+            duration: cfg.duration,
+        },
+        clock,
+        state: state.clone(),
+        queues: (0..threads).map(|_| async_channel::unbounded()).collect(),
+    });
+    let jobs = open.queues.iter().map(|(_, rx)| rx.clone()).collect();
+    let (workers, stats) =
+        WorkerThreads::start(threads, cfg.concurrency, shared, &Feed::Open(open));
     Control {
         workers,
         stats,
         pacer: Some(state),
-        pacer_thread: Some(thread),
         closed: None,
-        jobs: Some(rx),
+        jobs,
     }
 }
 
@@ -242,16 +242,16 @@ fn stop(control: &Control) {
     if let Some(c) = &control.closed {
         c.stop.store(true, Ordering::Relaxed);
     }
-    if let Some(jobs) = &control.jobs {
+    // Closing lets receivers take what is queued; what is not taken now is not sent.
+    let mut unsent = 0;
+    for jobs in &control.jobs {
         jobs.close();
-        // Closing lets receivers take what is queued; what is not taken now is not sent.
-        let mut unsent = 0;
         while jobs.try_recv().is_ok() {
             unsent += 1;
         }
-        if unsent > 0 {
-            eprintln!("tailguard: {unsent} scheduled requests were not sent");
-        }
+    }
+    if unsent > 0 {
+        eprintln!("tailguard: {unsent} scheduled requests were not sent");
     }
 }
 

@@ -1,8 +1,8 @@
 //! Generator self-check: is the generator, not the server, the bottleneck?
 //!
 //! At each interval end the run compares three signals and warns on stderr:
-//! 1. the pacer's own lateness (due time to hand-off): if its p99 exceeds 1 ms, the pacer thread
-//!    itself cannot keep the schedule (CPU starved, or the rate is beyond one thread);
+//! 1. the pacers' own lateness (due time to release): if its p99 exceeds 1 ms, the pacers
+//!    themselves cannot keep the schedule (CPU starved, or the rate is beyond the worker threads);
 //! 2. the process CPU time over the interval: above 90% of the runtime's threads, the generator
 //!    is CPU-bound and its measurements include its own queueing;
 //! 3. requests sent late while the pacer was on time: the concurrency cap was reached, so
@@ -46,8 +46,7 @@ pub(crate) fn warnings(e: &Evidence<'_>) -> Vec<String> {
     }
     if let Some(cpu) = e.cpu {
         let busy = cpu.as_secs_f64() / e.wall.as_secs_f64().max(1e-9);
-        // The pacer thread adds one more thread to the runtime's.
-        if busy >= 0.9 * (e.threads + 1) as f64 {
+        if busy >= 0.9 * e.threads as f64 {
             out.push(format!(
                 "warning: the load generator used {:.0}% CPU ({} threads): it may be the bottleneck",
                 busy * 100.0,

@@ -3,6 +3,7 @@
 mod common;
 
 use std::time::Duration;
+use tailguard_pacing::{Arrivals, Schedule};
 use tailguard_testsupport::TestServer;
 
 #[test]
@@ -16,6 +17,38 @@ fn total_requests_sends_exactly_n_open_and_closed_loop() {
         let (report, _) = common::run(cfg);
         assert_eq!(report.summary.totals.requests, 1_234, "rate {rate}");
         assert_eq!(server.hits(), 1_234, "rate {rate}");
+    }
+}
+
+/// With several worker threads each pacing its own share, the requests sent are the one
+/// schedule: every due time once, Poisson gaps included.
+#[test]
+fn threads_together_send_exactly_the_schedule() {
+    for arrivals in [Arrivals::Constant, Arrivals::Poisson] {
+        let server = TestServer::builder().spawn();
+        let mut cfg = common::config(&server.url("/"), 5_000.0, Duration::from_secs(60));
+        cfg.duration = None;
+        cfg.total_requests = Some(1_000);
+        cfg.arrivals = arrivals;
+        cfg.seed = 42;
+        cfg.threads = 3;
+        cfg.concurrency = 8;
+        let records = common::keep_records(&mut cfg);
+        let (report, _) = common::run(cfg);
+        assert_eq!(report.summary.totals.requests, 1_000, "{arrivals}");
+        let mut got: Vec<Duration> = records
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|r| r.scheduled)
+            .collect();
+        got.sort();
+        let mut schedule = Schedule::new(arrivals, 5_000.0, 42).unwrap();
+        let want: Vec<Duration> = (0..1_000).map(|i| schedule.next_send(i)).collect();
+        assert_eq!(got, want, "{arrivals}");
+        for r in records.lock().unwrap().iter() {
+            assert!(r.sent >= r.scheduled, "never sent before its due time");
+        }
     }
 }
 

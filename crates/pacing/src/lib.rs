@@ -1,7 +1,8 @@
 //! Arrival schedules: when the i-th request of a run is due.
 //!
-//! Pure: a schedule never reads a clock or sleeps. The load generator's pacer thread asks
-//! [`Schedule::next_send`] for each request's offset from the start and sleeps until then; the
+//! Pure: a schedule never reads a clock or sleeps. The load generator's pacers (one per worker
+//! thread, each on a [`Shard`]) ask [`Schedule::next_send`] for each request's offset from the
+//! start and sleep until then; the
 //! simulator asks the same question in virtual time; tests ask it directly. This is vegeta's
 //! "pacer as a pure function" idea, with offsets instead of waits.
 //!
@@ -148,6 +149,56 @@ impl Schedule {
     /// count of an interval report.
     pub fn due_by(&self, elapsed: Duration) -> u64 {
         (elapsed.as_secs_f64() * self.rate).floor() as u64 + 1
+    }
+}
+
+/// One thread's share of a schedule: the requests `i` with `i % of == part`, in order, each
+/// with the offset the whole schedule gives it.
+///
+/// The load generator runs one pacer per worker thread, each on its own shard, so requests are
+/// released where they are sent (no hand-off between threads) and the union of the shards is
+/// exactly the one schedule, Poisson gaps included (a shard draws the gaps of the requests it
+/// skips, so every shard sees the same sequence).
+#[derive(Clone, Debug)]
+pub struct Shard {
+    schedule: Schedule,
+    /// The next request of this shard.
+    next: u64,
+    of: u64,
+    /// Requests of the whole schedule drawn so far (Poisson draws in order).
+    drawn: u64,
+}
+
+impl Shard {
+    /// Part `part` (0-based) of `of` parts of `schedule`.
+    ///
+    /// # Panics
+    /// When `of` is zero or `part >= of`.
+    pub fn new(schedule: Schedule, part: u64, of: u64) -> Shard {
+        assert!(part < of, "shard {part} of {of}");
+        Shard {
+            schedule,
+            next: part,
+            of,
+            drawn: 0,
+        }
+    }
+
+    /// The shard's next request and its offset, without moving past it.
+    pub fn peek(&mut self) -> (u64, Duration) {
+        // Draw the skipped requests' gaps (a constant schedule answers any index directly).
+        if self.schedule.arrivals == Arrivals::Poisson {
+            while self.drawn < self.next {
+                self.schedule.next_send(self.drawn);
+                self.drawn += 1;
+            }
+        }
+        (self.next, self.schedule.next_send(self.next))
+    }
+
+    /// Moves to the shard's following request.
+    pub fn advance(&mut self) {
+        self.next += self.of;
     }
 }
 

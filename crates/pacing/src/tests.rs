@@ -59,3 +59,37 @@ proptest! {
         prop_assert!(s.next_send(n) + Duration::from_nanos(1) > elapsed);
     }
 }
+
+proptest! {
+    /// The shards of a schedule, merged, are the schedule: every request once, at its offset.
+    #[test]
+    fn shards_partition_the_schedule(
+        poisson in any::<bool>(),
+        rate in 1.0f64..100_000.0,
+        seed in any::<u64>(),
+        of in 1u64..5,
+    ) {
+        let arrivals = if poisson { Arrivals::Poisson } else { Arrivals::Constant };
+        let whole = Schedule::new(arrivals, rate, seed).unwrap();
+        let mut reference = whole.clone();
+        let want: Vec<Duration> = (0..200).map(|i| reference.next_send(i)).collect();
+        let mut got = vec![None; 200];
+        for part in 0..of {
+            let mut shard = Shard::new(whole.clone(), part, of);
+            loop {
+                let (i, due) = shard.peek();
+                // Peeking twice gives the same answer.
+                prop_assert_eq!(shard.peek(), (i, due));
+                if i >= 200 {
+                    break;
+                }
+                prop_assert_eq!(i % of, part);
+                prop_assert!(got[i as usize].is_none());
+                got[i as usize] = Some(due);
+                shard.advance();
+            }
+        }
+        let got: Vec<Duration> = got.into_iter().map(|d| d.expect("every request in a shard")).collect();
+        prop_assert_eq!(got, want);
+    }
+}
