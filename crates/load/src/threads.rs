@@ -1,5 +1,6 @@
 //! Worker threads: one single-threaded Tokio runtime per thread, each running its share of the
-//! workers and keeping one set of statistics.
+//! workers, keeping one set of statistics and, in an open loop, pacing its own shard of the
+//! schedule ([`crate::pacer`]).
 //!
 //! Why not one multi-threaded runtime: a worker and the HTTP/1.1 connection it drives stay on
 //! one thread, so a request costs no cross-thread wake-up or work-stealing bookkeeping, and the
