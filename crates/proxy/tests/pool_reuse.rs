@@ -3,10 +3,14 @@
 
 mod support;
 
+use bytes::Bytes;
+use http::Request;
+use http_body_util::{BodyExt, Full};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use support::{client, send, start};
-use tailguard_proxy::config::{ServiceConfig, Upstream};
+use std::time::Duration;
+use support::{client, send, start, Backend};
+use tailguard_proxy::config::{ServiceConfig, Upstream, UpstreamProtocol};
 use tailguard_testsupport::TestServer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -61,6 +65,46 @@ async fn concurrent_requests_open_no_more_connections_than_requests_in_flight() 
     assert!(
         (1..=4).contains(&conns),
         "{conns} connections for 4 in flight"
+    );
+    proxy.shutdown().await;
+}
+
+/// Bodies larger than the socket buffers stream through both ways at once (the backend echoes
+/// while it reads) over a pooled HTTP/1.1 connection, from an HTTP/1.1 and from an HTTP/2
+/// client, and the connection comes back to the pool for the next request.
+#[tokio::test]
+async fn large_bodies_stream_both_ways_over_one_pooled_connection() {
+    let backend = Backend::spawn().await;
+    let mut s = service(backend.addr);
+    s.protocol = UpstreamProtocol::Http1;
+    let proxy = start(s).await;
+    let payload: Bytes = (0..4u32 << 20).map(|i| (i % 251) as u8).collect();
+    for h2 in [false, true] {
+        let c = client(h2);
+        for round in 0..2 {
+            let req = Request::post(format!("http://{}/echo", proxy.addr()))
+                .body(Full::new(payload.clone()))
+                .unwrap();
+            let exchange = async {
+                let resp = c.request(req).await.unwrap();
+                assert_eq!(resp.status(), 200, "h2 {h2}, round {round}");
+                resp.into_body().collect().await.unwrap().to_bytes()
+            };
+            let body = tokio::time::timeout(Duration::from_secs(30), exchange)
+                .await
+                .unwrap_or_else(|_| panic!("h2 {h2}, round {round}: stalled for 30 s"));
+            assert_eq!(body.len(), payload.len(), "h2 {h2}, round {round}");
+            assert!(
+                body == payload,
+                "h2 {h2}, round {round}: echoed bytes differ"
+            );
+        }
+    }
+    assert_eq!(backend.hits(), 4);
+    assert_eq!(
+        backend.connections(),
+        1,
+        "each echoed body was read to its end, so the connection went back to the pool"
     );
     proxy.shutdown().await;
 }

@@ -24,10 +24,12 @@ struct State {
     delay_ms: AtomicU64,
     status: AtomicU16,
     hits: AtomicU64,
+    connections: AtomicU64,
     last: Mutex<Option<HeaderMap>>,
 }
 
-/// A backend on 127.0.0.1 serving HTTP/1.1 and h2c; `/trailers` answers with gRPC-style trailers.
+/// A backend on 127.0.0.1 serving HTTP/1.1 and h2c; `/trailers` answers with gRPC-style
+/// trailers, `/echo` streams the request body back as it arrives.
 #[derive(Debug)]
 pub struct Backend {
     pub addr: SocketAddr,
@@ -59,6 +61,7 @@ impl Backend {
                 else {
                     continue;
                 };
+                shared.connections.fetch_add(1, Ordering::Relaxed);
                 let state = Arc::clone(&shared);
                 let service = service_fn(move |req| answer(Arc::clone(&state), req));
                 tokio::spawn(tailguard_http::server::serve_connection(stream, service));
@@ -85,12 +88,17 @@ impl Backend {
         self.state.hits.load(Ordering::Relaxed)
     }
 
+    /// Connections accepted so far.
+    pub fn connections(&self) -> u64 {
+        self.state.connections.load(Ordering::Relaxed)
+    }
+
     pub fn last_headers(&self) -> HeaderMap {
         self.state.last.lock().unwrap().clone().unwrap_or_default()
     }
 }
 
-type Body = BoxBody<Bytes, Infallible>;
+type Body = BoxBody<Bytes, hyper::Error>;
 
 async fn answer(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
     state.hits.fetch_add(1, Ordering::Relaxed);
@@ -99,16 +107,22 @@ async fn answer(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Bo
     if delay > 0 {
         tokio::time::sleep(Duration::from_millis(delay)).await;
     }
-    let body: Body = if req.uri().path() == "/trailers" {
+    let body: Body = if req.uri().path() == "/echo" {
+        req.into_body().boxed()
+    } else if req.uri().path() == "/trailers" {
         let mut trailers = HeaderMap::new();
         trailers.insert("grpc-status", "0".parse().unwrap());
         let frames = vec![
             Ok(Frame::data(Bytes::from_static(b"msg"))),
             Ok(Frame::trailers(trailers)),
         ];
-        StreamBody::new(futures_stream(frames)).boxed()
+        StreamBody::new(futures_stream(frames))
+            .map_err(|never| match never {})
+            .boxed()
     } else {
-        Full::new(Bytes::from_static(b"ok")).boxed()
+        Full::new(Bytes::from_static(b"ok"))
+            .map_err(|never| match never {})
+            .boxed()
     };
     let mut resp = Response::new(body);
     *resp.status_mut() = StatusCode::from_u16(state.status.load(Ordering::Relaxed)).unwrap();
