@@ -2,7 +2,7 @@
 # Proxy overhead A/B: two tailguard binaries (e.g. before and after a change) and HAProxy in
 # front of one zero-latency nginx backend, each driven to its maximum closed-loop throughput
 # in turn, ROUNDS times (interleaved, so a busy machine slows every arm alike). Prints req/s
-# and proxy CPU µs per request for every run, then the median per arm.
+# and proxy CPU µs per request (user + system) for every run, then the medians per arm.
 # Usage: bench/proxy/ab.sh BEFORE_BIN AFTER_BIN [SECONDS] [ROUNDS] [CONNS]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -22,21 +22,22 @@ for port in 18301 18341 18351 18321; do # readiness: bounded polling
 done
 declare -A port=([before]=18341 [after]=18351 [haproxy]=18321)
 declare -A pid=([before]=$a_pid [after]=$b_pid [haproxy]=$ha_pid)
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+ticks() { awk '{print $14, $15}' "/proc/$1/stat"; } # user and system
 hz=$(getconf CLK_TCK)
 for r in $(seq "$rounds"); do
   for arm in before after haproxy; do
-    t0=$(ticks "${pid[$arm]}")
+    read -r u0 s0 < <(ticks "${pid[$arm]}")
     "$load" load --rate 0 -c "$conns" -d "${secs}s" -q --json "$dir/out.json" \
       "http://127.0.0.1:${port[$arm]}/" >/dev/null
-    t1=$(ticks "${pid[$arm]}")
-    python3 - "$dir/out.json" "$arm" "$r" "$((t1 - t0))" "$hz" <<'PY' | tee -a "$dir/rows"
+    read -r u1 s1 < <(ticks "${pid[$arm]}")
+    python3 - "$dir/out.json" "$arm" "$r" "$((u1 - u0))" "$((s1 - s0))" "$hz" <<'PY' | tee -a "$dir/rows"
 import json, sys
 s = json.load(open(sys.argv[1]))
-arm, r, ticks, hz = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+arm, r, user, system, hz = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
 rate, good = s["achieved_rate"], s["good"]
-cpu_us = ticks / hz * 1e6 / max(1, s["requests"])
-print(f"round {r} {arm:8} {rate:9.0f} req/s  cpu {cpu_us:5.1f} us/req  good {good}/{s['requests']}")
+us = lambda ticks: ticks / hz * 1e6 / max(1, s["requests"])
+print(f"round {r} {arm:8} {rate:9.0f} req/s  cpu {us(user + system):5.1f} us/req"
+      f" (user {us(user):4.1f} sys {us(system):4.1f})  good {good}/{s['requests']}")
 PY
   done
 done
@@ -45,7 +46,9 @@ import sys, statistics, collections
 by = collections.defaultdict(list)
 for line in open(sys.argv[1]):
     f = line.split()
-    by[f[2]].append(float(f[3]))
+    by[f[2]].append((float(f[3]), float(f[6]), float(f[9]), float(f[11].rstrip(")"))))
 for arm, v in by.items():
-    print(f"median {arm:8} {statistics.median(v):9.0f} req/s over {len(v)} runs")
+    m = [statistics.median(x[i] for x in v) for i in range(4)]
+    print(f"median {arm:8} {m[0]:9.0f} req/s  cpu {m[1]:5.1f} us/req"
+          f" (user {m[2]:4.1f} sys {m[3]:4.1f}) over {len(v)} runs")
 PY
