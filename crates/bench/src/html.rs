@@ -49,9 +49,13 @@ const COLUMNS: [Column; 11] = [
 ];
 
 /// Columns shown when at least one arm of the group has the figure.
-const OPTIONAL: [Column; 5] = [
+const OPTIONAL: [Column; 6] = [
     num_column("proxy CPU/request", |a| {
         let cpu = a.proxy.as_ref()?.cpu_us_per_request?;
+        Some(format!("{cpu:.1}µs"))
+    }),
+    num_column("of which user space", |a| {
+        let cpu = a.proxy.as_ref()?.cpu_user_us_per_request?;
         Some(format!("{cpu:.1}µs"))
     }),
     num_column("proxy RSS", |a| {

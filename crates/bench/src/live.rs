@@ -236,14 +236,19 @@ pub(crate) fn run_arm(
         }
     };
     let cost = match (cpu_before, cpu_after) {
-        (Some(a), Some(b)) if requests > 0 => Some(ProxyCost {
-            cpu_us_per_request: Some(
-                b.saturating_sub(a) as f64 * 1e6 / peers::TICKS_PER_SEC as f64 / requests as f64,
-            ),
-            rss_kib,
-        }),
+        (Some(a), Some(b)) if requests > 0 => {
+            let used = b.since(a);
+            let per_request =
+                |ticks: u64| ticks as f64 * 1e6 / peers::TICKS_PER_SEC as f64 / requests as f64;
+            Some(ProxyCost {
+                cpu_us_per_request: Some(per_request(used.total())),
+                cpu_user_us_per_request: Some(per_request(used.user)),
+                rss_kib,
+            })
+        }
         _ if rss_kib.is_some() => Some(ProxyCost {
             cpu_us_per_request: None,
+            cpu_user_us_per_request: None,
             rss_kib,
         }),
         _ => None,

@@ -221,25 +221,59 @@ fn stat_field(stat: &str, n: usize) -> Option<u64> {
     rest.split_whitespace().nth(n.checked_sub(3)?)?.parse().ok()
 }
 
-fn ticks_of(stat_path: &str) -> Option<u64> {
-    let stat = std::fs::read_to_string(stat_path).ok()?;
-    Some(stat_field(&stat, 14)? + stat_field(&stat, 15)?)
+/// CPU time in [`TICKS_PER_SEC`] ticks, as `/proc/.../stat` counts it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Ticks {
+    /// In user space.
+    pub user: u64,
+    /// In the kernel on the process's behalf.
+    pub system: u64,
 }
 
-/// User plus system CPU ticks of process `pid`.
-pub(crate) fn cpu_ticks(pid: u32) -> Option<u64> {
+impl Ticks {
+    /// The time from `earlier` to `self`.
+    pub fn since(self, earlier: Ticks) -> Ticks {
+        Ticks {
+            user: self.user.saturating_sub(earlier.user),
+            system: self.system.saturating_sub(earlier.system),
+        }
+    }
+
+    /// User plus system.
+    pub fn total(self) -> u64 {
+        self.user + self.system
+    }
+}
+
+fn ticks_of(stat_path: &str) -> Option<Ticks> {
+    let stat = std::fs::read_to_string(stat_path).ok()?;
+    parse_ticks(&stat)
+}
+
+/// The user (field 14) and system (field 15) times of a `/proc/.../stat` line.
+fn parse_ticks(stat: &str) -> Option<Ticks> {
+    Some(Ticks {
+        user: stat_field(stat, 14)?,
+        system: stat_field(stat, 15)?,
+    })
+}
+
+/// CPU ticks of process `pid`.
+pub(crate) fn cpu_ticks(pid: u32) -> Option<Ticks> {
     ticks_of(&format!("/proc/{pid}/stat"))
 }
 
-/// User plus system CPU ticks of this process's threads named `name`.
-pub(crate) fn thread_cpu_ticks(name: &str) -> Option<u64> {
+/// CPU ticks of this process's threads named `name`, together.
+pub(crate) fn thread_cpu_ticks(name: &str) -> Option<Ticks> {
     let tasks = std::fs::read_dir("/proc/self/task").ok()?;
-    let mut total = 0;
+    let mut total = Ticks::default();
     for t in tasks.flatten() {
         let dir = t.path();
         let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
         if comm.trim_end() == name {
-            total += ticks_of(&dir.join("stat").to_string_lossy()).unwrap_or(0);
+            let t = ticks_of(&dir.join("stat").to_string_lossy()).unwrap_or_default();
+            total.user += t.user;
+            total.system += t.system;
         }
     }
     Some(total)
@@ -264,6 +298,26 @@ mod tests {
         assert_eq!(stat_field(stat, 4), Some(7));
         assert_eq!(stat_field(stat, 14), Some(25));
         assert_eq!(stat_field(stat, 15), Some(13));
+        let t = parse_ticks(stat).unwrap();
+        assert_eq!(
+            t,
+            Ticks {
+                user: 25,
+                system: 13
+            }
+        );
+        let later = Ticks {
+            user: 40,
+            system: 14,
+        };
+        assert_eq!(
+            later.since(t),
+            Ticks {
+                user: 15,
+                system: 1
+            }
+        );
+        assert_eq!(later.since(t).total(), 16);
     }
 
     #[test]

@@ -97,6 +97,10 @@ pub struct IntervalPoint {
 pub struct ProxyCost {
     /// Proxy CPU (user + system) per request, microseconds.
     pub cpu_us_per_request: Option<f64>,
+    /// The user-space part of `cpu_us_per_request` (the rest is the kernel's: system calls and,
+    /// on loopback, the receiving side's TCP stack). Absent in results saved before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_user_us_per_request: Option<f64>,
     /// Resident memory at the end of the arm, KiB (a separate process only).
     pub rss_kib: Option<u64>,
 }

@@ -48,7 +48,7 @@ fn rows(out: &mut String, arms: &[&ArmRun], deadline_ms: f64, unit: Unit) {
         "arm", "p50", "p95", "p99", "p99.9", "max", "req/s", "success", within
     );
     if with_cost {
-        let _ = write!(head, " {:>10} {:>8}", "cpu/req", "rss");
+        let _ = write!(head, " {:>10} {:>8} {:>8}", "cpu/req", "of user", "rss");
     }
     if with_sim {
         let _ = write!(
@@ -79,12 +79,17 @@ fn rows(out: &mut String, arms: &[&ArmRun], deadline_ms: f64, unit: Unit) {
                 .as_ref()
                 .and_then(|c| c.cpu_us_per_request)
                 .map_or("-".to_owned(), |c| format!("{c:.1}us"));
+            let user = a
+                .proxy
+                .as_ref()
+                .and_then(|c| c.cpu_user_us_per_request)
+                .map_or("-".to_owned(), |c| format!("{c:.1}us"));
             let rss = a
                 .proxy
                 .as_ref()
                 .and_then(|c| c.rss_kib)
                 .map_or("-".to_owned(), |k| format!("{:.1}MiB", k as f64 / 1024.0));
-            let _ = write!(out, " {cpu:>10} {rss:>8}");
+            let _ = write!(out, " {cpu:>10} {user:>8} {rss:>8}");
         }
         if let Some(s) = &a.sim {
             let _ = write!(
@@ -173,5 +178,34 @@ mod tests {
         );
         let baseline = t.lines().find(|l| l.starts_with("baseline ")).unwrap();
         assert!(baseline.contains("123.5"), "{baseline}");
+    }
+
+    #[test]
+    fn proxy_cost_columns_show_cpu_its_user_part_and_rss() {
+        let mut proxy = arm("tailguard", "max rate", 1, 1.0);
+        proxy.proxy = Some(crate::results::ProxyCost {
+            cpu_us_per_request: Some(19.24),
+            cpu_user_us_per_request: Some(6.46),
+            rss_kib: Some(14_643),
+        });
+        let report = BenchReport {
+            format: FORMAT,
+            tool: "t".into(),
+            scenario: "overhead".into(),
+            description: "d".into(),
+            load: "closed loop".into(),
+            deadline_ms: 1000.0,
+            started_unix_s: 0,
+            arms: vec![arm("direct", "max rate", 1, 1.0), proxy],
+            notes: Vec::new(),
+            interrupted: false,
+        };
+        let t = text(&report, Unit::Us);
+        let head = t.lines().find(|l| l.starts_with("arm ")).unwrap();
+        assert!(head.ends_with("cpu/req  of user      rss"), "{head}");
+        let row = t.lines().find(|l| l.starts_with("tailguard ")).unwrap();
+        assert!(row.ends_with("19.2us    6.5us  14.3MiB"), "{row}");
+        let direct = t.lines().find(|l| l.starts_with("direct ")).unwrap();
+        assert!(direct.ends_with("-        -        -"), "{direct}");
     }
 }

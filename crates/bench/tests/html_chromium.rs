@@ -104,6 +104,7 @@ fn arm(name: &str, group: &str, seed: u64, p99_us: u64, spike: bool) -> ArmRun {
         intervals,
         proxy: spike.then_some(ProxyCost {
             cpu_us_per_request: Some(14.2),
+            cpu_user_us_per_request: Some(5.1),
             rss_kib: Some(10_240),
         }),
         sim: spike.then_some(SimPrediction {

@@ -85,6 +85,7 @@ fn proxy_and_sim_columns_appear_when_an_arm_has_them() {
     let mut proxy = arm("proxy", "g", 7_000);
     proxy.proxy = Some(ProxyCost {
         cpu_us_per_request: Some(12.34),
+        cpu_user_us_per_request: Some(4.56),
         rss_kib: Some(12_288),
     });
     proxy.sim = Some(SimPrediction {
@@ -98,12 +99,14 @@ fn proxy_and_sim_columns_appear_when_an_arm_has_them() {
         within_deadline_rate: 1.0,
     });
     let page = html(&report(vec![arm("baseline", "g", 5_000), proxy]));
-    for cell in ["12.3µs", "12.0 MiB", "300µs", "6.50ms", "100.00%"] {
+    for cell in ["12.3µs", "4.6µs", "12.0 MiB", "300µs", "6.50ms", "100.00%"] {
         assert!(page.contains(&format!(">{cell}</td>")), "{cell} missing");
     }
-    assert!(page.contains("<th>proxy CPU/request</th><th>proxy RSS</th><th>sim p50</th>"));
+    assert!(page.contains(
+        "<th>proxy CPU/request</th><th>of which user space</th><th>proxy RSS</th><th>sim p50</th>"
+    ));
     // The baseline has none of them.
-    assert_eq!(page.matches("<td class=\"num\">–</td>").count(), 5);
+    assert_eq!(page.matches("<td class=\"num\">–</td>").count(), 6);
     assert!(page.contains("data-series=\"proxy (sim)\""));
 }
 
