@@ -196,7 +196,7 @@ async fn once(
             AttemptOutcome::Refused,
             Ended::Failed(
                 StatusCode::BAD_GATEWAY,
-                format!("upstream {addr}: connection refused"),
+                format!("upstream {addr}: {}", connect_failure(&e)),
             ),
         ),
         Some(Err(e)) => (
@@ -255,6 +255,23 @@ fn build(
         }
     }
     req
+}
+
+/// Why no connection was made, in a few words: `connection refused`, `connect timeout (1s)`,
+/// or the whole error chain for anything rarer.
+fn connect_failure(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut next = Some(e);
+    while let Some(err) = next {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            return match io.kind() {
+                std::io::ErrorKind::ConnectionRefused => "connection refused".to_owned(),
+                std::io::ErrorKind::TimedOut => io.to_string(),
+                _ => error_chain(e),
+            };
+        }
+        next = err.source();
+    }
+    error_chain(e)
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {

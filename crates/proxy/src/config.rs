@@ -69,12 +69,28 @@ pub enum Discovery {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum UpstreamProtocol {
     /// HTTP/1.1 with keep-alive (pooled connections).
-    #[default]
     Http1,
     /// HTTP/2 with prior knowledge (h2c): one multiplexed connection per endpoint.
     Http2,
-    /// The downstream request's version: HTTP/2 requests (gRPC) over h2c, others over HTTP/1.1.
+    /// The default: the downstream request's version, so HTTP/2 requests (gRPC, with its
+    /// trailers) go over h2c and HTTP/1.1 requests over HTTP/1.1, as a mesh proxy passes
+    /// each protocol through unchanged.
+    #[default]
     Auto,
+}
+
+impl std::str::FromStr for UpstreamProtocol {
+    type Err = String;
+
+    /// `http1`, `h2` or `auto`, the names of the YAML key and the flag.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "http1" => Ok(UpstreamProtocol::Http1),
+            "h2" => Ok(UpstreamProtocol::Http2),
+            "auto" => Ok(UpstreamProtocol::Auto),
+            other => Err(format!("`{other}`: expected http1, h2 or auto")),
+        }
+    }
 }
 
 /// What the `Host` header of a forwarded request says.

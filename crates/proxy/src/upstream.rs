@@ -60,16 +60,32 @@ pub struct PoolConfig {
     pub wait: Duration,
     /// Idle connections are closed after this.
     pub idle_timeout: Duration,
+    /// A connection not established within this fails (an endpoint that drops SYNs would
+    /// otherwise hold requests for the kernel's minutes of retransmissions).
+    pub connect_timeout: Duration,
 }
 
 impl Default for PoolConfig {
-    /// No limit, a 1 s wait once a limit is set, idle connections kept 90 s.
+    /// No limit, a 1 s wait once a limit is set, idle connections kept 90 s, connections
+    /// given 1 s to establish (Finagle's default; Envoy's is 5 s).
     fn default() -> Self {
         Self {
             max_per_endpoint: None,
             wait: Duration::from_secs(1),
             idle_timeout: Duration::from_secs(90),
+            connect_timeout: Duration::from_secs(1),
         }
+    }
+}
+
+/// Dials `addr` with `TCP_NODELAY`, failing with [`io::ErrorKind::TimedOut`] after `limit`.
+async fn dial_within(addr: SocketAddr, limit: Duration) -> io::Result<TcpStream> {
+    match tokio::time::timeout(limit, tcp::connect(addr, Nagle::Off)).await {
+        Ok(connected) => connected,
+        Err(_) => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("connect timeout ({limit:?})"),
+        )),
     }
 }
 
@@ -112,10 +128,22 @@ impl Limit {
     }
 }
 
-/// Dials `IP:PORT` authorities with `TCP_NODELAY` set, under the per-endpoint limit if any.
-#[derive(Clone, Debug, Default)]
+/// Dials `IP:PORT` authorities with `TCP_NODELAY` set, under the per-endpoint limit if any,
+/// within the connect timeout.
+#[derive(Clone, Debug)]
 pub struct Connector {
     limit: Option<Arc<Limit>>,
+    connect_timeout: Duration,
+}
+
+impl Default for Connector {
+    /// No connection limit, [`PoolConfig::default`]'s connect timeout.
+    fn default() -> Self {
+        Self {
+            limit: None,
+            connect_timeout: PoolConfig::default().connect_timeout,
+        }
+    }
 }
 
 impl tower::Service<Uri> for Connector {
@@ -128,7 +156,7 @@ impl tower::Service<Uri> for Connector {
     }
 
     fn call(&mut self, uri: Uri) -> Self::Future {
-        let limit = self.limit.clone();
+        let (limit, connect_timeout) = (self.limit.clone(), self.connect_timeout);
         Box::pin(async move {
             let addr: SocketAddr = uri
                 .authority()
@@ -138,7 +166,7 @@ impl tower::Service<Uri> for Connector {
                 Some(l) => Some(l.acquire(addr).await?),
                 None => None,
             };
-            let stream = tcp::connect(addr, Nagle::Off).await?;
+            let stream = dial_within(addr, connect_timeout).await?;
             Ok(Conn {
                 io: TokioIo::new(stream),
                 _permit: permit,
@@ -227,6 +255,7 @@ impl Upstreams {
         });
         let connector = Connector {
             limit: limit.clone(),
+            connect_timeout: config.connect_timeout,
         };
         let http2 = Pool::builder(TokioExecutor::new())
             .pool_idle_timeout(config.idle_timeout)
@@ -238,6 +267,7 @@ impl Upstreams {
                 per: Mutex::new(HashMap::new()),
                 limit,
                 idle_timeout: config.idle_timeout,
+                connect_timeout: config.connect_timeout,
                 sweeping: AtomicBool::new(false),
             }),
             http2,
@@ -314,6 +344,7 @@ struct H1Pool {
     per: Mutex<HashMap<SocketAddr, Arc<Free>>>,
     limit: Option<Arc<Limit>>,
     idle_timeout: Duration,
+    connect_timeout: Duration,
     sweeping: AtomicBool,
 }
 
@@ -336,7 +367,8 @@ impl Free {
     }
 
     /// The most recently freed live connection, if any. A connection whose task has not yet
-    /// taken in the end of its last exchange gets one turn of the scheduler to do so.
+    /// taken in the end of its last exchange gets one turn of the scheduler to do so; one
+    /// still busy after that is dropped.
     async fn take(&self, idle_timeout: Duration) -> Option<Sender> {
         loop {
             let (mut tx, since) = {
@@ -349,15 +381,15 @@ impl Free {
             if !tx.is_ready() {
                 tokio::task::yield_now().await;
                 if !tx.is_ready() {
-                    // Still busy (its request body may still be streaming): leave it for later.
+                    // Still busy: the endpoint answered before it had read the whole request
+                    // body, which is still streaming. It is let go, not put back: putting it
+                    // back would wake a request waiting at the connection limit, which would
+                    // take it again at once, in a loop until its wait ran out. Its task ends
+                    // when the body has been sent, and so frees its permit.
                     let ready = std::future::poll_fn(|cx| Poll::Ready(tx.poll_ready(cx)));
                     match ready.await {
                         Poll::Ready(Ok(())) => {}
-                        Poll::Ready(Err(_)) => continue,
-                        Poll::Pending => {
-                            self.put(tx);
-                            return None;
-                        }
+                        Poll::Ready(Err(_)) | Poll::Pending => continue,
                     }
                 }
             }
@@ -441,7 +473,7 @@ impl H1Pool {
         addr: SocketAddr,
         permit: Option<OwnedSemaphorePermit>,
     ) -> Result<Sender, SendError> {
-        let stream = tcp::connect(addr, Nagle::Off)
+        let stream = dial_within(addr, self.connect_timeout)
             .await
             .map_err(|e| SendError::Connect(e.into()))?;
         let (tx, conn) = hyper::client::conn::http1::Builder::new()

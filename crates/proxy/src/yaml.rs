@@ -13,7 +13,7 @@
 //!     # namer: {kind: io.l5d.fs, path: /etc/tailguard/web.txt, intervalMs: 1000}
 //!     # namer: {kind: io.l5d.dns, name: "web.internal:8080", server: "127.0.0.1:53", intervalMs: 5000}
 //!     # namer: {kind: io.l5d.dnssrv, name: _http._tcp.web.internal}
-//!     protocol: http1                    # http1 | h2 | auto (follow the client)
+//!     protocol: auto                     # auto (follow the client, default) | http1 | h2
 //!     rewriteHost: web.internal          # default: keep the client's Host
 //!     retryBufferBytes: 65536
 //!     maxConcurrentRequests: 1000
@@ -26,6 +26,7 @@
 //!         requests: 20
 //!         backoff: {kind: constant, ms: 10000}
 //!       requestAttemptTimeoutMs: 1000
+//!       connectTimeoutMs: 1000             # the default
 //!       hostConnectionPool: {maxSize: 100, maxWaitMs: 1000, idleTimeMs: 90000}
 //!     service:
 //!       totalTimeoutMs: 3000
@@ -188,6 +189,7 @@ struct ClientSpec {
     load_balancer: Option<Balancer>,
     failure_accrual: Option<Accrual>,
     request_attempt_timeout_ms: Option<u64>,
+    connect_timeout_ms: Option<u64>,
     host_connection_pool: Option<HostPool>,
 }
 

@@ -2,8 +2,9 @@
 
 mod support;
 
+use std::time::Duration;
 use support::{client, send, start, Backend};
-use tailguard_proxy::config::ServiceConfig;
+use tailguard_proxy::config::{ServiceConfig, Upstream, UpstreamProtocol};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 async fn raw(addr: std::net::SocketAddr, request: &[u8]) -> String {
@@ -42,6 +43,46 @@ async fn upstream_sockets_have_nodelay() {
     let mut connector = tailguard_proxy::upstream::Connector::default();
     let io = tower::Service::call(&mut connector, uri).await.unwrap();
     assert!(io.stream().nodelay().unwrap());
+}
+
+/// An endpoint that never completes a connection: a listener that never accepts, its accept
+/// queue filled, so the kernel drops further SYNs and a connect would wait for minutes of
+/// retransmissions. The proxy gives up after its connect timeout, for either upstream version.
+#[tokio::test]
+async fn an_endpoint_that_never_accepts_gets_502_after_the_connect_timeout() {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(0).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut queued = Vec::new();
+    for _ in 0..8 {
+        let attempt = tokio::net::TcpStream::connect(addr);
+        match tokio::time::timeout(Duration::from_millis(300), attempt).await {
+            Ok(stream) => queued.push(stream.unwrap()),
+            Err(_) => break, // the queue is full: SYNs are now dropped
+        }
+    }
+    assert!(queued.len() < 8, "the accept queue never filled");
+    for protocol in [UpstreamProtocol::Http1, UpstreamProtocol::Http2] {
+        let mut s = ServiceConfig::new("web", vec![Upstream::new(addr)]);
+        s.arm.retries = None;
+        s.arm.accrual = None;
+        s.protocol = protocol;
+        s.pool.connect_timeout = Duration::from_millis(200);
+        let proxy = start(s).await;
+        let started = tokio::time::Instant::now();
+        let (status, headers, _) = send(&client(false), proxy.addr(), "GET", "/").await;
+        let took = started.elapsed();
+        assert_eq!(status, 502, "{protocol:?}");
+        let reason = headers["x-tailguard-error"].to_str().unwrap();
+        assert!(reason.contains("connect timeout"), "{protocol:?}: {reason}");
+        assert!(
+            took < Duration::from_secs(3),
+            "{protocol:?}: answered after {took:?}, not after the 200 ms connect timeout"
+        );
+        proxy.shutdown().await;
+    }
+    drop((listener, queued));
 }
 
 #[tokio::test]

@@ -184,8 +184,8 @@ async fn hop_by_hop_headers_are_removed_and_via_and_forwarded_for_added() {
 #[tokio::test]
 async fn http2_requests_pass_with_trailers() {
     let backend = Backend::spawn().await;
-    let mut s = round_robin(&[&backend]);
-    s.protocol = UpstreamProtocol::Auto;
+    let s = round_robin(&[&backend]);
+    assert_eq!(s.protocol, UpstreamProtocol::Auto, "gRPC passes by default");
     let proxy = start(s).await;
     let c = client(true);
     let req = http::Request::post(format!("http://{}/trailers", proxy.addr()))

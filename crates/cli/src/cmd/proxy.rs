@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
-use tailguard_proxy::config::{Config, ServiceConfig, TlsConfig, Upstream};
+use tailguard_proxy::config::{Config, ServiceConfig, TlsConfig, Upstream, UpstreamProtocol};
 use tailguard_proxy::Source;
 
 /// Arguments of `tailguard proxy`.
@@ -15,7 +15,7 @@ use tailguard_proxy::Source;
   tailguard proxy --config proxy.yaml        (SIGHUP reloads it; SIGTERM drains and exits)")]
 pub struct Args {
     /// A configuration file (Linkerd-1-style keys; see docs/readme/proxy.md).
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["upstream", "balancer", "listen", "admin", "no_admin", "attempt_timeout", "timeout", "no_retries", "no_accrual", "tls_cert", "tls_key", "max_connections_per_endpoint"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["upstream", "balancer", "listen", "admin", "no_admin", "attempt_timeout", "timeout", "no_retries", "no_accrual", "tls_cert", "tls_key", "max_connections_per_endpoint", "protocol", "connect_timeout"])]
     config: Option<PathBuf>,
     /// Where to listen (HTTP/1.1 and h2c on one port; with --tls-cert, HTTP/1.1 and h2 over TLS).
     #[arg(long, default_value = "127.0.0.1:4140")]
@@ -35,6 +35,9 @@ pub struct Args {
     /// Per-attempt timeout, e.g. 1s.
     #[arg(long, value_parser = humantime::parse_duration)]
     attempt_timeout: Option<Duration>,
+    /// How long a new upstream connection may take to establish.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    connect_timeout: Duration,
     /// Total timeout per request, e.g. 3s.
     #[arg(long, value_parser = humantime::parse_duration)]
     timeout: Option<Duration>,
@@ -54,6 +57,10 @@ pub struct Args {
     /// then get 503.
     #[arg(long, value_name = "N")]
     max_connections_per_endpoint: Option<usize>,
+    /// HTTP version to the upstreams: auto (the client's: HTTP/2 and gRPC over h2c, HTTP/1.1
+    /// over HTTP/1.1), http1 or h2.
+    #[arg(long, default_value = "auto", value_parser = parse_protocol)]
+    protocol: UpstreamProtocol,
     /// Runtime worker threads.
     #[arg(long, default_value_t = 1)]
     threads: usize,
@@ -69,6 +76,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+fn parse_protocol(s: &str) -> Result<UpstreamProtocol, String> {
+    s.parse()
+}
+
 fn from_flags(args: &Args) -> anyhow::Result<Config> {
     let upstreams = args.upstream.iter().copied().map(Upstream::new).collect();
     let mut service = ServiceConfig::new("default", upstreams);
@@ -82,6 +93,12 @@ fn from_flags(args: &Args) -> anyhow::Result<Config> {
         service.arm.accrual = None;
     }
     service.pool.max_per_endpoint = args.max_connections_per_endpoint;
+    service.protocol = args.protocol;
+    service.pool.connect_timeout = args.connect_timeout;
+    anyhow::ensure!(
+        !args.connect_timeout.is_zero(),
+        "--connect-timeout must be above zero"
+    );
     let mut config = Config::new(args.listen, vec![service]);
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
         config.tls = Some(TlsConfig {

@@ -72,15 +72,8 @@ fn service(spec: ServiceSpec) -> Result<ServiceConfig, YamlError> {
     s.path_prefix = spec.path_prefix.clone();
     s.discovery = discovery;
     s.protocol = match spec.protocol.as_deref() {
-        None | Some("http1") => UpstreamProtocol::Http1,
-        Some("h2") => UpstreamProtocol::Http2,
-        Some("auto") => UpstreamProtocol::Auto,
-        Some(other) => {
-            return Err(err(
-                key("protocol"),
-                format!("`{other}`: expected http1, h2 or auto"),
-            ))
-        }
+        None => UpstreamProtocol::default(),
+        Some(p) => p.parse().map_err(|e| err(key("protocol"), e))?,
     };
     if let Some(h) = &spec.rewrite_host {
         s.host_header = HostHeader::Rewrite(h.clone());
@@ -88,6 +81,12 @@ fn service(spec: ServiceSpec) -> Result<ServiceConfig, YamlError> {
     s.retry_buffer = spec.retry_buffer_bytes.unwrap_or(s.retry_buffer);
     s.max_in_flight = spec.max_concurrent_requests;
     s.arm = arm(&spec, &key)?;
+    if let Some(t) = spec.client.connect_timeout_ms {
+        if t == 0 {
+            return Err(err(key("client.connectTimeoutMs"), "must be above zero"));
+        }
+        s.pool.connect_timeout = ms(t);
+    }
     if let Some(p) = &spec.client.host_connection_pool {
         s.pool.max_per_endpoint = p.max_size;
         s.pool.wait = p.max_wait_ms.map_or(s.pool.wait, ms);

@@ -106,3 +106,34 @@ fn reads_the_listener_tls_files() {
         error_of(&missing)
     );
 }
+
+#[test]
+fn reads_the_connect_timeout_and_the_protocol_and_names_bad_values() {
+    let defaults = &parse(GOOD).unwrap().services[0];
+    assert_eq!(
+        defaults.pool.connect_timeout,
+        std::time::Duration::from_secs(1)
+    );
+    assert_eq!(defaults.protocol, crate::config::UpstreamProtocol::Auto);
+    let set = GOOD.replace(
+        "    service:\n",
+        "      connectTimeoutMs: 250\n    service:\n",
+    );
+    let set = set.replace("  - name: web\n", "  - name: web\n    protocol: h2\n");
+    let s = &parse(&set).unwrap().services[0];
+    assert_eq!(
+        s.pool.connect_timeout,
+        std::time::Duration::from_millis(250)
+    );
+    assert_eq!(s.protocol, crate::config::UpstreamProtocol::Http2);
+    let zero = error_of(&set.replace("connectTimeoutMs: 250", "connectTimeoutMs: 0"));
+    assert!(
+        zero.contains("services[web].client.connectTimeoutMs: must be above zero"),
+        "{zero}"
+    );
+    let h3 = error_of(&set.replace("protocol: h2", "protocol: h3"));
+    assert!(
+        h3.contains("services[web].protocol: `h3`: expected http1, h2 or auto"),
+        "{h3}"
+    );
+}
