@@ -237,6 +237,8 @@ struct BackoffSpec {
 struct ServicePart {
     total_timeout_ms: Option<u64>,
     retries: Option<Retries>,
+    /// Where Linkerd 1 puts it; the service's own `responseClassifier` is accepted too.
+    response_classifier: Option<Kind>,
 }
 
 #[derive(Debug, Deserialize)]

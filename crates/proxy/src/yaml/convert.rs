@@ -91,6 +91,12 @@ fn service(spec: ServiceSpec) -> Result<ServiceConfig, YamlError> {
         s.pool.max_per_endpoint = p.max_size;
         s.pool.wait = p.max_wait_ms.map_or(s.pool.wait, ms);
         s.pool.idle_timeout = p.idle_time_ms.map_or(s.pool.idle_timeout, ms);
+        if p.idle_time_ms == Some(0) {
+            return Err(err(
+                key("client.hostConnectionPool.idleTimeMs"),
+                "must be above zero (0 would close every connection after one request)",
+            ));
+        }
         if p.max_size == Some(0) {
             return Err(err(
                 key("client.hostConnectionPool.maxSize"),
@@ -157,10 +163,17 @@ fn arm(spec: &ServiceSpec, key: &dyn Fn(&str) -> String) -> Result<ArmConfig, Ya
         Some(b) => balancer(b, &key("client.loadBalancer"))?,
     };
     let mut arm = ArmConfig::new(spec.name.clone(), policy);
-    arm.classifier = classifier(
-        spec.response_classifier.as_ref(),
-        &key("responseClassifier"),
-    )?;
+    arm.classifier = match (&spec.response_classifier, &spec.service.response_classifier) {
+        (Some(_), Some(_)) => {
+            return Err(err(
+                key("service.responseClassifier"),
+                "also given as responseClassifier: give it once",
+            ))
+        }
+        (Some(c), None) => classifier(Some(c), &key("responseClassifier"))?,
+        (None, Some(c)) => classifier(Some(c), &key("service.responseClassifier"))?,
+        (None, None) => classifier(None, &key("responseClassifier"))?,
+    };
     arm.accrual = match &spec.client.failure_accrual {
         None => Some(AccrualConfig::default()),
         Some(a) => accrual(a, &key("client.failureAccrual"))?,

@@ -137,3 +137,49 @@ fn reads_the_connect_timeout_and_the_protocol_and_names_bad_values() {
         "{h3}"
     );
 }
+
+#[test]
+fn the_classifier_may_sit_under_service_as_in_linkerd_1_but_only_once() {
+    use tailguard_resilience::Method;
+    let default = &parse(GOOD).unwrap().services[0];
+    assert!(default.arm.classifier.retries(Method::Get));
+    let moved = GOOD
+        .replace(
+            "    responseClassifier: {kind: io.l5d.http.retryableRead5XX}\n",
+            "",
+        )
+        .replace(
+            "    service:\n",
+            "    service:\n      responseClassifier: {kind: io.l5d.http.nonRetryable5XX}\n",
+        );
+    let s = &parse(&moved).unwrap().services[0];
+    assert!(!s.arm.classifier.retries(Method::Get), "read from service:");
+    let both = GOOD.replace(
+        "    service:\n",
+        "    service:\n      responseClassifier: {kind: io.l5d.http.nonRetryable5XX}\n",
+    );
+    let e = error_of(&both);
+    assert!(
+        e.contains("services[web].service.responseClassifier: also given"),
+        "{e}"
+    );
+    let bad = moved.replace("nonRetryable5XX", "never");
+    let e = error_of(&bad);
+    assert!(
+        e.contains("services[web].service.responseClassifier.kind"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_zero_idle_time_is_refused() {
+    let zero = GOOD.replace(
+        "    service:\n",
+        "      hostConnectionPool: {idleTimeMs: 0}\n    service:\n",
+    );
+    let e = error_of(&zero);
+    assert!(
+        e.contains("services[web].client.hostConnectionPool.idleTimeMs: must be above zero"),
+        "{e}"
+    );
+}
