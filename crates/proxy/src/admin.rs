@@ -12,6 +12,7 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 use tailguard_http::tcp::{self, Nagle};
@@ -94,9 +95,9 @@ fn endpoints_json(shared: &Shared) -> String {
 /// listed with a weight fills several slots: its pending attempts are summed, and its cost is
 /// that of its cheapest slot (the one a picker would prefer).
 fn refresh_gauges(shared: &Shared) {
-    let m = &shared.metrics;
-    m.pending.clear();
-    m.cost.clear();
+    // Summed per address first, then written: a cost of 0.0 (an idle least-loaded endpoint)
+    // is a real value, not "none yet".
+    let mut per: HashMap<EndpointLabels, (i64, Option<f64>)> = HashMap::new();
     let now = shared.clock.now();
     for service in shared.services().iter() {
         for view in service.endpoints().views(now) {
@@ -104,12 +105,20 @@ fn refresh_gauges(shared: &Shared) {
                 service: service.config.name.clone(),
                 endpoint: view.addr,
             };
-            m.pending.get_or_create(&labels).inc_by(view.pending as i64);
-            if let Some(cost) = view.cost {
-                let gauge = m.cost.get_or_create(&labels);
-                let known = gauge.get();
-                gauge.set(if known == 0.0 { cost } else { known.min(cost) });
+            let (pending, cost) = per.entry(labels).or_default();
+            *pending += view.pending as i64;
+            if let Some(c) = view.cost {
+                *cost = Some(cost.map_or(c, |known| known.min(c)));
             }
+        }
+    }
+    let m = &shared.metrics;
+    m.pending.clear();
+    m.cost.clear();
+    for (labels, (pending, cost)) in per {
+        m.pending.get_or_create(&labels).set(pending);
+        if let Some(c) = cost {
+            m.cost.get_or_create(&labels).set(c);
         }
     }
 }
