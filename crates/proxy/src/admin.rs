@@ -1,5 +1,6 @@
 //! The admin server (127.0.0.1 by default): `/metrics` (Prometheus text), `/ready` (200 when
-//! every service has an endpoint), `/live` (200 while the process serves), and `/endpoints`
+//! every service has an endpoint, 503 while draining), `/live` (200 while the process serves),
+//! and `/endpoints`
 //! (JSON: per service, each endpoint's address, pending attempts, balancer cost, success rate
 //! and accrual state).
 
@@ -56,7 +57,9 @@ fn page(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
         "/live" => reply(StatusCode::OK, "text/plain", "live\n".into()),
         "/ready" => {
             let ready = shared.services().iter().all(|s| !s.endpoints().is_empty());
-            let (status, text) = if ready {
+            let (status, text) = if shared.draining() {
+                (StatusCode::SERVICE_UNAVAILABLE, "draining\n")
+            } else if ready {
                 (StatusCode::OK, "ready\n")
             } else {
                 (

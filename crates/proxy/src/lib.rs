@@ -64,9 +64,16 @@ pub struct Shared {
     /// Every metric.
     pub metrics: Metrics,
     services: RwLock<Arc<Vec<Arc<Service>>>>,
+    /// Set when shutdown begins: `/ready` answers 503 while requests in flight finish.
+    draining: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
+    /// Whether the proxy is draining (shutting down).
+    pub fn draining(&self) -> bool {
+        self.draining.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// The current services, in routing order.
     pub fn services(&self) -> Arc<Vec<Arc<Service>>> {
         Arc::clone(&self.services.read().unwrap_or_else(|p| p.into_inner()))
@@ -118,6 +125,9 @@ pub struct Proxy {
     shared: Arc<Shared>,
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
+    /// The admin server stops last, so health checks see the drain.
+    admin_stop: watch::Sender<bool>,
+    admin_task: Option<JoinHandle<()>>,
 }
 
 /// Validates `config`, binds its listeners and starts serving.
@@ -143,6 +153,7 @@ pub async fn start(config: Config) -> Result<Proxy, StartError> {
         clock,
         metrics: Metrics::new(),
         services: RwLock::new(Arc::new(services)),
+        draining: std::sync::atomic::AtomicBool::new(false),
     });
     let addr = listener.local_addr().map_err(|source| StartError::Bind {
         what: "proxy",
@@ -150,24 +161,30 @@ pub async fn start(config: Config) -> Result<Proxy, StartError> {
         source,
     })?;
     let (stop, stopped) = watch::channel(false);
-    let mut tasks = vec![tokio::spawn(listener::serve(
+    let tasks = vec![tokio::spawn(listener::serve(
         listener,
         Arc::clone(&shared),
         config.limits,
         acceptor,
         stopped.clone(),
     ))];
+    let (admin_stop, admin_stopped) = watch::channel(false);
     let mut admin_addr = None;
+    let mut admin_task = None;
     if let Some(l) = admin {
         admin_addr = l.local_addr().ok();
-        tasks.push(tokio::spawn(admin::serve(l, Arc::clone(&shared), stopped)));
+        let serve = admin::serve(l, Arc::clone(&shared), admin_stopped);
+        admin_task = Some(tokio::spawn(serve));
     }
+    drop(stopped);
     Ok(Proxy {
         addr,
         admin: admin_addr,
         shared,
         stop,
         tasks,
+        admin_stop,
+        admin_task,
     })
 }
 
@@ -273,9 +290,18 @@ impl Proxy {
     }
 
     /// Stops accepting, lets open connections finish (up to the drain limit), and returns.
+    /// Meanwhile the admin server keeps answering, `/ready` with 503 (`draining`), so a load
+    /// balancer's health check sees the proxy leave rather than a refused connection.
     pub async fn shutdown(self) {
+        self.shared
+            .draining
+            .store(true, std::sync::atomic::Ordering::Release);
         let _ = self.stop.send(true);
         for t in self.tasks {
+            let _ = t.await;
+        }
+        let _ = self.admin_stop.send(true);
+        if let Some(t) = self.admin_task {
             let _ = t.await;
         }
     }

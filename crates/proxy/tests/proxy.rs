@@ -240,9 +240,10 @@ async fn file_discovery_applies_an_edit() {
 #[tokio::test]
 async fn shutdown_drains_requests_in_flight_and_reload_swaps_upstreams() {
     let (slow, other) = (Backend::spawn().await, Backend::spawn().await);
-    slow.set_delay(Duration::from_millis(200));
+    slow.set_delay(Duration::from_millis(800));
     let proxy = start(round_robin(&[&slow])).await;
     let addr = proxy.addr();
+    let admin = proxy.admin_addr().unwrap();
     let c = client(false);
     let mut reloaded = support::config(round_robin(&[&other]));
     reloaded.listen = addr;
@@ -254,7 +255,18 @@ async fn shutdown_drains_requests_in_flight_and_reload_swaps_upstreams() {
     proxy.reload(&reloaded).await.unwrap();
     assert_eq!(send(&c, addr, "GET", "/").await.0, 200);
     assert_eq!(other.hits(), 1, "new requests go to the reloaded upstream");
-    proxy.shutdown().await;
+    assert_eq!(send(&c, admin, "GET", "/ready").await.0, 200);
+    let shutdown = tokio::spawn(proxy.shutdown());
+    // The admin server outlives the listener: health checks see the drain.
+    let draining = eventually(Duration::from_secs(2), async || {
+        let (status, _, body) = send(&c, admin, "GET", "/ready").await;
+        status == 503 && &body[..] == b"draining\n"
+    });
+    assert!(
+        draining.await,
+        "/ready turned 503 while the request was in flight"
+    );
+    shutdown.await.unwrap();
     assert_eq!(
         in_flight.await.unwrap(),
         200,
