@@ -10,7 +10,8 @@
 //! A connection with no request in flight (from its headers' arrival to the end of its
 //! response body) for `limits.header_read_timeout` is closed: a client that opens a connection
 //! or finishes an exchange must complete its next request's headers within that time. One timer
-//! per connection, re-armed only when it fires, does this; hyper's own header read timeout
+//! per connection, re-armed only when it fires, does this (an HTTP/2 connection is closed with
+//! GOAWAY); hyper's own header read timeout
 //! would arm and cancel a timer for every request (about 6% of the proxy's CPU per request at
 //! 25,000 req/s).
 
@@ -36,6 +37,9 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
+
+/// How long an idle connection's graceful close may take before it is cut.
+const IDLE_GRACE: Duration = Duration::from_millis(500);
 
 /// Accepts connections until `shutdown` turns true, then waits up to `limits.drain` for the
 /// open connections to finish their requests.
@@ -129,6 +133,11 @@ async fn connection<S>(
                 match activity.idle_for(now) {
                     Some(idle) if idle >= limit => {
                         tracing::debug!(%peer, "no request within the header read timeout");
+                        // Politely where the protocol allows: HTTP/2 (a gRPC channel left idle)
+                        // gets GOAWAY, so its client reconnects without seeing an error. A
+                        // client still sending its headers gets a short grace, then is cut.
+                        conn.as_mut().graceful_shutdown();
+                        let _ = tokio::time::timeout(IDLE_GRACE, conn.as_mut()).await;
                         return;
                     }
                     Some(idle) => watchdog.as_mut().reset(now + (limit - idle)),

@@ -81,6 +81,49 @@ async fn an_idle_kept_alive_connection_is_closed_after_the_timeout() {
     proxy.shutdown().await;
 }
 
+/// The frame types an HTTP/2 server sent on `s` until it closed the connection.
+async fn h2_frame_types_until_closed(s: &mut TcpStream) -> Vec<u8> {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    loop {
+        match s.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    let mut types = Vec::new();
+    let mut at = 0;
+    while at + 9 <= got.len() {
+        let len = u32::from_be_bytes([0, got[at], got[at + 1], got[at + 2]]) as usize;
+        types.push(got[at + 3]);
+        at += 9 + len;
+    }
+    types
+}
+
+/// An idle HTTP/2 connection (a gRPC channel between calls) is closed after the same timeout,
+/// but with GOAWAY (frame type 7), so the client knows to reconnect rather than fail.
+#[tokio::test(start_paused = true)]
+async fn an_idle_h2_connection_gets_goaway() {
+    const GOAWAY: u8 = 7;
+    let backend = Backend::spawn().await;
+    let proxy = start(ServiceConfig::new("web", vec![backend.upstream()])).await;
+    let mut s = connect(proxy.addr()).await;
+    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        .await
+        .unwrap();
+    s.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0]).await.unwrap(); // empty SETTINGS
+    let start = Instant::now();
+    let types = h2_frame_types_until_closed(&mut s).await;
+    let waited = start.elapsed();
+    assert!(types.contains(&GOAWAY), "frames {types:?}");
+    assert!(
+        waited >= LIMIT && waited < LIMIT + Duration::from_secs(1),
+        "closed after {waited:?}"
+    );
+    proxy.shutdown().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_response_slower_than_the_timeout_is_not_cut() {
     let backend = Backend::spawn().await;
