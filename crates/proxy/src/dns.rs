@@ -99,10 +99,12 @@ pub fn resolver(server: Option<SocketAddr>) -> Result<TokioResolver, DnsError> {
     builder.build().map_err(fail)
 }
 
-/// Every address `name` resolves to, sorted (so an unchanged answer compares equal).
+/// Every address `name` resolves to, sorted (so an unchanged answer compares equal). For SRV,
+/// the records of the lowest priority value (RFC 2782: the ones to use while any answers),
+/// each target resolved to all its addresses; a target that does not resolve is skipped.
 ///
 /// # Errors
-/// When the lookup fails.
+/// When the lookup fails, or no SRV target of the lowest priority resolves.
 pub async fn resolve(resolver: &TokioResolver, name: &DnsName) -> Result<Vec<Upstream>, DnsError> {
     let fail = |e: hickory_resolver::net::NetError| DnsError::Resolve(e.to_string());
     let mut out = Vec::new();
@@ -115,16 +117,32 @@ pub async fn resolve(resolver: &TokioResolver, name: &DnsName) -> Result<Vec<Ups
             );
         }
         DnsName::Srv { name } => {
-            let srv = resolver.srv_lookup(name.as_str()).await.map_err(fail)?;
-            for record in srv.answers() {
-                let RData::SRV(srv) = &record.data else {
-                    continue;
-                };
-                let ips = resolver.lookup_ip(srv.target.clone()).await.map_err(fail)?;
-                out.extend(
-                    ips.iter()
-                        .map(|ip| Upstream::new(SocketAddr::new(ip, srv.port))),
-                );
+            let answer = resolver.srv_lookup(name.as_str()).await.map_err(fail)?;
+            let records: Vec<_> = answer
+                .answers()
+                .iter()
+                .filter_map(|r| match &r.data {
+                    RData::SRV(srv) => Some(srv),
+                    _ => None,
+                })
+                .collect();
+            let first = records.iter().map(|s| s.priority).min();
+            let mut failed = None;
+            for srv in records.iter().filter(|s| Some(s.priority) == first) {
+                match resolver.lookup_ip(srv.target.clone()).await {
+                    Ok(ips) => out.extend(
+                        ips.iter()
+                            .map(|ip| Upstream::new(SocketAddr::new(ip, srv.port))),
+                    ),
+                    Err(e) => {
+                        let target = &srv.target;
+                        tracing::warn!(%e, %target, "SRV target does not resolve; skipped");
+                        failed = Some(e);
+                    }
+                }
+            }
+            if let (true, Some(e)) = (out.is_empty(), failed) {
+                return Err(fail(e));
             }
         }
     }

@@ -52,6 +52,15 @@ fn dnsmasq(srv_port: u16) -> Dnsmasq {
         .arg(format!(
             "--srv-host=_http._tcp.web.test,web.test,{srv_port}"
         ))
+        // Same priority, a target that does not resolve: skipped, not fatal.
+        .arg(format!(
+            "--srv-host=_http._tcp.web.test,gone.test,{srv_port},0"
+        ))
+        // A backup (higher priority value): not used while the first group answers.
+        .arg(format!(
+            "--srv-host=_http._tcp.web.test,web.test,{},20",
+            srv_port + 1
+        ))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -78,7 +87,11 @@ async fn dns_discovery_uses_every_address_and_picks_up_an_added_one() {
     let srv = resolve(&r, &DnsName::parse("_http._tcp.web.test").unwrap())
         .await
         .unwrap();
-    assert_eq!(srv, vec![backend.upstream()], "SRV target and port");
+    assert_eq!(
+        srv,
+        vec![backend.upstream()],
+        "SRV target and port; the unresolvable target and the backup left out"
+    );
 
     let mut s = ServiceConfig::new("web", vec![]);
     s.discovery = Discovery::Dns {
