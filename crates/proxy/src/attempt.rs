@@ -220,9 +220,11 @@ async fn once(
     (slot, class, ended)
 }
 
-/// The upstream request, from parts that are cheap to clone: over HTTP/2 `http://ENDPOINT`
-/// and the client's path and query (the authority is built once per endpoint); over HTTP/1.1
-/// the path and query alone, with a `Host` header (the endpoint's when the client sent none).
+/// The upstream request, from parts that are cheap to clone. Over HTTP/2: `http://HOST` and the
+/// client's path and query, where HOST, sent as `:authority`, is the forwarded `Host` (the
+/// client's or the rewrite; the endpoint's when there is none), and no `Host` header (RFC 9113
+/// 8.3.1). Over HTTP/1.1: the path and query alone, with a `Host` header (the endpoint's when
+/// the client sent none).
 fn build(
     parts: &http::request::Parts,
     body: ProxyBody,
@@ -240,9 +242,11 @@ fn build(
     *req.version_mut() = parts.version;
     *req.headers_mut() = parts.headers.clone();
     if h2 {
+        let host = req.headers_mut().remove(http::header::HOST);
+        let from_host = host.and_then(|h| http::uri::Authority::try_from(h.as_bytes()).ok());
         let mut uri = http::uri::Parts::default();
         uri.scheme = Some(http::uri::Scheme::HTTP);
-        uri.authority = endpoints.authority(slot).cloned();
+        uri.authority = from_host.or_else(|| endpoints.authority(slot).cloned());
         uri.path_and_query = Some(path);
         *req.uri_mut() = http::Uri::from_parts(uri).unwrap_or_default();
     } else {

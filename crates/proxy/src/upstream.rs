@@ -7,8 +7,11 @@
 //!   to the end, with no task per request (hyper-util's pool spawns one to wait for the
 //!   connection to be ready again, a large share of a small request's cost). A kept-alive
 //!   connection the endpoint closed before taking the request is retried on another.
-//! - HTTP/2 prior knowledge: hyper-util's pooling client, one multiplexed connection per
-//!   endpoint, requests balanced per request, not per connection.
+//! - HTTP/2 prior knowledge: one multiplexed connection per endpoint over hyper's connection
+//!   API, shared by every request to that endpoint (requests are balanced per request, not
+//!   per connection), replaced when it closes, kept while the endpoint keeps it. The request's
+//!   authority is its `:authority` (the forwarded host), so the pool is keyed by endpoint
+//!   address, not by URI.
 //!
 //! Only the proxy's own endpoint addresses reach the dialer, so it never resolves names.
 //!
@@ -28,12 +31,8 @@ use http_body_util::combinators::BoxBody;
 use hyper::body::Incoming;
 use hyper::body::{Body, Frame, SizeHint};
 use hyper::rt::{Read, ReadBufCursor, Write};
-use hyper::Uri;
-use hyper_util::client::legacy::connect::{Connected, Connection};
-use hyper_util::client::legacy::Client as Pool;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use std::collections::HashMap;
-use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -146,31 +145,22 @@ impl Default for Connector {
     }
 }
 
-impl tower::Service<Uri> for Connector {
-    type Response = Conn;
-    type Error = BoxError;
-    type Future = Pin<Box<dyn Future<Output = Result<Conn, BoxError>> + Send>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, uri: Uri) -> Self::Future {
-        let (limit, connect_timeout) = (self.limit.clone(), self.connect_timeout);
-        Box::pin(async move {
-            let addr: SocketAddr = uri
-                .authority()
-                .and_then(|a| a.as_str().parse().ok())
-                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not an IP:PORT"))?;
-            let permit = match &limit {
-                Some(l) => Some(l.acquire(addr).await?),
-                None => None,
-            };
-            let stream = dial_within(addr, connect_timeout).await?;
-            Ok(Conn {
-                io: TokioIo::new(stream),
-                _permit: permit,
-            })
+impl Connector {
+    /// A connection to `addr`, within the connection limit and the connect timeout.
+    ///
+    /// # Errors
+    /// [`SendError::Exhausted`] at the limit, [`SendError::Connect`] when the dial fails.
+    pub async fn connect(&self, addr: SocketAddr) -> Result<Conn, SendError> {
+        let permit = match &self.limit {
+            Some(l) => Some(l.acquire(addr).await.map_err(SendError::Exhausted)?),
+            None => None,
+        };
+        let stream = dial_within(addr, self.connect_timeout)
+            .await
+            .map_err(|e| SendError::Connect(e.into()))?;
+        Ok(Conn {
+            io: TokioIo::new(stream),
+            _permit: permit,
         })
     }
 }
@@ -186,12 +176,6 @@ impl Conn {
     /// The socket.
     pub fn stream(&self) -> &TcpStream {
         self.io.inner()
-    }
-}
-
-impl Connection for Conn {
-    fn connected(&self) -> Connected {
-        self.io.connected()
     }
 }
 
@@ -236,11 +220,11 @@ impl Write for Conn {
 }
 
 /// The upstream pools of one service: HTTP/1.1 connections in [`H1Pool`], HTTP/2 in
-/// hyper-util's pooling client (one multiplexed connection per endpoint).
+/// [`H2Pool`] (one multiplexed connection per endpoint).
 #[derive(Clone, Debug)]
 pub struct Upstreams {
     http1: Arc<H1Pool>,
-    http2: Pool<Connector, ProxyBody>,
+    http2: Arc<H2Pool>,
 }
 
 impl Upstreams {
@@ -253,15 +237,13 @@ impl Upstreams {
                 per: Mutex::new(HashMap::new()),
             })
         });
-        let connector = Connector {
-            limit: limit.clone(),
-            connect_timeout: config.connect_timeout,
-        };
-        let http2 = Pool::builder(TokioExecutor::new())
-            .pool_idle_timeout(config.idle_timeout)
-            .pool_timer(TokioTimer::new())
-            .http2_only(true)
-            .build(connector);
+        let http2 = Arc::new(H2Pool {
+            connector: Connector {
+                limit: limit.clone(),
+                connect_timeout: config.connect_timeout,
+            },
+            per: Mutex::new(HashMap::new()),
+        });
         Self {
             http1: Arc::new(H1Pool {
                 per: Mutex::new(HashMap::new()),
@@ -274,8 +256,8 @@ impl Upstreams {
         }
     }
 
-    /// Sends `req` to `addr` over HTTP/2 when `h2` (`req` in absolute form), else over
-    /// HTTP/1.1 (`req` in origin form with a `Host` header).
+    /// Sends `req` to `addr` over HTTP/2 when `h2` (`req` in absolute form, its authority
+    /// the `:authority` sent), else over HTTP/1.1 (`req` in origin form with a `Host` header).
     pub async fn send(
         &self,
         req: http::Request<ProxyBody>,
@@ -283,11 +265,7 @@ impl Upstreams {
         addr: SocketAddr,
     ) -> Result<http::Response<UpstreamBody>, SendError> {
         if h2 {
-            let resp = self
-                .http2
-                .request(req)
-                .await
-                .map_err(SendError::from_pool)?;
+            let resp = self.http2.send(req, addr).await?;
             return Ok(resp.map(|inner| UpstreamBody { inner, back: None }));
         }
         H1Pool::send(&self.http1, req, addr).await
@@ -312,26 +290,69 @@ pub enum SendError {
     /// The connection failed while the request was on it.
     #[error(transparent)]
     Http(hyper::Error),
-    /// The HTTP/2 pool failed.
-    #[error(transparent)]
-    Pool(hyper_util::client::legacy::Error),
 }
 
 impl SendError {
-    fn from_pool(e: hyper_util::client::legacy::Error) -> Self {
-        if let Some(p) = exhausted(&e) {
-            return SendError::Exhausted(p);
-        }
-        SendError::Pool(e)
-    }
-
     /// No connection was made: nothing reached the endpoint.
     pub fn is_connect(&self) -> bool {
         match self {
             SendError::Connect(_) => true,
-            SendError::Pool(e) => e.is_connect(),
             SendError::Exhausted(_) | SendError::Http(_) => false,
         }
+    }
+}
+
+/// HTTP/2 (prior knowledge) connections, one per endpoint, shared by every request to it (a
+/// `SendRequest` is a cheap handle onto the multiplexed connection). A closed connection is
+/// replaced by the next request; concurrent first requests may each dial, and the one that
+/// finishes last keeps its connection in the slot while the others' close when done.
+#[derive(Debug)]
+struct H2Pool {
+    connector: Connector,
+    per: Mutex<HashMap<SocketAddr, H2Sender>>,
+}
+
+type H2Sender = hyper::client::conn::http2::SendRequest<ProxyBody>;
+
+impl H2Pool {
+    async fn send(
+        &self,
+        req: http::Request<ProxyBody>,
+        addr: SocketAddr,
+    ) -> Result<http::Response<Incoming>, SendError> {
+        let cached = {
+            let per = self.per.lock().unwrap_or_else(|p| p.into_inner());
+            per.get(&addr).filter(|tx| !tx.is_closed()).cloned()
+        };
+        let mut tx = match cached {
+            Some(tx) => tx,
+            None => self.dial(addr).await?,
+        };
+        if tx.ready().await.is_err() {
+            // Closed between the check and now (GOAWAY, reset): nothing was sent; one redial.
+            tx = self.dial(addr).await?;
+            tx.ready().await.map_err(|e| SendError::Connect(e.into()))?;
+        }
+        tx.send_request(req).await.map_err(SendError::Http)
+    }
+
+    /// A new connection to `addr`, its task spawned, put in the endpoint's slot.
+    async fn dial(&self, addr: SocketAddr) -> Result<H2Sender, SendError> {
+        let conn = self.connector.connect(addr).await?;
+        let (tx, driver) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .handshake(conn)
+            .await
+            .map_err(|e| SendError::Connect(e.into()))?;
+        tokio::spawn(async move {
+            if let Err(err) = driver.await {
+                tracing::debug!(%err, %addr, "upstream HTTP/2 connection ended with an error");
+            }
+        });
+        let mut per = self.per.lock().unwrap_or_else(|p| p.into_inner());
+        per.retain(|_, tx| !tx.is_closed());
+        per.insert(addr, tx.clone());
+        Ok(tx)
     }
 }
 
@@ -571,16 +592,4 @@ impl Body for UpstreamBody {
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
     }
-}
-
-/// The [`PoolExhausted`] behind a failed send, if that is why it failed.
-fn exhausted(e: &(dyn std::error::Error + 'static)) -> Option<PoolExhausted> {
-    let mut next = Some(e);
-    while let Some(err) = next {
-        if let Some(p) = err.downcast_ref::<PoolExhausted>() {
-            return Some(*p);
-        }
-        next = err.source();
-    }
-    None
 }

@@ -37,11 +37,11 @@ async fn upstream_sockets_have_nodelay() {
     let listener = tailguard_http::tcp::bind("127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
-    let uri: http::Uri = format!("http://{}", listener.local_addr().unwrap())
-        .parse()
+    let connector = tailguard_proxy::upstream::Connector::default();
+    let io = connector
+        .connect(listener.local_addr().unwrap())
+        .await
         .unwrap();
-    let mut connector = tailguard_proxy::upstream::Connector::default();
-    let io = tower::Service::call(&mut connector, uri).await.unwrap();
     assert!(io.stream().nodelay().unwrap());
 }
 

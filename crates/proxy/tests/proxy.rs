@@ -6,7 +6,7 @@ use std::time::Duration;
 use support::{client, eventually, send, start, Backend};
 use tailguard_balance::load::PeakEwmaConfig;
 use tailguard_balance::{LoadKind, Policy};
-use tailguard_proxy::config::{Discovery, ServiceConfig, UpstreamProtocol};
+use tailguard_proxy::config::{Discovery, HostHeader, ServiceConfig, UpstreamProtocol};
 use tailguard_resilience::{AccrualConfig, Backoff, Classifier, TripPolicy};
 
 fn round_robin(backends: &[&Backend]) -> ServiceConfig {
@@ -203,6 +203,31 @@ async fn http2_requests_pass_with_trailers() {
     assert_eq!(collected.trailers().unwrap()["grpc-status"], "0");
     assert_eq!(backend.last_headers()["te"], "trailers");
     proxy.shutdown().await;
+}
+
+/// Over HTTP/2 the forwarded host travels as `:authority` (RFC 9113 8.3.1), with no `Host`
+/// header beside it: the client's host, or the rewrite, from HTTP/2 and HTTP/1.1 clients alike.
+#[tokio::test]
+async fn http2_upstreams_get_the_host_as_authority_and_no_host_header() {
+    let backend = Backend::spawn().await;
+    for rewrite in [None, Some("web.internal")] {
+        for h2_client in [true, false] {
+            let mut s = round_robin(&[&backend]);
+            s.protocol = UpstreamProtocol::Http2;
+            if let Some(h) = rewrite {
+                s.host_header = HostHeader::Rewrite(h.to_owned());
+            }
+            let proxy = start(s).await;
+            let (status, _, _) = send(&client(h2_client), proxy.addr(), "GET", "/").await;
+            assert_eq!(status, 200);
+            let expected = rewrite.map_or_else(|| proxy.addr().to_string(), str::to_owned);
+            let case = format!("rewrite {rewrite:?}, h2 client {h2_client}");
+            assert_eq!(backend.last_authority(), Some(expected), "{case}");
+            assert!(!backend.last_headers().contains_key("host"), "{case}");
+            proxy.shutdown().await;
+        }
+    }
+    assert_eq!(backend.hits(), 4);
 }
 
 #[tokio::test]

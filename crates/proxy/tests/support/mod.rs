@@ -26,6 +26,7 @@ struct State {
     hits: AtomicU64,
     connections: AtomicU64,
     last: Mutex<Option<HeaderMap>>,
+    last_authority: Mutex<Option<String>>,
 }
 
 /// A backend on 127.0.0.1 serving HTTP/1.1 and h2c; `/trailers` answers with gRPC-style
@@ -93,6 +94,11 @@ impl Backend {
         self.state.connections.load(Ordering::Relaxed)
     }
 
+    /// The last request's URI authority (HTTP/2's `:authority`; none over HTTP/1.1).
+    pub fn last_authority(&self) -> Option<String> {
+        self.state.last_authority.lock().unwrap().clone()
+    }
+
     pub fn last_headers(&self) -> HeaderMap {
         self.state.last.lock().unwrap().clone().unwrap_or_default()
     }
@@ -103,6 +109,7 @@ type Body = BoxBody<Bytes, hyper::Error>;
 async fn answer(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
     state.hits.fetch_add(1, Ordering::Relaxed);
     *state.last.lock().unwrap() = Some(req.headers().clone());
+    *state.last_authority.lock().unwrap() = req.uri().authority().map(|a| a.to_string());
     let delay = state.delay_ms.load(Ordering::Relaxed);
     if delay > 0 {
         tokio::time::sleep(Duration::from_millis(delay)).await;
