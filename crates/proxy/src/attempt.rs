@@ -1,6 +1,11 @@
 //! The attempts of one request (step 4 and 5 of [`crate::forward`]): each goes to the endpoint
 //! the service's [`tailguard_client::Client`] picks, and every outcome goes back to it.
 //!
+//! Each attempt checks out a connection before it builds its request, so an attempt that could
+//! not connect (refused, connect timeout) leaves even a streamed body unread, and the request,
+//! whatever its method, may go to another endpoint: nothing reached the first (Linkerd's
+//! requeues, Envoy's `connect-failure`).
+//!
 //! An attempt abandoned midway (the total timeout fired, or the client went away) is reported
 //! as cancelled when its guard drops, so the balancer's pending count never leaks.
 
@@ -24,7 +29,8 @@ use tailguard_resilience::{AttemptOutcome, Class, Method, Ticket};
 pub enum Attempt {
     /// Buffered: every attempt sends a copy.
     Replayable(Bytes),
-    /// Streamed: only the first attempt can send it.
+    /// Streamed: only the attempt that sends it can use it; attempts that found no connection
+    /// leave it for the next.
     Streaming(Option<ProxyBody>),
 }
 
@@ -41,8 +47,13 @@ impl Attempt {
         }
     }
 
-    fn replayable(&self) -> bool {
-        matches!(self, Attempt::Replayable(_))
+    /// Whether another attempt can send the body: a buffered one always, a streamed one until
+    /// an attempt took it (an attempt that found no connection never does).
+    fn available(&self) -> bool {
+        match self {
+            Attempt::Replayable(_) => true,
+            Attempt::Streaming(b) => b.is_some(),
+        }
     }
 }
 
@@ -107,7 +118,7 @@ pub async fn run(
         let (slot, class, ended) = once(shared, service, &endpoints, &mut sent, avoid).await;
         let may = !class.success
             && class.retryable
-            && sent.body.replayable()
+            && sent.body.available()
             && retries.is_some_and(|r| tries < r.max_retries);
         if !may {
             return finish(ended);
@@ -158,12 +169,21 @@ async fn once(
         sent: now,
         clock,
     };
-    let req = build(&sent.parts, sent.body.take(), endpoints, slot, sent.h2);
-    let timeout = service.config.arm.timeouts.attempt;
-    let call = service.upstreams.send(req, sent.h2, addr);
-    let result = match timeout {
-        Some(t) => tokio::time::timeout(t, call).await.ok(),
-        None => Some(call.await),
+    // The connection first, then the request: a request whose connection could not be made
+    // keeps its body, so even a streamed body may go to another endpoint.
+    let deadline = service
+        .config
+        .arm
+        .timeouts
+        .attempt
+        .map(|t| tokio::time::Instant::now() + t);
+    let result = match within(deadline, service.upstreams.checkout(sent.h2, addr)).await {
+        None => None,
+        Some(Err(e)) => Some(Err(e)),
+        Some(Ok(conn)) => {
+            let req = build(&sent.parts, sent.body.take(), endpoints, slot, sent.h2);
+            within(deadline, conn.send(req)).await
+        }
     };
     let (outcome, ended) = match result {
         None => (
@@ -259,6 +279,17 @@ fn build(
         }
     }
     req
+}
+
+/// `work`'s output, or `None` when `deadline` passes first.
+async fn within<T>(
+    deadline: Option<tokio::time::Instant>,
+    work: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    match deadline {
+        Some(d) => tokio::time::timeout_at(d, work).await.ok(),
+        None => Some(work.await),
+    }
 }
 
 /// Why no connection was made, in a few words: `connection refused`, `connect timeout (1s)`,

@@ -5,9 +5,10 @@
 //! 2. Admit under the service's in-flight limit; over it: 503.
 //! 3. Keep the body replayable (bounded buffer) only when a retry could need it: the method is
 //!    retryable, retries are on, and the body's exact length is within `retry_buffer`.
-//!    Otherwise the body streams through and the request is never retried.
-//! 4. Each attempt: pick (avoiding the previous endpoint), send under the attempt timeout,
-//!    classify, feed the balancer and accrual ([`crate::attempt`]).
+//!    Otherwise the body streams through, and the request is retried only when an attempt
+//!    could not connect (the body was not sent).
+//! 4. Each attempt: pick (avoiding the previous endpoint), connect, send under the attempt
+//!    timeout, classify, feed the balancer and accrual ([`crate::attempt`]).
 //! 5. A failed, retryable attempt is retried while the budget allows; the last response is
 //!    returned as is, or 502/504 with `x-tailguard-error` when there was none.
 

@@ -256,19 +256,99 @@ impl Upstreams {
         }
     }
 
-    /// Sends `req` to `addr` over HTTP/2 when `h2` (`req` in absolute form, its authority
-    /// the `:authority` sent), else over HTTP/1.1 (`req` in origin form with a `Host` header).
+    /// A connection to `addr` ready for a request, over HTTP/2 when `h2`. Nothing has been
+    /// sent yet, so a failure here ([`SendError::is_connect`]) may be retried with any request.
+    ///
+    /// # Errors
+    /// [`SendError::Connect`] or [`SendError::Exhausted`].
+    pub async fn checkout(&self, h2: bool, addr: SocketAddr) -> Result<Checkout, SendError> {
+        if h2 {
+            let tx = self.http2.checkout(addr).await?;
+            return Ok(Checkout(Held::H2(tx)));
+        }
+        let free = self.http1.free(addr);
+        let (tx, reused) = self.http1.checkout(&free, addr).await?;
+        Ok(Checkout(Held::H1 {
+            tx,
+            reused,
+            free,
+            pool: Arc::clone(&self.http1),
+            addr,
+        }))
+    }
+
+    /// [`Upstreams::checkout`] then [`Checkout::send`].
+    ///
+    /// # Errors
+    /// As those two.
     pub async fn send(
         &self,
         req: http::Request<ProxyBody>,
         h2: bool,
         addr: SocketAddr,
     ) -> Result<http::Response<UpstreamBody>, SendError> {
-        if h2 {
-            let resp = self.http2.send(req, addr).await?;
-            return Ok(resp.map(|inner| UpstreamBody { inner, back: None }));
+        self.checkout(h2, addr).await?.send(req).await
+    }
+}
+
+/// A connection checked out for one request.
+#[derive(Debug)]
+pub struct Checkout(Held);
+
+#[derive(Debug)]
+enum Held {
+    H1 {
+        tx: Sender,
+        reused: bool,
+        free: Arc<Free>,
+        pool: Arc<H1Pool>,
+        addr: SocketAddr,
+    },
+    H2(H2Sender),
+}
+
+impl Checkout {
+    /// Sends `req`: over HTTP/2 in absolute form (its authority the `:authority` sent), over
+    /// HTTP/1.1 in origin form with a `Host` header. A kept-alive HTTP/1.1 connection the
+    /// endpoint closed before taking the request is replaced (nothing was sent).
+    ///
+    /// # Errors
+    /// [`SendError::Http`] when the connection fails with the request on it, or those of a
+    /// replacement connection.
+    pub async fn send(
+        self,
+        mut req: http::Request<ProxyBody>,
+    ) -> Result<http::Response<UpstreamBody>, SendError> {
+        let (mut tx, mut reused, free, pool, addr) = match self.0 {
+            Held::H2(mut tx) => {
+                let resp = tx.send_request(req).await.map_err(SendError::Http)?;
+                return Ok(resp.map(|inner| UpstreamBody { inner, back: None }));
+            }
+            Held::H1 {
+                tx,
+                reused,
+                free,
+                pool,
+                addr,
+            } => (tx, reused, free, pool, addr),
+        };
+        loop {
+            match tx.try_send_request(req).await {
+                Ok(resp) => {
+                    let back = Some(Back { tx, free });
+                    return Ok(resp.map(|inner| UpstreamBody { inner, back }.check_end()));
+                }
+                Err(mut e) => match e.take_message() {
+                    // A kept-alive connection the endpoint closed before it took the request:
+                    // nothing was sent, so it goes on another connection (as hyper-util does).
+                    Some(unsent) if reused => {
+                        req = unsent;
+                        (tx, reused) = pool.checkout(&free, addr).await?;
+                    }
+                    _ => return Err(SendError::Http(e.into_error())),
+                },
+            }
         }
-        H1Pool::send(&self.http1, req, addr).await
     }
 }
 
@@ -315,11 +395,8 @@ struct H2Pool {
 type H2Sender = hyper::client::conn::http2::SendRequest<ProxyBody>;
 
 impl H2Pool {
-    async fn send(
-        &self,
-        req: http::Request<ProxyBody>,
-        addr: SocketAddr,
-    ) -> Result<http::Response<Incoming>, SendError> {
+    /// The endpoint's connection, ready for a request.
+    async fn checkout(&self, addr: SocketAddr) -> Result<H2Sender, SendError> {
         let cached = {
             let per = self.per.lock().unwrap_or_else(|p| p.into_inner());
             per.get(&addr).filter(|tx| !tx.is_closed()).cloned()
@@ -333,7 +410,7 @@ impl H2Pool {
             tx = self.dial(addr).await?;
             tx.ready().await.map_err(|e| SendError::Connect(e.into()))?;
         }
-        tx.send_request(req).await.map_err(SendError::Http)
+        Ok(tx)
     }
 
     /// A new connection to `addr`, its task spawned, put in the endpoint's slot.
@@ -424,32 +501,6 @@ impl H1Pool {
         let mut per = self.per.lock().unwrap_or_else(|p| p.into_inner());
         let free = per.entry(addr).or_default();
         Arc::clone(free)
-    }
-
-    async fn send(
-        pool: &Arc<Self>,
-        mut req: http::Request<ProxyBody>,
-        addr: SocketAddr,
-    ) -> Result<http::Response<UpstreamBody>, SendError> {
-        let free = pool.free(addr);
-        loop {
-            let (mut tx, reused) = pool.checkout(&free, addr).await?;
-            match tx.try_send_request(req).await {
-                Ok(resp) => {
-                    let back = Some(Back {
-                        tx,
-                        free: Arc::clone(&free),
-                    });
-                    return Ok(resp.map(|inner| UpstreamBody { inner, back }.check_end()));
-                }
-                Err(mut e) => match e.take_message() {
-                    // A kept-alive connection the endpoint closed before it took the request:
-                    // nothing was sent, so it goes on another connection (as hyper-util does).
-                    Some(unsent) if reused => req = unsent,
-                    _ => return Err(SendError::Http(e.into_error())),
-                },
-            }
-        }
     }
 
     /// A free connection (`true`), or a new one (`false`) within the connection limit.

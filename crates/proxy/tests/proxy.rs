@@ -298,3 +298,43 @@ async fn shutdown_drains_requests_in_flight_and_reload_swaps_upstreams() {
         "the request in flight finished"
     );
 }
+
+/// A request whose connection could not be made sent nothing, so it goes to another endpoint
+/// whatever its method, with its streamed body intact (Linkerd's requeue, Envoy's
+/// `connect-failure`): POSTs round-robined onto a closed port all arrive whole.
+#[tokio::test]
+async fn a_refused_connection_is_retried_for_any_method_with_the_body_intact() {
+    let closed = {
+        let l = tailguard_http::tcp::bind("127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        l.local_addr().unwrap()
+    };
+    let backend = Backend::spawn().await;
+    let mut s = ServiceConfig::new(
+        "web",
+        vec![
+            tailguard_proxy::config::Upstream::new(closed),
+            backend.upstream(),
+        ],
+    );
+    s.arm.policy = Policy::RoundRobin;
+    s.arm.accrual = None;
+    let proxy = start(s).await;
+    let c = client(false);
+    let payload = bytes::Bytes::from(vec![7u8; 256 * 1024]);
+    for round in 0..4 {
+        let req = http::Request::post(format!("http://{}/echo", proxy.addr()))
+            .body(http_body_util::Full::new(payload.clone()))
+            .unwrap();
+        let resp = c.request(req).await.unwrap();
+        assert_eq!(resp.status(), 200, "round {round}");
+        let body = http_body_util::BodyExt::collect(resp.into_body())
+            .await
+            .unwrap()
+            .to_bytes();
+        assert!(body == payload, "round {round}: the body arrived whole");
+    }
+    assert_eq!(backend.hits(), 4);
+    proxy.shutdown().await;
+}
