@@ -338,3 +338,114 @@ async fn a_refused_connection_is_retried_for_any_method_with_the_body_intact() {
     assert_eq!(backend.hits(), 4);
     proxy.shutdown().await;
 }
+
+/// One long-lived HTTP/2 client connection (a gRPC channel) is balanced per request, not per
+/// connection: its requests spread over every endpoint.
+#[tokio::test]
+async fn one_h2_client_connection_is_balanced_per_request() {
+    let (a, b, c) = (
+        Backend::spawn().await,
+        Backend::spawn().await,
+        Backend::spawn().await,
+    );
+    let proxy = start(round_robin(&[&a, &b, &c])).await;
+    let stream = tailguard_http::tcp::connect(proxy.addr(), tailguard_http::Nagle::Off)
+        .await
+        .unwrap();
+    let (mut tx, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .unwrap();
+    let driver = tokio::spawn(conn);
+    for _ in 0..30 {
+        let req = http::Request::get(format!("http://{}/", proxy.addr()))
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .unwrap();
+        let resp = tx.send_request(req).await.unwrap();
+        assert_eq!(resp.status(), 200);
+    }
+    assert_eq!(
+        (a.hits(), b.hits(), c.hits()),
+        (10, 10, 10),
+        "round robin over one client connection"
+    );
+    drop(tx);
+    driver.await.unwrap().unwrap();
+    proxy.shutdown().await;
+}
+
+/// Bidirectional streaming (gRPC's streaming calls): each message the client sends comes back
+/// echoed before it sends the next, so neither direction is buffered by the proxy, over an
+/// HTTP/2 or an HTTP/1.1 upstream.
+#[tokio::test]
+async fn request_and_response_bodies_stream_message_by_message() {
+    use http_body_util::BodyExt;
+    let backend = Backend::spawn().await;
+    for protocol in [UpstreamProtocol::Auto, UpstreamProtocol::Http1] {
+        let mut s = round_robin(&[&backend]);
+        s.protocol = protocol;
+        let proxy = start(s).await;
+        let stream = tailguard_http::tcp::connect(proxy.addr(), tailguard_http::Nagle::Off)
+            .await
+            .unwrap();
+        let (mut tx, conn) = hyper::client::conn::http2::handshake(
+            hyper_util::rt::TokioExecutor::new(),
+            hyper_util::rt::TokioIo::new(stream),
+        )
+        .await
+        .unwrap();
+        let driver = tokio::spawn(conn);
+        let (send, recv) = tokio::sync::mpsc::channel::<bytes::Bytes>(1);
+        let frames = futures_util::stream::unfold(recv, |mut recv| async move {
+            let chunk = recv.recv().await?;
+            Some((
+                Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(chunk)),
+                recv,
+            ))
+        });
+        let req = http::Request::post(format!("http://{}/echo", proxy.addr()))
+            .header("content-type", "application/grpc")
+            .body(http_body_util::StreamBody::new(Box::pin(frames)))
+            .unwrap();
+        let resp = tokio::time::timeout(Duration::from_secs(10), async {
+            send.send(bytes::Bytes::from_static(b"message 0"))
+                .await
+                .unwrap();
+            tx.send_request(req).await.unwrap()
+        })
+        .await
+        .expect("response head within 10 s");
+        assert_eq!(resp.status(), 200, "{protocol:?}");
+        let mut body = resp.into_body();
+        for i in 0..5 {
+            if i > 0 {
+                send.send(format!("message {i}").into()).await.unwrap();
+            }
+            let mut got = Vec::new();
+            let want = format!("message {i}");
+            while got.len() < want.len() {
+                let frame = tokio::time::timeout(Duration::from_secs(10), body.frame())
+                    .await
+                    .unwrap_or_else(|_| panic!("{protocol:?}: message {i} not echoed in 10 s"))
+                    .unwrap()
+                    .unwrap();
+                got.extend_from_slice(frame.data_ref().unwrap());
+            }
+            assert_eq!(String::from_utf8(got).unwrap(), want, "{protocol:?}");
+        }
+        drop(send);
+        let rest = tokio::time::timeout(Duration::from_secs(10), body.collect())
+            .await
+            .expect("the response ends with the request")
+            .unwrap();
+        assert!(
+            rest.to_bytes().is_empty(),
+            "{protocol:?}: nothing after the messages"
+        );
+        drop(tx);
+        driver.await.unwrap().unwrap();
+        proxy.shutdown().await;
+    }
+}
