@@ -24,6 +24,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Body, Incoming};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 use tailguard_resilience::Method;
 
 /// The header naming why the proxy answered itself.
@@ -49,14 +50,18 @@ pub struct Peer {
     pub addr: SocketAddr,
     /// Its IP as the `X-Forwarded-For` entry, formatted once per connection.
     pub forwarded_for: HeaderValue,
+    /// How long it may take to send a request body the proxy buffers (the header read
+    /// timeout: a client that stalls mid-body is as slow as one that stalls mid-headers).
+    pub read_timeout: Duration,
 }
 
 impl Peer {
-    /// The client at `addr`.
-    pub fn new(addr: SocketAddr) -> Self {
+    /// The client at `addr`, given `read_timeout` for a body the proxy buffers.
+    pub fn new(addr: SocketAddr, read_timeout: Duration) -> Self {
         Self {
             addr,
             forwarded_for: hygiene::client_value(addr.ip()),
+            read_timeout,
         }
     }
 }
@@ -125,17 +130,25 @@ async fn forward(
     };
     let arm = &service.config.arm;
     let may_replay = arm.retries.is_some() && arm.classifier.retries(method);
-    let body = match prepare_body(body, may_replay, service.config.retry_buffer).await {
-        Ok(b) => b,
-        Err(resp) => return resp,
+    // The total timeout counts from here, so it includes reading a body that is buffered.
+    let run = async {
+        let buffered = prepare_body(body, may_replay, service.config.retry_buffer);
+        let body = match tokio::time::timeout(peer.read_timeout, buffered).await {
+            Ok(Ok(b)) => b,
+            Ok(Err(resp)) => return resp,
+            Err(_) => {
+                let reason = format!("request body not received within {:?}", peer.read_timeout);
+                return local(StatusCode::REQUEST_TIMEOUT, &reason);
+            }
+        };
+        let sent = Sent {
+            parts,
+            body,
+            method,
+            h2,
+        };
+        attempt::run(shared, service, sent).await
     };
-    let sent = Sent {
-        parts,
-        body,
-        method,
-        h2,
-    };
-    let run = attempt::run(shared, service, sent);
     match arm.timeouts.total {
         None => run.await,
         Some(limit) => match tokio::time::timeout(limit, run).await {

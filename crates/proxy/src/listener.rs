@@ -99,7 +99,7 @@ async fn connection<S>(
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let client = Arc::new(forward::Peer::new(peer));
+    let client = Arc::new(forward::Peer::new(peer, limits.header_read_timeout));
     let activity = Arc::new(Activity::new());
     let on_request = Arc::clone(&activity);
     let service = service_fn(move |req| {
