@@ -66,9 +66,17 @@ pub struct Shared {
     services: RwLock<Arc<Vec<Arc<Service>>>>,
     /// Set when shutdown begins: `/ready` answers 503 while requests in flight finish.
     draining: std::sync::atomic::AtomicBool,
+    /// The listener's TLS acceptor (`None`: cleartext), read per accepted connection, so a
+    /// reload's new certificate serves the next connection.
+    tls: tls::Current,
 }
 
 impl Shared {
+    /// The TLS acceptor for the next connection, if the listener serves TLS.
+    pub fn tls(&self) -> Option<tokio_rustls::TlsAcceptor> {
+        self.tls.get()
+    }
+
     /// Whether the proxy is draining (shutting down).
     pub fn draining(&self) -> bool {
         self.draining.load(std::sync::atomic::Ordering::Acquire)
@@ -154,6 +162,7 @@ pub async fn start(config: Config) -> Result<Proxy, StartError> {
         metrics: Metrics::new(),
         services: RwLock::new(Arc::new(services)),
         draining: std::sync::atomic::AtomicBool::new(false),
+        tls: tls::Current::new(acceptor),
     });
     let addr = listener.local_addr().map_err(|source| StartError::Bind {
         what: "proxy",
@@ -165,7 +174,6 @@ pub async fn start(config: Config) -> Result<Proxy, StartError> {
         listener,
         Arc::clone(&shared),
         config.limits,
-        acceptor,
         stopped.clone(),
     ))];
     let (admin_stop, admin_stopped) = watch::channel(false);
@@ -273,14 +281,19 @@ impl Proxy {
         &self.shared
     }
 
-    /// Replaces the services with those of `config` (validated first). Requests in flight
-    /// finish on the services they started with; listener addresses and limits are not changed.
+    /// Replaces the services and the listener's TLS certificate with those of `config`
+    /// (validated and read first). Requests in flight finish on the services they started
+    /// with, and open connections keep their certificate; listener addresses and limits are
+    /// not changed.
     ///
     /// # Errors
-    /// When `config` is invalid; the running services are then kept.
+    /// When `config` is invalid or its certificate unusable; the running configuration is then
+    /// kept whole.
     pub async fn reload(&self, config: &Config) -> Result<(), StartError> {
         config.validate()?;
+        let acceptor = config.tls.as_ref().map(tls::acceptor).transpose()?;
         let services = build_services(config, self.shared.clock).await?;
+        self.shared.tls.set(acceptor);
         *self
             .shared
             .services

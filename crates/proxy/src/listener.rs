@@ -36,7 +36,6 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio::time::Instant;
-use tokio_rustls::TlsAcceptor;
 
 /// How long an idle connection's graceful close may take before it is cut.
 const IDLE_GRACE: Duration = Duration::from_millis(500);
@@ -47,7 +46,6 @@ pub async fn serve(
     listener: TcpListener,
     shared: Arc<Shared>,
     limits: Limits,
-    tls: Option<TlsAcceptor>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
@@ -66,7 +64,8 @@ pub async fn serve(
                 continue;
             }
         };
-        let (shared, stop, tls) = (Arc::clone(&shared), shutdown.clone(), tls.clone());
+        let (tls, stop) = (shared.tls(), shutdown.clone());
+        let shared = Arc::clone(&shared);
         tokio::spawn(async move {
             match tls {
                 None => connection(stream, peer, shared, limits, stop).await,

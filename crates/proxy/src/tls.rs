@@ -69,3 +69,30 @@ pub fn acceptor(tls: &TlsConfig) -> Result<TlsAcceptor, TlsError> {
     config.alpn_protocols = ALPN.iter().map(|p| p.to_vec()).collect();
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
+
+/// The listener's current acceptor (`None`: cleartext), replaced by a reload.
+pub struct Current(std::sync::RwLock<Option<TlsAcceptor>>);
+
+impl Current {
+    /// Starts with `acceptor`.
+    pub fn new(acceptor: Option<TlsAcceptor>) -> Self {
+        Self(std::sync::RwLock::new(acceptor))
+    }
+
+    /// The acceptor for the next connection.
+    pub fn get(&self) -> Option<TlsAcceptor> {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Replaces it; connections already accepted keep theirs.
+    pub fn set(&self, acceptor: Option<TlsAcceptor>) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = acceptor;
+    }
+}
+
+impl std::fmt::Debug for Current {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let on = self.0.read().map(|a| a.is_some()).unwrap_or(false);
+        f.debug_struct("Current").field("tls", &on).finish()
+    }
+}

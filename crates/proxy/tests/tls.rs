@@ -144,3 +144,54 @@ async fn unusable_certificate_files_are_named_at_start() {
     let e = tailguard_proxy::start(c).await.unwrap_err().to_string();
     assert!(e.contains("keyPath"), "{e}");
 }
+
+/// Whether a TLS handshake with the proxy succeeds when only `cert` is trusted.
+async fn handshake_ok(addr: SocketAddr, cert: &Cert) -> bool {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert.der.clone()).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let name = ServerName::try_from("127.0.0.1").unwrap();
+    tokio_rustls::TlsConnector::from(Arc::new(tls))
+        .connect(name, tcp)
+        .await
+        .is_ok()
+}
+
+#[tokio::test]
+async fn a_reload_serves_the_new_certificate_and_refuses_an_unusable_one() {
+    let backend = Backend::spawn().await;
+    let (first, second) = (Cert::new("reload-a"), Cert::new("reload-b"));
+    let mut c = config(ServiceConfig::new("web", vec![backend.upstream()]));
+    c.tls = Some(first.config());
+    let proxy = tailguard_proxy::start(c).await.unwrap();
+    let addr = proxy.addr();
+    assert!(handshake_ok(addr, &first).await);
+    assert!(!handshake_ok(addr, &second).await);
+
+    let mut next = config(ServiceConfig::new("web", vec![backend.upstream()]));
+    next.listen = addr;
+    next.tls = Some(second.config());
+    proxy.reload(&next).await.unwrap();
+    assert!(handshake_ok(addr, &second).await, "the new certificate");
+    assert!(!handshake_ok(addr, &first).await, "not the old one");
+
+    let mut broken = config(ServiceConfig::new("web", vec![backend.upstream()]));
+    broken.listen = addr;
+    broken.tls = Some(TlsConfig {
+        cert: second.dir.join("missing.pem"),
+        key: second.dir.join("key.pem"),
+    });
+    assert!(proxy.reload(&broken).await.is_err());
+    assert!(
+        handshake_ok(addr, &second).await,
+        "the running certificate kept"
+    );
+    assert_eq!(get(addr, &second, b"h2").await.2, 200);
+    proxy.shutdown().await;
+}
