@@ -259,9 +259,16 @@ async fn first_resolution(
         reason,
     };
     let resolver = dns::resolver(server).map_err(|e| fail(e.to_string()))?;
-    let list = dns::resolve(&resolver, name)
-        .await
-        .map_err(|e| fail(e.to_string()))?;
+    // A name that does not resolve yet is not a configuration error (the service may not be
+    // deployed, or DNS may be down for a moment): start with no endpoints (503 and /ready 503
+    // until it resolves) rather than refuse to start or to reload every other service.
+    let list = match dns::resolve(&resolver, name).await {
+        Ok(list) => list,
+        Err(err) => {
+            tracing::warn!(%err, ?name, %service, "DNS name does not resolve yet; no endpoints");
+            Vec::new()
+        }
+    };
     Ok((list, resolver))
 }
 

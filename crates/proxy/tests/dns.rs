@@ -103,6 +103,31 @@ async fn dns_discovery_uses_every_address_and_picks_up_an_added_one() {
     assert_eq!(send(&client(false), proxy.addr(), "GET", "/").await.0, 200);
     assert_eq!(backend.hits(), 1);
 
+    // A name that does not resolve yet starts with no endpoints, not an error.
+    let mut later = ServiceConfig::new("later", vec![]);
+    later.discovery = Discovery::Dns {
+        name: DnsName::parse(&format!("later.test:{port}")).unwrap(),
+        server: Some(dns.addr),
+        interval: Duration::from_millis(100),
+    };
+    let waiting = start(later).await;
+    let c = client(false);
+    assert_eq!(send(&c, waiting.addr(), "GET", "/").await.0, 503);
+    let admin = waiting.admin_addr().unwrap();
+    assert_eq!(send(&c, admin, "GET", "/ready").await.0, 503);
+    std::fs::write(
+        dns.dir.join("hosts").join("later"),
+        "127.0.0.1 later.test\n",
+    )
+    .unwrap();
+    let resolved = eventually(Duration::from_secs(10), async || {
+        send(&c, waiting.addr(), "GET", "/").await.0 == 200
+    })
+    .await;
+    assert!(resolved, "the name was picked up once it resolved");
+    assert_eq!(send(&c, admin, "GET", "/ready").await.0, 200);
+    waiting.shutdown().await;
+
     std::fs::write(
         dns.dir.join("hosts").join("web"),
         "127.0.0.1 web.test\n::1 web.test\n",
