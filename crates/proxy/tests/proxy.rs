@@ -339,6 +339,30 @@ async fn a_refused_connection_is_retried_for_any_method_with_the_body_intact() {
     proxy.shutdown().await;
 }
 
+/// One HTTP/2 (prior knowledge) client connection to `addr`, and the task driving it.
+async fn h2_connection<B>(
+    addr: std::net::SocketAddr,
+) -> (
+    hyper::client::conn::http2::SendRequest<B>,
+    tokio::task::JoinHandle<hyper::Result<()>>,
+)
+where
+    B: hyper::body::Body + Unpin + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let stream = tailguard_http::tcp::connect(addr, tailguard_http::Nagle::Off)
+        .await
+        .unwrap();
+    let (tx, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .unwrap();
+    (tx, tokio::spawn(conn))
+}
+
 /// One long-lived HTTP/2 client connection (a gRPC channel) is balanced per request, not per
 /// connection: its requests spread over every endpoint.
 #[tokio::test]
@@ -349,16 +373,7 @@ async fn one_h2_client_connection_is_balanced_per_request() {
         Backend::spawn().await,
     );
     let proxy = start(round_robin(&[&a, &b, &c])).await;
-    let stream = tailguard_http::tcp::connect(proxy.addr(), tailguard_http::Nagle::Off)
-        .await
-        .unwrap();
-    let (mut tx, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(stream),
-    )
-    .await
-    .unwrap();
-    let driver = tokio::spawn(conn);
+    let (mut tx, driver) = h2_connection(proxy.addr()).await;
     for _ in 0..30 {
         let req = http::Request::get(format!("http://{}/", proxy.addr()))
             .body(http_body_util::Empty::<bytes::Bytes>::new())
@@ -387,16 +402,7 @@ async fn request_and_response_bodies_stream_message_by_message() {
         let mut s = round_robin(&[&backend]);
         s.protocol = protocol;
         let proxy = start(s).await;
-        let stream = tailguard_http::tcp::connect(proxy.addr(), tailguard_http::Nagle::Off)
-            .await
-            .unwrap();
-        let (mut tx, conn) = hyper::client::conn::http2::handshake(
-            hyper_util::rt::TokioExecutor::new(),
-            hyper_util::rt::TokioIo::new(stream),
-        )
-        .await
-        .unwrap();
-        let driver = tokio::spawn(conn);
+        let (mut tx, driver) = h2_connection(proxy.addr()).await;
         let (send, recv) = tokio::sync::mpsc::channel::<bytes::Bytes>(1);
         let frames = futures_util::stream::unfold(recv, |mut recv| async move {
             let chunk = recv.recv().await?;
