@@ -132,14 +132,10 @@ async fn forward(
     let may_replay = arm.retries.is_some() && arm.classifier.retries(method);
     // The total timeout counts from here, so it includes reading a body that is buffered.
     let run = async {
-        let buffered = prepare_body(body, may_replay, service.config.retry_buffer);
-        let body = match tokio::time::timeout(peer.read_timeout, buffered).await {
-            Ok(Ok(b)) => b,
-            Ok(Err(resp)) => return resp,
-            Err(_) => {
-                let reason = format!("request body not received within {:?}", peer.read_timeout);
-                return local(StatusCode::REQUEST_TIMEOUT, &reason);
-            }
+        let limit = service.config.retry_buffer;
+        let body = match prepare_body(body, may_replay, limit, peer.read_timeout).await {
+            Ok(b) => b,
+            Err(resp) => return resp,
         };
         let sent = Sent {
             parts,
@@ -171,25 +167,35 @@ fn set_host(parts: &mut http::request::Parts, rule: &crate::config::HostHeader) 
     }
 }
 
-/// Step 3: a replayable body when it may be needed and fits, else the stream itself.
+/// Step 3: a replayable body when it may be needed and fits, else the stream itself. A body
+/// to buffer must arrive within `read_timeout` (408 otherwise); an empty one costs nothing.
 async fn prepare_body(
     body: Incoming,
     may_replay: bool,
     limit: usize,
+    read_timeout: Duration,
 ) -> Result<Attempt, Response<ProxyBody>> {
     let exact = body.size_hint().exact();
     let fits = exact.is_some_and(|n| n <= limit as u64);
     if !(may_replay && fits) {
         return Ok(Attempt::Streaming(Some(body.boxed())));
     }
-    match Limited::new(body, limit).collect().await {
-        Ok(collected) => Ok(Attempt::Replayable(collected.to_bytes())),
-        Err(err) => {
+    if body.is_end_stream() {
+        // The common case (a GET): no timer, no collecting.
+        return Ok(Attempt::Replayable(Bytes::new()));
+    }
+    match tokio::time::timeout(read_timeout, Limited::new(body, limit).collect()).await {
+        Ok(Ok(collected)) => Ok(Attempt::Replayable(collected.to_bytes())),
+        Ok(Err(err)) => {
             tracing::debug!(%err, "request body failed");
             Err(local(
                 StatusCode::BAD_REQUEST,
                 "request body could not be read",
             ))
+        }
+        Err(_) => {
+            let reason = format!("request body not received within {read_timeout:?}");
+            Err(local(StatusCode::REQUEST_TIMEOUT, &reason))
         }
     }
 }
