@@ -104,6 +104,24 @@ impl Client {
         })
     }
 
+    /// Takes over what `old` learned, when the endpoint set changes at `now`: `from[i]` is the
+    /// index in `old` of this client's endpoint `i` (`None`: a new endpoint, which starts
+    /// fresh). Each kept endpoint's failure accrual carries over (a dead endpoint stays dead;
+    /// see [`tailguard_resilience::Accrual::carried`]), and so do the retry budget and the
+    /// counters. Load estimates and outlier statistics start fresh: they re-learn within one
+    /// decay time.
+    pub fn inherit(&mut self, old: &Client, from: &[Option<usize>], now: Duration) {
+        for (slot, j) in self.accrual.iter_mut().zip(from) {
+            if let Some(a) = j.and_then(|j| old.accrual.get(j)) {
+                *slot = a.carried(now);
+            }
+        }
+        if let (Some(b), Some(prev)) = (&mut self.budget, &old.budget) {
+            *b = prev.clone();
+        }
+        self.stats = old.stats;
+    }
+
     /// What the client did so far.
     pub fn stats(&self) -> ClientStats {
         self.stats
@@ -249,5 +267,68 @@ impl Client {
         let granted = self.hedger.as_mut().is_some_and(|h| h.try_hedge(now));
         self.stats.hedges += u64::from(granted);
         granted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use tailguard_balance::Policy;
+    use tailguard_resilience::accrual::Status;
+    use tailguard_resilience::{AccrualConfig, Backoff, TripPolicy};
+
+    fn arm() -> ArmConfig {
+        let mut arm = ArmConfig::new("t", Policy::RoundRobin);
+        arm.accrual = Some(AccrualConfig {
+            policy: TripPolicy::ConsecutiveFailures { failures: 1 },
+            backoff: Backoff::Constant(Duration::from_secs(60)),
+        });
+        arm
+    }
+
+    /// Sends one attempt to `endpoint` at `now` and fails it.
+    fn fail(c: &mut Client, endpoint: usize, now: Duration, rng: &mut dyn RngCore) {
+        let ticket = c.on_send(endpoint, now);
+        c.on_complete(
+            endpoint,
+            ticket,
+            now,
+            Method::Get,
+            AttemptOutcome::Status(503),
+            now,
+            rng,
+        );
+    }
+
+    #[test]
+    fn a_new_endpoint_set_keeps_what_was_learned_about_the_endpoints_it_keeps() {
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(7);
+        let t0 = Duration::from_secs(1);
+        let mut old = Client::new(&arm(), 3, t0, &mut rng).unwrap();
+        fail(&mut old, 2, t0, &mut rng); // endpoint 2 dead for 60 s, then probing
+        let later = t0 + Duration::from_secs(61);
+        fail(&mut old, 0, later, &mut rng); // endpoint 0 dead for 60 s from `later`
+        let probe = old.on_send(2, later);
+        assert_eq!(
+            probe.map(|t| t.kind),
+            Some(tailguard_resilience::accrual::TicketKind::Probe)
+        );
+        assert!(matches!(
+            old.accrual_status(2),
+            Some(Status::Probing { .. })
+        ));
+
+        // New set: old 2, old 0, a new endpoint, old 1.
+        let now = later + Duration::from_secs(1);
+        let mut next = Client::new(&arm(), 4, now, &mut rng).unwrap();
+        next.inherit(&old, &[Some(2), Some(0), None, Some(1)], now);
+        // Old 0 is still dead; old 1 and the new one are alive.
+        assert!(!next.is_ready(1, now));
+        assert!(next.is_ready(2, now) && next.is_ready(3, now));
+        // Old 2's probe reports to the old set: the new one may probe at once, no waiting.
+        assert!(matches!(next.accrual_status(0), Some(Status::Dead { until, .. }) if until == now));
+        assert!(next.is_ready(0, now));
+        assert_eq!(next.stats().trips, 2, "counters carry over");
     }
 }

@@ -7,6 +7,8 @@
 //!
 //! When discovery or a reload changes the endpoints, a new `Endpoints` replaces the old one;
 //! requests in flight keep the generation they started with and report their outcome to it.
+//! A discovery change carries over what was learned about the addresses that remain
+//! ([`Endpoints::inherit`]): a dead endpoint stays out when another one is added.
 
 use crate::config::Upstream;
 use crate::metrics::{EndpointHandles, Metrics};
@@ -109,6 +111,39 @@ impl Endpoints {
             counters,
             locked: Mutex::new(Locked { client, rng }),
         })
+    }
+
+    /// Takes over what `old` (the generation this one replaces) learned about the addresses
+    /// both have, at `now`: failure accrual (a dead endpoint stays dead), the retry budget, and
+    /// the success and failure counts. The k-th slot of an address inherits from the k-th slot
+    /// of that address in `old`. Call before this generation serves.
+    pub fn inherit(&self, old: &Endpoints, now: Duration) {
+        let mut seen: Vec<(SocketAddr, usize)> = Vec::new();
+        let from: Vec<Option<usize>> = self
+            .addrs
+            .iter()
+            .map(|a| {
+                let k = seen.iter().filter(|(s, _)| s == a).count();
+                seen.push((*a, k));
+                old.addrs
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, o)| *o == a)
+                    .nth(k)
+                    .map(|(j, _)| j)
+            })
+            .collect();
+        for (i, j) in from.iter().enumerate() {
+            if let Some(j) = *j {
+                let (to, was) = (&self.counters[i], &old.counters[j]);
+                to.successes
+                    .store(was.successes.load(Ordering::Relaxed), Ordering::Relaxed);
+                to.failures
+                    .store(was.failures.load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+        }
+        let previous = old.lock();
+        self.lock().client.inherit(&previous.client, &from, now);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Locked> {

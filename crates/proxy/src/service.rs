@@ -53,13 +53,17 @@ impl Service {
         Arc::clone(&self.current.read().unwrap_or_else(|p| p.into_inner()))
     }
 
-    /// Replaces the endpoint set (a fresh balancer; requests in flight finish on the old one).
+    /// Replaces the endpoint set (a fresh balancer that keeps the accrual state, budget and
+    /// counts of the addresses that remain; requests in flight finish on the old one).
     ///
     /// # Errors
     /// When the service's arm does not validate (it did at start, so only in theory).
     pub fn set_upstreams(&self, upstreams: &[Upstream]) -> Result<(), ArmError> {
-        let next = Endpoints::new(upstreams, &self.config.arm, self.clock.now(), self.seed)?;
-        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(next);
+        let now = self.clock.now();
+        let next = Endpoints::new(upstreams, &self.config.arm, now, self.seed)?;
+        let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
+        next.inherit(&current, now);
+        *current = Arc::new(next);
         Ok(())
     }
 

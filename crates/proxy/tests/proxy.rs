@@ -455,3 +455,60 @@ async fn request_and_response_bodies_stream_message_by_message() {
         proxy.shutdown().await;
     }
 }
+
+/// A discovery change keeps what was learned about the endpoints that remain: a backend
+/// taken out by failure accrual stays out when another backend is added to the file.
+#[tokio::test]
+async fn a_discovery_change_keeps_a_dead_endpoint_dead() {
+    let (bad, good, added) = (
+        Backend::spawn().await,
+        Backend::spawn().await,
+        Backend::spawn().await,
+    );
+    bad.set_status(503);
+    let dir = std::env::temp_dir().join(format!("tailguard-proxy-keep-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("web.txt");
+    std::fs::write(&path, format!("{}\n{}\n", bad.addr, good.addr)).unwrap();
+    let mut s = round_robin(&[&bad, &good]);
+    s.discovery = Discovery::File {
+        path: path.clone(),
+        interval: Duration::from_millis(50),
+    };
+    s.arm.classifier = Classifier::non_retryable_5xx();
+    s.arm.retries = None;
+    s.arm.accrual = Some(AccrualConfig {
+        policy: TripPolicy::ConsecutiveFailures { failures: 2 },
+        backoff: Backoff::Constant(Duration::from_secs(60)),
+    });
+    let proxy = start(s).await;
+    let c = client(false);
+    for _ in 0..4 {
+        send(&c, proxy.addr(), "GET", "/").await;
+    }
+    let state = |addr: std::net::SocketAddr| {
+        let shared = proxy.shared();
+        let views = shared.services()[0].endpoints().views(shared.clock.now());
+        views
+            .into_iter()
+            .find(|v| v.addr == addr.to_string())
+            .map(|v| (v.state, v.failures))
+    };
+    assert_eq!(state(bad.addr), Some(("dead", 2)));
+    std::fs::write(
+        &path,
+        format!("{}\n{}\n{}\n", bad.addr, good.addr, added.addr),
+    )
+    .unwrap();
+    let applied = eventually(Duration::from_secs(5), async || state(added.addr).is_some()).await;
+    assert!(applied, "the edit was not applied");
+    assert_eq!(state(bad.addr), Some(("dead", 2)), "still out, counts kept");
+    let before = bad.hits();
+    for _ in 0..6 {
+        assert_eq!(send(&c, proxy.addr(), "GET", "/").await.0, 200);
+    }
+    assert_eq!(bad.hits(), before, "no request went to the dead endpoint");
+    assert!(added.hits() > 0);
+    proxy.shutdown().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -333,6 +333,20 @@ impl Accrual {
         }
     }
 
+    /// This endpoint's state for a new generation of the endpoint set, at `now`: the same
+    /// history and status, except that a probe in flight reports to the old generation, so the
+    /// new one is open for a probe of its own at once (`Dead` until `now`).
+    pub fn carried(&self, now: Duration) -> Self {
+        let mut next = self.clone();
+        if let Status::Probing { attempt } = next.status {
+            next.status = Status::Dead {
+                until: now,
+                attempt,
+            };
+        }
+        next
+    }
+
     fn trip(&mut self, attempt: u32, now: Duration, rng: &mut dyn RngCore) -> Transition {
         let until = now.saturating_add(self.backoff.delay(attempt, rng));
         self.status = Status::Dead { until, attempt };
