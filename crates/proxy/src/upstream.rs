@@ -155,6 +155,16 @@ impl Connector {
             Some(l) => Some(l.acquire(addr).await.map_err(SendError::Exhausted)?),
             None => None,
         };
+        self.dial(addr, permit).await
+    }
+
+    /// A connection to `addr` holding `permit` (already acquired, if there is a limit) until
+    /// it closes, within the connect timeout.
+    async fn dial(
+        &self,
+        addr: SocketAddr,
+        permit: Option<OwnedSemaphorePermit>,
+    ) -> Result<Conn, SendError> {
         let stream = dial_within(addr, self.connect_timeout)
             .await
             .map_err(|e| SendError::Connect(e.into()))?;
@@ -237,22 +247,21 @@ impl Upstreams {
                 per: Mutex::new(HashMap::new()),
             })
         });
-        let http2 = Arc::new(H2Pool {
-            connector: Connector {
-                limit: limit.clone(),
-                connect_timeout: config.connect_timeout,
-            },
-            per: Mutex::new(HashMap::new()),
-        });
+        let connector = Connector {
+            limit,
+            connect_timeout: config.connect_timeout,
+        };
         Self {
             http1: Arc::new(H1Pool {
                 per: Mutex::new(HashMap::new()),
-                limit,
+                connector: connector.clone(),
                 idle_timeout: config.idle_timeout,
-                connect_timeout: config.connect_timeout,
                 sweeping: AtomicBool::new(false),
             }),
-            http2,
+            http2: Arc::new(H2Pool {
+                connector,
+                per: Mutex::new(HashMap::new()),
+            }),
         }
     }
 
@@ -261,7 +270,7 @@ impl Upstreams {
     ///
     /// # Errors
     /// [`SendError::Connect`] or [`SendError::Exhausted`].
-    pub async fn checkout(&self, h2: bool, addr: SocketAddr) -> Result<Checkout, SendError> {
+    pub async fn checkout(&self, h2: bool, addr: SocketAddr) -> Result<Checkout<'_>, SendError> {
         if h2 {
             let tx = self.http2.checkout(addr).await?;
             return Ok(Checkout(Held::H2(tx)));
@@ -272,42 +281,30 @@ impl Upstreams {
             tx,
             reused,
             free,
-            pool: Arc::clone(&self.http1),
+            pool: &self.http1,
             addr,
         }))
     }
-
-    /// [`Upstreams::checkout`] then [`Checkout::send`].
-    ///
-    /// # Errors
-    /// As those two.
-    pub async fn send(
-        &self,
-        req: http::Request<ProxyBody>,
-        h2: bool,
-        addr: SocketAddr,
-    ) -> Result<http::Response<UpstreamBody>, SendError> {
-        self.checkout(h2, addr).await?.send(req).await
-    }
 }
 
-/// A connection checked out for one request.
+/// A connection checked out for one request, from the pools of `'a`.
 #[derive(Debug)]
-pub struct Checkout(Held);
+pub struct Checkout<'a>(Held<'a>);
 
 #[derive(Debug)]
-enum Held {
+enum Held<'a> {
     H1 {
         tx: Sender,
         reused: bool,
         free: Arc<Free>,
-        pool: Arc<H1Pool>,
+        /// For a replacement, should the connection turn out closed.
+        pool: &'a Arc<H1Pool>,
         addr: SocketAddr,
     },
     H2(H2Sender),
 }
 
-impl Checkout {
+impl Checkout<'_> {
     /// Sends `req`: over HTTP/2 in absolute form (its authority the `:authority` sent), over
     /// HTTP/1.1 in origin form with a `Host` header. A kept-alive HTTP/1.1 connection the
     /// endpoint closed before taking the request is replaced (nothing was sent).
@@ -440,9 +437,9 @@ impl H2Pool {
 #[derive(Debug)]
 struct H1Pool {
     per: Mutex<HashMap<SocketAddr, Arc<Free>>>,
-    limit: Option<Arc<Limit>>,
+    /// The connection limit and connect timeout, shared with the HTTP/2 pool.
+    connector: Connector,
     idle_timeout: Duration,
-    connect_timeout: Duration,
     sweeping: AtomicBool,
 }
 
@@ -509,7 +506,7 @@ impl H1Pool {
         free: &Arc<Free>,
         addr: SocketAddr,
     ) -> Result<(Sender, bool), SendError> {
-        let Some(limit) = &self.limit else {
+        let Some(limit) = &self.connector.limit else {
             if let Some(tx) = free.take(self.idle_timeout).await {
                 return Ok((tx, true));
             }
@@ -545,19 +542,16 @@ impl H1Pool {
         addr: SocketAddr,
         permit: Option<OwnedSemaphorePermit>,
     ) -> Result<Sender, SendError> {
-        let stream = dial_within(addr, self.connect_timeout)
-            .await
-            .map_err(|e| SendError::Connect(e.into()))?;
+        let io = self.connector.dial(addr, permit).await?;
         let (tx, conn) = hyper::client::conn::http1::Builder::new()
             .writev(false)
-            .handshake(TokioIo::new(stream))
+            .handshake(io)
             .await
             .map_err(|e| SendError::Connect(e.into()))?;
         tokio::spawn(async move {
             if let Err(err) = conn.await {
                 tracing::debug!(%err, %addr, "upstream connection ended with an error");
             }
-            drop(permit);
         });
         self.sweep();
         Ok(tx)
