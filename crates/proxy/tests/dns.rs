@@ -79,7 +79,9 @@ async fn dns_discovery_uses_every_address_and_picks_up_an_added_one() {
     let dns = dnsmasq(port);
     let r = resolver(Some(dns.addr)).unwrap();
     let name = DnsName::parse(&format!("web.test:{port}")).unwrap();
-    let up = eventually(Duration::from_secs(5), async || {
+    // A query sent before dnsmasq listens is lost and waits out the resolver's 5 s timeout, so
+    // readiness gets several of those (on a busy machine dnsmasq can take seconds to start).
+    let up = eventually(Duration::from_secs(30), async || {
         resolve(&r, &name).await.is_ok()
     })
     .await;
