@@ -72,7 +72,17 @@ pub struct ArmConfig {
     pub outlier: Option<OutlierConfig>,
     /// Timeouts.
     pub timeouts: Timeouts,
+    /// What a failed (or overloaded) attempt costs the load estimate at least, instead of
+    /// its own round trip (`None`: its round trip, however short). See [`super::Client`].
+    pub failure_penalty: Option<Duration>,
 }
+
+/// The default [`ArmConfig::failure_penalty`]: one second. Peak EWMA jumps to any larger
+/// sample and decays on read with its time constant, so an endpoint charged this is passed
+/// over for about `tau x ln(penalty / healthy rtt)` unless every other endpoint costs more;
+/// the decay is logarithmic in the penalty, so its exact size matters little once it is far
+/// above the healthy round trip. (Linkerd 2's load biaser charges 5 s for a 429.)
+pub const DEFAULT_FAILURE_PENALTY: Duration = Duration::from_secs(1);
 
 /// An [`ArmConfig`] with a broken part.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -98,6 +108,9 @@ pub enum ArmError {
     /// A timeout of zero would fail every request.
     #[error("timeouts must be above zero")]
     ZeroTimeout,
+    /// A failure penalty above an hour would keep an endpoint out for good.
+    #[error("failure penalty must be at most 1h")]
+    Penalty,
 }
 
 impl ArmConfig {
@@ -112,6 +125,7 @@ impl ArmConfig {
             hedge: None,
             outlier: None,
             timeouts: Timeouts::default(),
+            failure_penalty: Some(DEFAULT_FAILURE_PENALTY),
         }
     }
 
@@ -139,6 +153,12 @@ impl ArmConfig {
         let t = self.timeouts;
         if t.attempt.is_some_and(|d| d.is_zero()) || t.total.is_some_and(|d| d.is_zero()) {
             return Err(ArmError::ZeroTimeout);
+        }
+        if self
+            .failure_penalty
+            .is_some_and(|d| d > Duration::from_secs(3600))
+        {
+            return Err(ArmError::Penalty);
         }
         Ok(())
     }

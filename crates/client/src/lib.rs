@@ -14,6 +14,15 @@
 //!    hedge histogram, in that order.
 //! 4. [`Client::may_retry`] / [`Client::may_hedge`]: the budgets decide.
 //!
+//! # A fast failure never looks cheap
+//! A load estimate that learns from round trips rewards an endpoint that fails fast: a refused
+//! connection or an instant 503 is the cheapest answer there is, so peak EWMA would send a
+//! broken endpoint *more* traffic (Prequal calls this "sinkholing"). So the load estimate of a
+//! failed attempt, or of an explicit overload answer (HTTP 429, gRPC RESOURCE_EXHAUSTED), is
+//! `max(rtt, failure_penalty)` ([`ArmConfig::failure_penalty`], 1 s by default), as Linkerd 2's
+//! load biaser scores a 429 as 5 s of latency. Only the load estimate is charged: outlier
+//! ejection and hedging see the real round trip, and accrual sees the outcome.
+//!
 //! The simulator drives it in virtual time; the proxy is meant to drive the same struct with
 //! `now` taken from its clock, so an arm in `tailguard sim` and a route in `tailguard proxy`
 //! run the same code with the same parameters.
@@ -42,7 +51,7 @@
 
 mod config;
 
-pub use config::{ArmConfig, ArmError, RetryConfig, Timeouts};
+pub use config::{ArmConfig, ArmError, RetryConfig, Timeouts, DEFAULT_FAILURE_PENALTY};
 
 use rand::RngCore;
 use std::time::Duration;
@@ -74,6 +83,7 @@ pub struct Client {
     budget: Option<RetryBudget>,
     hedger: Option<Hedger>,
     classifier: Classifier,
+    failure_penalty: Option<Duration>,
     stats: ClientStats,
 }
 
@@ -100,6 +110,7 @@ impl Client {
             budget: arm.retries.map(|r| RetryBudget::new(r.budget)),
             hedger: arm.hedge.map(Hedger::new),
             classifier: arm.classifier,
+            failure_penalty: arm.failure_penalty,
             stats: ClientStats::default(),
         })
     }
@@ -211,7 +222,11 @@ impl Client {
     ) -> Class {
         let class = self.classifier.classify(method, outcome);
         let rtt = now.saturating_sub(sent);
-        self.balancer.end(endpoint, rtt, now);
+        let charged = match self.failure_penalty {
+            Some(p) if !class.success || outcome.is_overload() => rtt.max(p),
+            _ => rtt,
+        };
+        self.balancer.end(endpoint, charged, now);
         if let (Some(a), Some(t)) = (self.accrual.get_mut(endpoint), ticket) {
             let transition = a.on_outcome(t, class.success, now, rng);
             if matches!(
@@ -299,6 +314,36 @@ mod tests {
             now,
             rng,
         );
+    }
+
+    /// The share of `n` attempts endpoint 0 gets when it fails every call at once and the two
+    /// others answer in 1 ms, under P2C peak EWMA with `penalty`.
+    fn share_of_fast_failer(penalty: Option<Duration>, n: u64) -> f64 {
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(3);
+        let mut arm = ArmConfig::new("t", Policy::p2c(tailguard_balance::LoadKind::peak_ewma()));
+        arm.failure_penalty = penalty;
+        let mut c = Client::new(&arm, 3, Duration::ZERO, &mut rng).unwrap();
+        let mut hits = 0;
+        for i in 0..n {
+            let now = Duration::from_millis(i);
+            let e = c.pick(now, None, &mut rng);
+            let t = c.on_send(e, now);
+            let (status, rtt) = if e == 0 { (503, 0) } else { (200, 1) };
+            let done = now + Duration::from_millis(rtt);
+            let outcome = AttemptOutcome::Status(status);
+            c.on_complete(e, t, now, Method::Get, outcome, done, &mut rng);
+            hits += u64::from(e == 0);
+        }
+        hits as f64 / n as f64
+    }
+
+    #[test]
+    fn a_fast_failing_endpoint_is_charged_the_penalty_not_its_short_round_trip() {
+        let without = share_of_fast_failer(None, 3000);
+        let with = share_of_fast_failer(Some(DEFAULT_FAILURE_PENALTY), 3000);
+        // Without the penalty the instant failer is the cheapest endpoint: it sinks traffic.
+        assert!(without > 0.5, "without a penalty: {without}");
+        assert!(with < 0.01, "with the penalty: {with}");
     }
 
     #[test]

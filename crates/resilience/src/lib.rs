@@ -38,6 +38,6 @@ mod window;
 pub use accrual::{Accrual, AccrualConfig, AccrualError, Ticket, TripPolicy};
 pub use backoff::{Backoff, BackoffError};
 pub use budget::{BudgetError, RetryBudget, RetryBudgetConfig};
-pub use classify::{AttemptOutcome, Class, Classifier, Method};
+pub use classify::{grpc_http_status, AttemptOutcome, Class, Classifier, Method, GRPC_UNAVAILABLE};
 pub use hedge::{HedgeConfig, HedgeError, Hedger};
 pub use outlier::{OutlierConfig, OutlierDetector, OutlierError};

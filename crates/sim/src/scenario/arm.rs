@@ -12,6 +12,7 @@
 //!     hedge: {max_extra_load: 0.05}
 //!     outlier: {factor: 3, interval: 10s, base_ejection: 30s}
 //!     timeouts: {attempt: 1s, total: 3s}
+//!     failure_penalty: 1s                 # the default; 0s charges a failure its own rtt
 //! ```
 //! Balancer kinds: `round-robin`, `random`, `heap`, `p2c`, `best-of` (with `choices: D`),
 //! `full-scan`, `aperture` (with `min_aperture`, `low_load`, `high_load`, `window`). Load:
@@ -50,6 +51,8 @@ pub(crate) struct ArmSpec {
     outlier: Option<OutlierSpec>,
     #[serde(default)]
     timeouts: Option<TimeoutSpec>,
+    #[serde(default)]
+    failure_penalty: Option<Dur>,
 }
 
 #[derive(Clone, Copy, Debug, Deserialize)]
@@ -205,6 +208,9 @@ impl ArmSpec {
             attempt: t.attempt.map(|x| x.0),
             total: t.total.map(|x| x.0),
         });
+        if let Some(p) = self.failure_penalty {
+            arm.failure_penalty = Some(p.0).filter(|d| !d.is_zero());
+        }
         arm.validate().map_err(|e| at(e.to_string()))?;
         Ok(arm)
     }
