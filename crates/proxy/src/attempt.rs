@@ -6,21 +6,42 @@
 //! whatever its method, may go to another endpoint: nothing reached the first (Linkerd's
 //! requeues, Envoy's `connect-failure`).
 //!
-//! An attempt abandoned midway (the total timeout fired, or the client went away) is reported
-//! as cancelled when its guard drops, so the balancer's pending count never leaks.
+//! # Whose fault
+//! Only the endpoint's faults reach its accrual, load estimate and success rate:
+//! - an attempt that failed because the *client's* body failed (malformed, aborted, idle, too
+//!   slow; [`crate::request_body`]) is cancelled, not failed, and answered 400 or 408 naming
+//!   the client;
+//! - an attempt that found its endpoint at its connection limit is the proxy's own limit: 503,
+//!   cancelled;
+//! - an attempt abandoned midway (the total timeout fired, or the client went away) is
+//!   cancelled when its [`Pending`] drops, so the balancer's pending count never leaks.
+//!
+//! # gRPC
+//! A gRPC call's outcome is its `grpc-status`. A trailers-only response carries it in its
+//! headers. Otherwise the frames the endpoint has already delivered are read without waiting
+//! (as linkerd2-proxy peeks a response's trailers): a unary call's message and trailers
+//! usually arrive together, so its status is known before anything is sent downstream and an
+//! UNAVAILABLE can be retried. When the trailers are not there yet (a stream), the response
+//! streams on and the attempt's outcome is reported when they come
+//! ([`crate::response_body`]).
 
 use crate::clock::Clock;
 use crate::endpoints::{Change, Endpoints};
-use crate::forward::local;
-use crate::hygiene;
+use crate::request_body::FaultCell;
+use crate::response::Reply;
+use crate::response_body::{Deferred, Watched};
 use crate::service::Service;
 use crate::upstream::{ProxyBody, SendError, UpstreamBody};
-use crate::Shared;
+use crate::{grpc, hygiene, Shared};
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
+use hyper::body::{Body, Frame};
 use rand::SeedableRng;
+use std::collections::VecDeque;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 use tailguard_resilience::{AttemptOutcome, Class, Method, Ticket};
 
@@ -68,26 +89,41 @@ pub struct Sent {
     pub method: Method,
     /// Over HTTP/2.
     pub h2: bool,
+    /// A gRPC call: its outcome is its `grpc-status`, its errors gRPC responses.
+    pub reply: Reply,
+    /// Where a streamed body writes the client's fault (`None`: a buffered body).
+    pub fault: Option<FaultCell>,
 }
 
-/// Reports an abandoned attempt as cancelled when dropped before [`Guard::finish`].
-struct Guard<'a> {
-    endpoints: &'a Endpoints,
+/// One attempt in flight: reports its outcome once ([`Pending::finish`]), or, dropped
+/// unfinished, its cancellation.
+#[derive(Debug)]
+pub struct Pending {
+    shared: Arc<Shared>,
+    service: Arc<Service>,
+    endpoints: Arc<Endpoints>,
     attempt: Option<(usize, Option<Ticket>)>,
+    slot: usize,
+    method: Method,
     sent: Duration,
     clock: Clock,
 }
 
-impl Guard<'_> {
-    fn finish(mut self, outcome: AttemptOutcome, method: Method) -> (Class, Change) {
+impl Pending {
+    /// Reports `outcome` with the round trip `rtt` to the balancer, accrual and metrics.
+    pub fn finish(mut self, outcome: AttemptOutcome, rtt: Duration) -> Class {
         let attempt = self.attempt.take().expect("finished once");
         let now = self.clock.now();
-        self.endpoints
-            .complete(attempt, self.sent, method, outcome, now)
+        let sent = now.saturating_sub(rtt);
+        let (class, change) = self
+            .endpoints
+            .complete(attempt, sent, self.method, outcome, now);
+        record(&self, outcome, rtt, change);
+        class
     }
 }
 
-impl Drop for Guard<'_> {
+impl Drop for Pending {
     fn drop(&mut self) {
         if let Some(a) = self.attempt.take() {
             self.endpoints.cancel(a, self.sent, self.clock.now());
@@ -96,7 +132,7 @@ impl Drop for Guard<'_> {
 }
 
 enum Ended {
-    Response(Response<UpstreamBody>),
+    Response(Response<ProxyBody>),
     Failed(StatusCode, String),
 }
 
@@ -108,7 +144,9 @@ pub async fn run(
 ) -> Response<ProxyBody> {
     let endpoints = service.endpoints();
     if endpoints.is_empty() {
-        return local(StatusCode::SERVICE_UNAVAILABLE, "no endpoints");
+        return sent
+            .reply
+            .error(StatusCode::SERVICE_UNAVAILABLE, "no endpoints");
     }
     let clock = shared.clock;
     endpoints.on_request(clock.now());
@@ -121,11 +159,11 @@ pub async fn run(
             && sent.body.available()
             && retries.is_some_and(|r| tries < r.max_retries);
         if !may {
-            return finish(ended);
+            return finish(ended, sent.reply);
         }
         if !endpoints.may_retry(clock.now()) {
             service.handles(&shared.metrics).budget_exhausted.inc();
-            return finish(ended);
+            return finish(ended, sent.reply);
         }
         drop(ended);
         service.handles(&shared.metrics).retries.inc();
@@ -139,15 +177,10 @@ pub async fn run(
     }
 }
 
-fn finish(ended: Ended) -> Response<ProxyBody> {
+fn finish(ended: Ended, reply: Reply) -> Response<ProxyBody> {
     match ended {
-        Ended::Failed(status, reason) => local(status, &reason),
-        Ended::Response(resp) => {
-            let (mut parts, body) = resp.into_parts();
-            hygiene::strip_hop_by_hop(&mut parts.headers);
-            hygiene::add_via(&mut parts.headers, parts.version);
-            Response::from_parts(parts, body.boxed())
-        }
+        Ended::Failed(status, reason) => reply.error(status, &reason),
+        Ended::Response(resp) => resp,
     }
 }
 
@@ -155,7 +188,7 @@ fn finish(ended: Ended) -> Response<ProxyBody> {
 async fn once(
     shared: &Arc<Shared>,
     service: &Arc<Service>,
-    endpoints: &Endpoints,
+    endpoints: &Arc<Endpoints>,
     sent: &mut Sent,
     avoid: Option<usize>,
 ) -> (usize, Class, Ended) {
@@ -163,9 +196,13 @@ async fn once(
     let now = clock.now();
     let (slot, ticket) = endpoints.send(now, avoid).expect("checked non-empty");
     let addr = endpoints.addr(slot);
-    let guard = Guard {
-        endpoints,
+    let pending = Pending {
+        shared: Arc::clone(shared),
+        service: Arc::clone(service),
+        endpoints: Arc::clone(endpoints),
         attempt: Some((slot, ticket)),
+        slot,
+        method: sent.method,
         sent: now,
         clock,
     };
@@ -185,59 +222,138 @@ async fn once(
             within(deadline, conn.send(req)).await
         }
     };
+    let rtt = || clock.now().saturating_sub(now);
+    let failed = |status, reason: String| Ended::Failed(status, reason);
     let (outcome, ended) = match result {
         None => (
             AttemptOutcome::Timeout,
-            Ended::Failed(
+            failed(
                 StatusCode::GATEWAY_TIMEOUT,
                 format!("upstream {addr}: attempt timeout"),
             ),
         ),
-        Some(Ok(resp)) => (
-            AttemptOutcome::Status(resp.status().as_u16()),
-            Ended::Response(resp),
-        ),
+        Some(Ok(resp)) => {
+            let rtt = rtt();
+            return respond(service, sent, slot, resp, pending, rtt);
+        }
+        // The client's body failed, so the upstream request did: the client's fault.
+        Some(Err(_)) if client_fault(sent).is_some() => {
+            let fault = client_fault(sent).unwrap_or(crate::request_body::ClientFault::Aborted);
+            drop(pending);
+            shared
+                .metrics
+                .client_error(&service.config.name, fault.kind());
+            return (slot, FAILED_HERE, failed(fault.status(), fault.to_string()));
+        }
         Some(Err(e @ SendError::Exhausted(_))) => {
             // Nothing was sent: not the endpoint's failure, so the attempt is cancelled (the
             // balancer sees it end, accrual sees nothing), and the request gets a 503.
-            let reason = format!("upstream {addr}: {}", error_chain(&e));
-            drop(guard);
-            let class = Class {
-                success: false,
-                retryable: false,
-            };
+            let reason = format!("upstream {addr}: {e}");
+            drop(pending);
             return (
                 slot,
-                class,
-                Ended::Failed(StatusCode::SERVICE_UNAVAILABLE, reason),
+                FAILED_HERE,
+                failed(StatusCode::SERVICE_UNAVAILABLE, reason),
             );
         }
         Some(Err(e)) if e.is_connect() => (
             AttemptOutcome::Refused,
-            Ended::Failed(
+            failed(
                 StatusCode::BAD_GATEWAY,
                 format!("upstream {addr}: {}", connect_failure(&e)),
             ),
         ),
         Some(Err(e)) => (
             AttemptOutcome::Reset,
-            Ended::Failed(
+            failed(
                 StatusCode::BAD_GATEWAY,
                 format!("upstream {addr}: {}", error_chain(&e)),
             ),
         ),
     };
-    let (class, change) = guard.finish(outcome, sent.method);
-    record(
-        shared,
-        service,
-        endpoints,
-        slot,
-        outcome,
-        clock.now().saturating_sub(now),
-        change,
-    );
+    let class = pending.finish(outcome, rtt());
     (slot, class, ended)
+}
+
+/// Not a success, not retryable: a request the proxy answers itself.
+const FAILED_HERE: Class = Class {
+    success: false,
+    retryable: false,
+};
+
+fn client_fault(sent: &Sent) -> Option<crate::request_body::ClientFault> {
+    sent.fault.as_ref().and_then(|c| c.get().cloned())
+}
+
+/// A response came: classify it (a gRPC call by its status, peeked if need be), report it,
+/// and wrap its body for the trip downstream.
+fn respond(
+    service: &Service,
+    sent: &Sent,
+    slot: usize,
+    resp: Response<UpstreamBody>,
+    pending: Pending,
+    rtt: Duration,
+) -> (usize, Class, Ended) {
+    let (mut parts, mut body) = resp.into_parts();
+    hygiene::strip_hop_by_hop(&mut parts.headers);
+    hygiene::add_via(&mut parts.headers, parts.version);
+    let idle = service.config.body.response_idle;
+    let grpc_call = sent.reply == Reply::Grpc && parts.status == StatusCode::OK;
+    let mut peeked = VecDeque::new();
+    let verdict = if !grpc_call {
+        Some(AttemptOutcome::Status(parts.status.as_u16()))
+    } else if let Some(code) = grpc::status(&parts.headers) {
+        Some(AttemptOutcome::Grpc(code))
+    } else {
+        peek(&mut body, &mut peeked, service.config.retry_buffer)
+    };
+    let (class, deferred) = match verdict {
+        Some(outcome) => (pending.finish(outcome, rtt), None),
+        // Not known yet: a success for now (nothing to retry), reported at the stream's end.
+        None => (SUCCESS, Some(Deferred { pending, rtt })),
+    };
+    let body = Watched::new(peeked, body, idle, deferred).boxed();
+    (
+        slot,
+        class,
+        Ended::Response(Response::from_parts(parts, body)),
+    )
+}
+
+const SUCCESS: Class = Class {
+    success: true,
+    retryable: false,
+};
+
+/// Reads the frames `body` has ready, without waiting, into `into` (at most about `limit`
+/// bytes of data), and returns the call's outcome if they include its end.
+fn peek(
+    body: &mut UpstreamBody,
+    into: &mut VecDeque<Frame<Bytes>>,
+    limit: usize,
+) -> Option<AttemptOutcome> {
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    let mut bytes = 0;
+    loop {
+        match Pin::new(&mut *body).poll_frame(&mut cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                let code = frame.trailers_ref().map(grpc::status);
+                bytes += frame.data_ref().map_or(0, Bytes::len);
+                into.push_back(frame);
+                if let Some(code) = code {
+                    return Some(AttemptOutcome::Grpc(code.unwrap_or(grpc::MISSING_STATUS)));
+                }
+                if bytes > limit {
+                    return None;
+                }
+            }
+            Poll::Ready(Some(Err(_))) => return Some(AttemptOutcome::Reset),
+            Poll::Ready(None) => return Some(AttemptOutcome::Grpc(grpc::MISSING_STATUS)),
+            Poll::Pending => return None,
+        }
+    }
 }
 
 /// The upstream request, from parts that are cheap to clone. Over HTTP/2: `http://HOST` and the
@@ -309,31 +425,33 @@ fn connect_failure(e: &(dyn std::error::Error + 'static)) -> String {
     error_chain(e)
 }
 
+/// `e` and its sources, each once: a source whose text the message already ends with (an
+/// error that embeds its cause) is not repeated.
 fn error_chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
+        let text = s.to_string();
+        if !out.ends_with(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
         source = s.source();
     }
     out
 }
 
-fn record(
-    shared: &Shared,
-    service: &Service,
-    endpoints: &Endpoints,
-    slot: usize,
-    outcome: AttemptOutcome,
-    rtt: Duration,
-    change: Change,
-) {
-    let m = &shared.metrics;
-    let handles = endpoints.handles(slot, m, &service.config.name);
+fn record(p: &Pending, outcome: AttemptOutcome, rtt: Duration, change: Change) {
+    let m = &p.shared.metrics;
+    let service = &p.service.config.name;
+    let handles = p.endpoints.handles(p.slot, m, service);
     handles.latency.observe(rtt.as_secs_f64());
     let status = match outcome {
         AttemptOutcome::Status(s) => Some(s),
+        AttemptOutcome::Grpc(code) => {
+            m.grpc_attempt(service, p.endpoints.addr(p.slot), code);
+            Some(tailguard_resilience::grpc_http_status(code))
+        }
         _ => None,
     };
     handles.attempts(m, status).inc();
@@ -342,7 +460,7 @@ fn record(
         Change::Tripped => "dead",
         Change::Revived => "alive",
     };
-    let (endpoint, service) = (endpoints.addr(slot), &service.config.name);
+    let endpoint = p.endpoints.addr(p.slot);
     if change == Change::Tripped {
         tracing::info!(%endpoint, %service, "failure accrual: endpoint out of rotation");
     } else {

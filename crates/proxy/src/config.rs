@@ -72,9 +72,9 @@ pub enum UpstreamProtocol {
     Http1,
     /// HTTP/2 with prior knowledge (h2c): one multiplexed connection per endpoint.
     Http2,
-    /// The default: the downstream request's version, so HTTP/2 requests (gRPC, with its
-    /// trailers) go over h2c and HTTP/1.1 requests over HTTP/1.1, as a mesh proxy passes
-    /// each protocol through unchanged.
+    /// The default: gRPC calls (`content-type: application/grpc*`, which need HTTP/2 and its
+    /// trailers) over h2c, everything else over HTTP/1.1, which every backend speaks: an
+    /// HTTP/2 client in front of an HTTP/1.1-only backend (nginx's default) is translated.
     #[default]
     Auto,
 }
@@ -126,6 +126,37 @@ pub struct ServiceConfig {
     pub max_in_flight: Option<usize>,
     /// Upstream connection pool: connections per endpoint, wait, idle timeout.
     pub pool: PoolConfig,
+    /// How long a request or response body may stall.
+    pub body: BodyTimeouts,
+}
+
+/// How long a body may stall mid-stream, in either direction (the header read and idle
+/// timeouts are the listener's [`Limits`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BodyTimeouts {
+    /// A streamed request body with no data for this long is the client's fault: 408
+    /// (`requestBodyIdleTimeoutMs`, default 60 s as nginx's `client_body_timeout`; `None`: no
+    /// limit).
+    pub request_idle: Option<Duration>,
+    /// A streamed request body averaging fewer bytes per second than this after 5 s is the
+    /// client's fault: 408 (`requestBodyMinBytesPerSec`, default 240 as Kestrel's
+    /// `MinRequestBodyDataRate`; gRPC calls are exempt; `None`: no minimum).
+    pub request_min_rate: Option<u64>,
+    /// An upstream response body with no data for this long is ended with an error, and a
+    /// gRPC call still waiting for its status counts as the endpoint's timeout
+    /// (`responseBodyIdleTimeoutMs`, default 60 s as nginx's `proxy_read_timeout`; `None`: no
+    /// limit).
+    pub response_idle: Option<Duration>,
+}
+
+impl Default for BodyTimeouts {
+    fn default() -> Self {
+        Self {
+            request_idle: Some(Duration::from_secs(60)),
+            request_min_rate: Some(240),
+            response_idle: Some(Duration::from_secs(60)),
+        }
+    }
 }
 
 impl ServiceConfig {
@@ -149,6 +180,7 @@ impl ServiceConfig {
             retry_buffer: 64 * 1024,
             max_in_flight: None,
             pool: PoolConfig::default(),
+            body: BodyTimeouts::default(),
         }
     }
 }
@@ -320,5 +352,6 @@ fn arm_key(e: &ArmError) -> &'static str {
         ArmError::Hedge(_) => "hedge",
         ArmError::Outlier(_) => "outlier",
         ArmError::ZeroTimeout => "timeouts (requestAttemptTimeoutMs / totalTimeoutMs)",
+        ArmError::Penalty => "client.failurePenaltyMs",
     }
 }

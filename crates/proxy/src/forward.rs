@@ -1,47 +1,41 @@
-//! Forwarding one request: route it, clean its headers, then send attempts through the
-//! service's balancer until one succeeds or no retry is allowed.
+//! Forwarding one request: check it, route it, clean its headers, then send attempts through
+//! the service's balancer until one succeeds or no retry is allowed.
 //!
-//! 1. Route by host (and path prefix) to a service; none: 404 with `x-tailguard-error`.
+//! 1. Refuse what must not be forwarded and normalise the rest ([`hygiene::admit`]); route by
+//!    host and path (segment-wise prefix) to a service; none: 404 with `x-tailguard-error`.
 //! 2. Admit under the service's in-flight limit; over it: 503.
-//! 3. Keep the body replayable (bounded buffer) only when a retry could need it: the method is
-//!    retryable, retries are on, and the body's exact length is within `retry_buffer`.
-//!    Otherwise the body streams through, and the request is retried only when an attempt
-//!    could not connect (the body was not sent).
-//! 4. Each attempt: pick (avoiding the previous endpoint), connect, send under the attempt
-//!    timeout, classify, feed the balancer and accrual ([`crate::attempt`]).
-//! 5. A failed, retryable attempt is retried while the budget allows; the last response is
-//!    returned as is, or 502/504 with `x-tailguard-error` when there was none.
+//! 3. Pick the upstream protocol: `auto` sends gRPC over HTTP/2 and everything else over
+//!    HTTP/1.1, which every backend speaks, so an HTTP/2 client in front of an HTTP/1.1-only
+//!    backend (nginx's default) just works.
+//! 4. Keep the body replayable (bounded buffer) only when a retry could need it: the method is
+//!    retryable (or the call is gRPC and some gRPC codes are), retries are on, and the body's
+//!    exact length is within `retry_buffer`. Otherwise the body streams through, watched for
+//!    the client's faults ([`crate::request_body`]), and the request is retried only when an
+//!    attempt could not connect (the body was not sent).
+//! 5. Each attempt: pick (avoiding the previous endpoint), connect, send under the attempt
+//!    timeout, classify, feed the balancer and accrual ([`crate::attempt`]); a failed,
+//!    retryable attempt is retried while the budget allows. The whole request is bounded by
+//!    the total timeout and by the client's `grpc-timeout`, whichever is sooner.
 
 use crate::attempt::{self, Attempt, Sent};
-use crate::hygiene;
+use crate::request_body::{BodyRules, ClientBody, ClientFault};
+use crate::response::Reply;
+pub use crate::response::{local, ERROR_HEADER};
 use crate::service::{host_only, route, Service};
 use crate::upstream::ProxyBody;
-use crate::Shared;
+use crate::{grpc, hygiene, Shared};
 use bytes::Bytes;
 use http::header::{HeaderValue, HOST};
 use http::{Request, Response, StatusCode, Version};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Limited};
 use hyper::body::{Body, Incoming};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tailguard_resilience::Method;
 
-/// The header naming why the proxy answered itself.
-pub const ERROR_HEADER: &str = "x-tailguard-error";
-
-/// A response the proxy makes itself.
-pub fn local(status: StatusCode, reason: &str) -> Response<ProxyBody> {
-    let body = Full::new(Bytes::from(format!("{reason}\n")))
-        .map_err(|never| match never {})
-        .boxed();
-    let mut resp = Response::new(body);
-    *resp.status_mut() = status;
-    if let Ok(v) = HeaderValue::from_str(reason) {
-        resp.headers_mut().insert(ERROR_HEADER, v);
-    }
-    resp
-}
+/// How long a streamed request body may take before its rate is checked.
+const RATE_GRACE: Duration = Duration::from_secs(5);
 
 /// The client of a downstream connection.
 #[derive(Clone, Debug)]
@@ -70,14 +64,23 @@ impl Peer {
 pub async fn handle(
     shared: Arc<Shared>,
     peer: &Peer,
-    req: Request<Incoming>,
+    mut req: Request<Incoming>,
 ) -> Response<ProxyBody> {
+    let reply = if grpc::is_grpc(req.headers()) {
+        Reply::Grpc
+    } else {
+        Reply::Http
+    };
+    if let Err((status, reason)) = hygiene::admit(&mut req) {
+        shared.metrics.client_error("", "refused");
+        return reply.error(status, reason);
+    }
     let services = shared.services();
     let routed = {
         let host = request_host(&req);
         route(&services, host.map(host_only), req.uri().path()).ok_or_else(|| {
             let reason = format!("no service for host {:?}", host.unwrap_or_default());
-            local(StatusCode::NOT_FOUND, &reason)
+            reply.error(StatusCode::NOT_FOUND, &reason)
         })
     };
     let service = match routed {
@@ -86,11 +89,11 @@ pub async fn handle(
     };
     let started = shared.clock.now();
     let resp = match service.admit() {
-        None => local(
+        None => reply.error(
             StatusCode::SERVICE_UNAVAILABLE,
             "too many requests in flight",
         ),
-        Some(_permit) => forward(&shared, &service, peer, req).await,
+        Some(_permit) => forward(&shared, &service, peer, req, reply).await,
     };
     let m = &shared.metrics;
     let handles = service.handles(m);
@@ -111,8 +114,10 @@ async fn forward(
     service: &Arc<Service>,
     peer: &Peer,
     req: Request<Incoming>,
+    reply: Reply,
 ) -> Response<ProxyBody> {
     let (mut parts, body) = req.into_parts();
+    let deadline = grpc::timeout(&parts.headers);
     let method: Method = parts.method.as_str().parse().unwrap_or(Method::Other);
     hygiene::strip_hop_by_hop(&mut parts.headers);
     hygiene::add_via(&mut parts.headers, parts.version);
@@ -121,7 +126,7 @@ async fn forward(
     let h2 = match service.config.protocol {
         crate::config::UpstreamProtocol::Http1 => false,
         crate::config::UpstreamProtocol::Http2 => true,
-        crate::config::UpstreamProtocol::Auto => parts.version == Version::HTTP_2,
+        crate::config::UpstreamProtocol::Auto => reply == Reply::Grpc,
     };
     parts.version = if h2 {
         Version::HTTP_2
@@ -129,27 +134,50 @@ async fn forward(
         Version::HTTP_11
     };
     let arm = &service.config.arm;
-    let may_replay = arm.retries.is_some() && arm.classifier.retries(method);
+    let retryable = match reply {
+        Reply::Grpc => arm.classifier.retries_grpc() || arm.classifier.retries(method),
+        Reply::Http => arm.classifier.retries(method),
+    };
+    let may_replay = arm.retries.is_some() && retryable;
+    let timeouts = service.config.body;
+    let rules = BodyRules {
+        idle: timeouts.request_idle,
+        min_rate: timeouts.request_min_rate.filter(|_| reply == Reply::Http),
+        grace: RATE_GRACE,
+    };
     // The total timeout counts from here, so it includes reading a body that is buffered.
     let run = async {
         let limit = service.config.retry_buffer;
-        let body = match prepare_body(body, may_replay, limit, peer.read_timeout).await {
-            Ok(b) => b,
-            Err(resp) => return resp,
-        };
+        let (body, fault) =
+            match prepare_body(body, may_replay, limit, peer.read_timeout, rules).await {
+                Ok(b) => b,
+                Err(fault) => {
+                    shared
+                        .metrics
+                        .client_error(&service.config.name, fault.kind());
+                    return reply.error(fault.status(), &fault.to_string());
+                }
+            };
         let sent = Sent {
             parts,
             body,
             method,
             h2,
+            reply,
+            fault,
         };
         attempt::run(shared, service, sent).await
     };
-    match arm.timeouts.total {
+    let (limit, why) = match (arm.timeouts.total, deadline) {
+        (Some(t), Some(g)) if g < t => (Some(g), "grpc-timeout"),
+        (None, Some(g)) => (Some(g), "grpc-timeout"),
+        (t, _) => (t, "total timeout"),
+    };
+    match limit {
         None => run.await,
         Some(limit) => match tokio::time::timeout(limit, run).await {
             Ok(resp) => resp,
-            Err(_) => local(StatusCode::GATEWAY_TIMEOUT, "total timeout"),
+            Err(_) => reply.error(StatusCode::GATEWAY_TIMEOUT, why),
         },
     }
 }
@@ -167,35 +195,37 @@ fn set_host(parts: &mut http::request::Parts, rule: &crate::config::HostHeader) 
     }
 }
 
-/// Step 3: a replayable body when it may be needed and fits, else the stream itself. A body
-/// to buffer must arrive within `read_timeout` (408 otherwise); an empty one costs nothing.
+/// Step 4: a replayable body when it may be needed and fits, else the stream itself, watched
+/// by `rules` (with the cell its fault is written to). A body to buffer must arrive within
+/// `read_timeout`; an empty one costs nothing.
+///
+/// # Errors
+/// The client's fault when a body to buffer is malformed, aborted or late.
 async fn prepare_body(
     body: Incoming,
     may_replay: bool,
     limit: usize,
     read_timeout: Duration,
-) -> Result<Attempt, Response<ProxyBody>> {
+    rules: BodyRules,
+) -> Result<(Attempt, Option<crate::request_body::FaultCell>), ClientFault> {
+    if body.is_end_stream() {
+        // The common case (a GET): no timer, no collecting, nothing to watch.
+        return Ok((Attempt::Replayable(Bytes::new()), None));
+    }
     let exact = body.size_hint().exact();
     let fits = exact.is_some_and(|n| n <= limit as u64);
     if !(may_replay && fits) {
-        return Ok(Attempt::Streaming(Some(body.boxed())));
-    }
-    if body.is_end_stream() {
-        // The common case (a GET): no timer, no collecting.
-        return Ok(Attempt::Replayable(Bytes::new()));
+        let cell = crate::request_body::FaultCell::default();
+        let watched = ClientBody::new(body, Arc::clone(&cell), rules);
+        let boxed = watched.map_err(Into::into).boxed();
+        return Ok((Attempt::Streaming(Some(boxed)), Some(cell)));
     }
     match tokio::time::timeout(read_timeout, Limited::new(body, limit).collect()).await {
-        Ok(Ok(collected)) => Ok(Attempt::Replayable(collected.to_bytes())),
-        Ok(Err(err)) => {
-            tracing::debug!(%err, "request body failed");
-            Err(local(
-                StatusCode::BAD_REQUEST,
-                "request body could not be read",
-            ))
-        }
-        Err(_) => {
-            let reason = format!("request body not received within {read_timeout:?}");
-            Err(local(StatusCode::REQUEST_TIMEOUT, &reason))
-        }
+        Ok(Ok(collected)) => Ok((Attempt::Replayable(collected.to_bytes()), None)),
+        Ok(Err(err)) => Err(match err.downcast::<hyper::Error>() {
+            Ok(e) => ClientFault::from_read(&e),
+            Err(other) => ClientFault::Malformed(other.to_string()),
+        }),
+        Err(_) => Err(ClientFault::NotReceived(read_timeout)),
     }
 }

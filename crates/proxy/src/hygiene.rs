@@ -1,5 +1,13 @@
 //! Proxy hygiene (RFC 9110 section 7.6): hop-by-hop headers are removed in both directions,
-//! `Via` is added, and the client's address is appended to `X-Forwarded-For`.
+//! `Via` is added, and the client's address is appended to `X-Forwarded-For`. Before routing,
+//! [`admit`] refuses what a proxy must not forward (RFC 9110, RFC 9112):
+//! 1. `CONNECT`: 405 (tailguard forwards to its configured services, it is no tunnel);
+//! 2. more than one `Host`: 400 (which one would the backend believe?);
+//! 3. an absolute-form target or HTTP/2 `:authority` replaces `Host` (RFC 9112 3.2.2);
+//! 4. HTTP/1.1 with no `Host`: 400 (RFC 9112 3.2);
+//! 5. dot-segments in the path, plain or percent-encoded (`/api/%2e%2e/x`), are resolved
+//!    (RFC 3986 5.2.4), so routing and the backend see the same path; one that climbs above
+//!    the root is refused with 400.
 //!
 //! # Example
 //! ```
@@ -17,8 +25,107 @@ use http::header::{
     HeaderName, HeaderValue, CONNECTION, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION, TE, TRAILER,
     TRANSFER_ENCODING, UPGRADE, VIA,
 };
-use http::{HeaderMap, Version};
+use http::{HeaderMap, Method, Request, StatusCode, Version};
 use std::net::IpAddr;
+
+/// Why [`admit`] refused a request: the status and the reason.
+pub type Refusal = (StatusCode, &'static str);
+
+/// Checks and normalises a request before routing (module docs, steps 1 to 5).
+///
+/// # Errors
+/// The status and reason to answer with.
+pub fn admit<B>(req: &mut Request<B>) -> Result<(), Refusal> {
+    if req.method() == Method::CONNECT {
+        let why = "CONNECT is not supported: tailguard forwards only to its services";
+        return Err((StatusCode::METHOD_NOT_ALLOWED, why));
+    }
+    let mut hosts = req.headers().get_all(http::header::HOST).iter();
+    if hosts.next().is_some() && hosts.next().is_some() {
+        return Err((StatusCode::BAD_REQUEST, "more than one Host header"));
+    }
+    if let Some(authority) = req.uri().authority() {
+        let v = HeaderValue::from_str(authority.as_str())
+            .map_err(|_| (StatusCode::BAD_REQUEST, "invalid authority"))?;
+        req.headers_mut().insert(http::header::HOST, v);
+    } else if req.version() == Version::HTTP_11 && !req.headers().contains_key(http::header::HOST) {
+        return Err((StatusCode::BAD_REQUEST, "HTTP/1.1 request without Host"));
+    }
+    let normal = normalize_path(req.uri().path())
+        .map_err(|_| (StatusCode::BAD_REQUEST, "path climbs above the root"))?;
+    if let Some(path) = normal {
+        let mut parts = req.uri().clone().into_parts();
+        let pq = match req.uri().query() {
+            Some(q) => format!("{path}?{q}"),
+            None => path,
+        };
+        parts.path_and_query = Some(
+            pq.parse()
+                .map_err(|_| (StatusCode::BAD_REQUEST, "invalid path"))?,
+        );
+        *req.uri_mut() =
+            http::Uri::from_parts(parts).map_err(|_| (StatusCode::BAD_REQUEST, "invalid path"))?;
+    }
+    Ok(())
+}
+
+/// A path whose dot-segments climb above the root.
+#[derive(Debug, PartialEq, Eq)]
+pub struct AboveRoot;
+
+/// `path` with its dot-segments resolved (RFC 3986 5.2.4, `%2e` read as `.`), or `None` when
+/// it has none. Other percent-encodings, `%2F` included, are left as they are: an encoded slash
+/// is data, not a separator.
+///
+/// # Errors
+/// [`AboveRoot`] when a `..` has no segment left to remove.
+///
+/// ```
+/// use tailguard_proxy::hygiene::normalize_path;
+/// assert_eq!(normalize_path("/api/../echo").unwrap().as_deref(), Some("/echo"));
+/// assert_eq!(normalize_path("/api/%2E%2e/echo").unwrap().as_deref(), Some("/echo"));
+/// assert_eq!(normalize_path("/api/x").unwrap(), None);
+/// assert!(normalize_path("/../etc").is_err());
+/// ```
+pub fn normalize_path(path: &str) -> Result<Option<String>, AboveRoot> {
+    let suspicious = path.contains("/.") || path.contains("%2e") || path.contains("%2E");
+    let Some(rest) = path.strip_prefix('/').filter(|_| suspicious) else {
+        return Ok(None);
+    };
+    let segments: Vec<&str> = rest.split('/').collect();
+    let mut out: Vec<&str> = Vec::with_capacity(segments.len());
+    let mut trailing = false;
+    for (i, seg) in segments.iter().enumerate() {
+        let last = i + 1 == segments.len();
+        match dots(seg) {
+            1 => trailing = last,
+            2 => {
+                out.pop().ok_or(AboveRoot)?;
+                trailing = last;
+            }
+            _ => out.push(seg),
+        }
+    }
+    let mut s = String::with_capacity(path.len());
+    for seg in &out {
+        s.push('/');
+        s.push_str(seg);
+    }
+    if trailing || s.is_empty() {
+        s.push('/');
+    }
+    Ok((s != path).then_some(s))
+}
+
+/// 1 for a `.` segment, 2 for `..`, 0 otherwise (`%2e` in any case is a dot).
+fn dots(seg: &str) -> usize {
+    let decoded = seg.replace("%2e", ".").replace("%2E", ".");
+    match decoded.as_str() {
+        "." => 1,
+        ".." => 2,
+        _ => 0,
+    }
+}
 
 const HOP_BY_HOP: [HeaderName; 8] = [
     CONNECTION,
@@ -100,4 +207,64 @@ pub fn append_forwarded_for(headers: &mut HeaderMap, client: &HeaderValue) {
         }
     };
     headers.insert(X_FORWARDED_FOR, value);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dot_segments_resolve_and_climbing_out_is_refused() {
+        let cases = [
+            ("/a/./b", Some("/a/b")),
+            ("/a/b/..", Some("/a/")),
+            ("/a/.", Some("/a/")),
+            ("/a/%2e%2E/b", Some("/b")),
+            ("/a/.%2e/b/", Some("/b/")),
+            ("/a/..b/c", None),
+            ("/a/.well-known/x", None),
+            ("/a/%2F../b", None),
+            ("/", None),
+        ];
+        for (path, want) in cases {
+            assert_eq!(normalize_path(path).unwrap().as_deref(), want, "{path}");
+        }
+        assert_eq!(normalize_path("/a/../../b"), Err(AboveRoot));
+        assert_eq!(normalize_path("/%2e%2e"), Err(AboveRoot));
+    }
+
+    fn request(version: Version, method: Method, uri: &str, hosts: &[&str]) -> Request<()> {
+        let mut b = Request::builder().method(method).uri(uri).version(version);
+        for h in hosts {
+            b = b.header(http::header::HOST, *h);
+        }
+        b.body(()).unwrap()
+    }
+
+    #[test]
+    fn requests_a_proxy_must_not_forward_are_refused() {
+        let v11 = Version::HTTP_11;
+        let status = |mut r: Request<()>| admit(&mut r).err().map(|e| e.0.as_u16());
+        assert_eq!(
+            status(request(v11, Method::CONNECT, "web:443", &["web"])),
+            Some(405)
+        );
+        assert_eq!(
+            status(request(v11, Method::GET, "/", &["web", "evil"])),
+            Some(400)
+        );
+        assert_eq!(status(request(v11, Method::GET, "/", &[])), Some(400));
+        assert_eq!(
+            status(request(Version::HTTP_10, Method::GET, "/", &[])),
+            None
+        );
+        assert_eq!(
+            status(request(v11, Method::GET, "/../x", &["web"])),
+            Some(400)
+        );
+        let mut abs = request(v11, Method::GET, "http://web/a/../b?q=1", &["evil"]);
+        admit(&mut abs).unwrap();
+        assert_eq!(abs.headers()[http::header::HOST], "web");
+        assert_eq!(abs.uri().path_and_query().unwrap().as_str(), "/b?q=1");
+    }
 }

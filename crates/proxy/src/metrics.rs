@@ -50,6 +50,26 @@ pub struct EndpointClassLabels {
     pub class: String,
 }
 
+/// Labels of a gRPC attempt.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GrpcLabels {
+    /// The service.
+    pub service: String,
+    /// The endpoint.
+    pub endpoint: String,
+    /// The `grpc-status` code.
+    pub grpc_status: String,
+}
+
+/// Labels of a request failed by its client.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClientErrorLabels {
+    /// The service (empty: refused before routing).
+    pub service: String,
+    /// `refused`, `malformed`, `aborted`, `idle`, `too_slow`, `not_received`.
+    pub kind: String,
+}
+
 fn latency() -> Histogram {
     Histogram::new(exponential_buckets(0.0001, 2.0, 18))
 }
@@ -75,6 +95,11 @@ pub struct Metrics {
     pub pending: Family<EndpointLabels, Gauge>,
     /// The balancer's cost per endpoint (set when scraped; absent for load-blind balancers).
     pub cost: Family<EndpointLabels, Gauge<f64, AtomicU64>>,
+    /// gRPC attempts by endpoint and `grpc-status`.
+    pub grpc_attempts: Family<GrpcLabels, Counter>,
+    /// Requests refused or failed because of the client (never counted against an endpoint),
+    /// by service (empty before routing) and kind.
+    pub client_errors: Family<ClientErrorLabels, Counter>,
     registry: Registry,
 }
 
@@ -91,6 +116,8 @@ impl Metrics {
             accrual: Family::default(),
             pending: Family::default(),
             cost: Family::default(),
+            grpc_attempts: Family::default(),
+            client_errors: Family::default(),
             registry: Registry::with_prefix("tailguard_proxy"),
         };
         let r = &mut m.registry;
@@ -117,11 +144,40 @@ impl Metrics {
         );
         r.register("endpoint_pending", "Attempts in flight", m.pending.clone());
         r.register(
+            "grpc_attempts",
+            "Upstream gRPC attempts by grpc-status code",
+            m.grpc_attempts.clone(),
+        );
+        r.register(
+            "client_errors",
+            "Requests failed by the client (malformed, aborted, idle or too slow body; refused request)",
+            m.client_errors.clone(),
+        );
+        r.register(
             "endpoint_cost",
             "Balancer cost (pending requests, or peak EWMA nanoseconds x (pending + 1))",
             m.cost.clone(),
         );
         m
+    }
+
+    /// Counts a gRPC attempt to `endpoint` of `service` that ended with `code`.
+    pub fn grpc_attempt(&self, service: &str, endpoint: std::net::SocketAddr, code: u8) {
+        let labels = GrpcLabels {
+            service: service.to_owned(),
+            endpoint: endpoint.to_string(),
+            grpc_status: code.to_string(),
+        };
+        self.grpc_attempts.get_or_create(&labels).inc();
+    }
+
+    /// Counts a request of `service` (empty: not routed yet) failed by its client.
+    pub fn client_error(&self, service: &str, kind: &str) {
+        let labels = ClientErrorLabels {
+            service: service.to_owned(),
+            kind: kind.to_owned(),
+        };
+        self.client_errors.get_or_create(&labels).inc();
     }
 
     /// The text exposition format.

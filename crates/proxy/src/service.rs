@@ -92,7 +92,7 @@ impl Service {
             .config
             .path_prefix
             .as_ref()
-            .is_none_or(|p| path.starts_with(p.as_str()));
+            .is_none_or(|p| prefix_matches(p, path));
         host_ok && path_ok
     }
 }
@@ -106,6 +106,15 @@ pub fn route<'a>(
     services.iter().find(|s| s.matches(host, path))
 }
 
+/// True when `path` is under `prefix` on a segment boundary: `/api` takes `/api` and
+/// `/api/x`, not `/apix` (a prefix ending in `/` is matched as it is).
+pub fn prefix_matches(prefix: &str, path: &str) -> bool {
+    match path.strip_prefix(prefix) {
+        None => false,
+        Some(rest) => prefix.ends_with('/') || rest.is_empty() || rest.starts_with('/'),
+    }
+}
+
 /// The host part of a `Host` header or authority: `example.com:80` gives `example.com`,
 /// `[::1]:80` gives `::1`.
 pub fn host_only(authority: &str) -> &str {
@@ -117,7 +126,17 @@ pub fn host_only(authority: &str) -> &str {
 
 #[cfg(test)]
 mod tests {
-    use super::host_only;
+    use super::{host_only, prefix_matches};
+
+    #[test]
+    fn prefixes_match_on_segment_boundaries() {
+        assert!(prefix_matches("/api", "/api"));
+        assert!(prefix_matches("/api", "/api/x"));
+        assert!(!prefix_matches("/api", "/apix"));
+        assert!(prefix_matches("/api/", "/api/x"));
+        assert!(!prefix_matches("/api/", "/api"));
+        assert!(prefix_matches("/", "/anything"));
+    }
 
     #[test]
     fn host_only_strips_ports_and_brackets() {

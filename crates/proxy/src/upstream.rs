@@ -46,9 +46,11 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 /// A request or response body as the proxy forwards it.
-pub type ProxyBody = BoxBody<Bytes, hyper::Error>;
+pub type ProxyBody = BoxBody<Bytes, BoxError>;
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+/// The error of a [`ProxyBody`]: hyper's, or the proxy's own (a client's or an upstream's body
+/// fault, [`crate::request_body`], [`crate::response_body`]).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Upstream pool settings of one service.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

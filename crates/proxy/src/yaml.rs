@@ -17,6 +17,9 @@
 //!     rewriteHost: web.internal          # default: keep the client's Host
 //!     retryBufferBytes: 65536
 //!     maxConcurrentRequests: 1000
+//!     requestBodyIdleTimeoutMs: 60000     # 0: no limit
+//!     requestBodyMinBytesPerSec: 240      # after 5 s; 0: no minimum; gRPC exempt
+//!     responseBodyIdleTimeoutMs: 60000    # 0: no limit
 //!     responseClassifier: {kind: io.l5d.http.retryableRead5XX}
 //!     client:
 //!       loadBalancer: {kind: ewma, decayTimeMs: 10000, defaultRttMs: 30}
@@ -27,6 +30,7 @@
 //!         backoff: {kind: constant, ms: 10000}
 //!       requestAttemptTimeoutMs: 1000
 //!       connectTimeoutMs: 1000             # the default
+//!       failurePenaltyMs: 1000             # the default; 0: a failure costs its own rtt
 //!       hostConnectionPool: {maxSize: 100, maxWaitMs: 1000, idleTimeMs: 90000}
 //!     service:
 //!       totalTimeoutMs: 3000
@@ -41,7 +45,12 @@
 //! `requests`), `io.l5d.successRateWindowed` (`successRate`, `window` seconds), `none`.
 //! Backoffs: `constant` (`ms`), `jittered` (`minMs`, `maxMs`), `exponential`, `fullJittered`.
 //! Classifiers: `io.l5d.http.nonRetryable5XX`, `io.l5d.http.retryableRead5XX` (default),
-//! `io.l5d.http.retryableIdempotent5XX` (the `io.l5d.http.` prefix is optional).
+//! `io.l5d.http.retryableIdempotent5XX` (the `io.l5d.http.` or `io.l5d.h2.` prefix is
+//! optional); for gRPC calls `io.l5d.h2.grpc.default` (UNAVAILABLE is retryable; what every
+//! HTTP classifier implies for gRPC), `io.l5d.h2.grpc.neverRetryable`,
+//! `io.l5d.h2.grpc.alwaysRetryable` and `io.l5d.h2.grpc.retryableStatusCodes` (with
+//! `retryableStatusCodes: [14, ...]`). A gRPC classifier keeps the HTTP default for non-gRPC
+//! requests.
 
 mod convert;
 
@@ -155,6 +164,9 @@ struct ServiceSpec {
     rewrite_host: Option<String>,
     retry_buffer_bytes: Option<usize>,
     max_concurrent_requests: Option<usize>,
+    request_body_idle_timeout_ms: Option<u64>,
+    request_body_min_bytes_per_sec: Option<u64>,
+    response_body_idle_timeout_ms: Option<u64>,
     response_classifier: Option<Kind>,
     #[serde(default)]
     client: ClientSpec,
@@ -181,6 +193,7 @@ struct Namer {
 struct Kind {
     kind: String,
     four_xx_is_failure: Option<bool>,
+    retryable_status_codes: Option<Vec<u8>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -190,6 +203,7 @@ struct ClientSpec {
     failure_accrual: Option<Accrual>,
     request_attempt_timeout_ms: Option<u64>,
     connect_timeout_ms: Option<u64>,
+    failure_penalty_ms: Option<u64>,
     host_connection_pool: Option<HostPool>,
 }
 

@@ -80,6 +80,19 @@ fn service(spec: ServiceSpec) -> Result<ServiceConfig, YamlError> {
     }
     s.retry_buffer = spec.retry_buffer_bytes.unwrap_or(s.retry_buffer);
     s.max_in_flight = spec.max_concurrent_requests;
+    // 0 turns a body limit off (a long-lived stream may be silent for long).
+    let limit = |v: Option<u64>, default: Option<u64>| match v {
+        None => default,
+        Some(0) => None,
+        Some(n) => Some(n),
+    };
+    let in_ms = |d: Option<Duration>| d.map(|d| d.as_millis() as u64);
+    let b = s.body;
+    s.body = crate::config::BodyTimeouts {
+        request_idle: limit(spec.request_body_idle_timeout_ms, in_ms(b.request_idle)).map(ms),
+        request_min_rate: limit(spec.request_body_min_bytes_per_sec, b.request_min_rate),
+        response_idle: limit(spec.response_body_idle_timeout_ms, in_ms(b.response_idle)).map(ms),
+    };
     s.arm = arm(&spec, &key)?;
     if let Some(t) = spec.client.connect_timeout_ms {
         if t == 0 {
@@ -186,6 +199,9 @@ fn arm(spec: &ServiceSpec, key: &dyn Fn(&str) -> String) -> Result<ArmConfig, Ya
         attempt: spec.client.request_attempt_timeout_ms.map(ms),
         total: spec.service.total_timeout_ms.map(ms),
     };
+    if let Some(p) = spec.client.failure_penalty_ms {
+        arm.failure_penalty = Some(ms(p)).filter(|d| !d.is_zero());
+    }
     Ok(arm)
 }
 
@@ -236,12 +252,29 @@ fn classifier(k: Option<&Kind>, key: &str) -> Result<Classifier, YamlError> {
     let name = k
         .kind
         .trim_start_matches("io.l5d.http.")
+        .trim_start_matches("io.l5d.h2.")
         .trim_start_matches("io.l5d.");
+    let http = Classifier::retryable_read_5xx();
+    let codes = k.retryable_status_codes.as_deref();
+    if codes.is_some() && name != "grpc.retryableStatusCodes" {
+        let why = "only for kind io.l5d.h2.grpc.retryableStatusCodes";
+        return Err(err(format!("{key}.retryableStatusCodes"), why));
+    }
     let mut c = match name {
         "nonRetryable5XX" => Classifier::non_retryable_5xx(),
-        "retryableRead5XX" => Classifier::retryable_read_5xx(),
+        "retryableRead5XX" => http,
         "retryableIdempotent5XX" => Classifier::retryable_idempotent_5xx(),
-        o => return Err(err(format!("{key}.kind"), format!("`{o}`: expected io.l5d.http.nonRetryable5XX, retryableRead5XX or retryableIdempotent5XX"))),
+        "grpc.default" => http,
+        "grpc.neverRetryable" => http.with_grpc_retryable(&[]),
+        "grpc.alwaysRetryable" => http.with_grpc_always_retryable(),
+        "grpc.retryableStatusCodes" => {
+            let codes = codes.ok_or_else(|| err(format!("{key}.retryableStatusCodes"), "required for this kind"))?;
+            if let Some(bad) = codes.iter().find(|c| **c > 16) {
+                return Err(err(format!("{key}.retryableStatusCodes"), format!("{bad}: gRPC codes are 0 to 16")));
+            }
+            http.with_grpc_retryable(codes)
+        }
+        o => return Err(err(format!("{key}.kind"), format!("`{o}`: expected io.l5d.http.nonRetryable5XX, retryableRead5XX, retryableIdempotent5XX, or io.l5d.h2.grpc.default, neverRetryable, alwaysRetryable, retryableStatusCodes"))),
     };
     c.four_xx_is_failure = k.four_xx_is_failure.unwrap_or(false);
     Ok(c)

@@ -1,4 +1,5 @@
 use super::*;
+use std::time::Duration;
 
 const GOOD: &str = r#"
 servers: [{ip: 127.0.0.1, port: 4140}]
@@ -182,4 +183,45 @@ fn a_zero_idle_time_is_refused() {
         e.contains("services[web].client.hostConnectionPool.idleTimeMs: must be above zero"),
         "{e}"
     );
+}
+
+#[test]
+fn reads_grpc_classifiers_body_timeouts_and_the_failure_penalty() {
+    let text = GOOD
+        .replace(
+            "responseClassifier: {kind: io.l5d.http.retryableRead5XX}",
+            "responseClassifier: {kind: io.l5d.h2.grpc.retryableStatusCodes, retryableStatusCodes: [4, 14]}\n    requestBodyIdleTimeoutMs: 0\n    responseBodyIdleTimeoutMs: 5000",
+        )
+        .replace("    client:\n", "    client:\n      failurePenaltyMs: 250\n");
+    let config = parse(&text).unwrap();
+    let s = &config.services[0];
+    assert_eq!(s.arm.classifier.grpc_retryable_codes(), vec![4, 14]);
+    assert!(s.arm.classifier.retries(tailguard_resilience::Method::Get));
+    assert_eq!(s.arm.failure_penalty, Some(Duration::from_millis(250)));
+    assert_eq!(s.body.request_idle, None, "0 turns it off");
+    assert_eq!(s.body.request_min_rate, Some(240), "the default");
+    assert_eq!(s.body.response_idle, Some(Duration::from_secs(5)));
+    let bad = text.replace("[4, 14]", "[4, 99]");
+    assert!(
+        error_of(&bad).contains("responseClassifier.retryableStatusCodes: 99"),
+        "{}",
+        error_of(&bad)
+    );
+    let stray = GOOD.replace(
+        "{kind: io.l5d.http.retryableRead5XX}",
+        "{kind: io.l5d.http.retryableRead5XX, retryableStatusCodes: [14]}",
+    );
+    assert!(
+        error_of(&stray).contains("only for kind"),
+        "{}",
+        error_of(&stray)
+    );
+    let never = GOOD.replace(
+        "io.l5d.http.retryableRead5XX",
+        "io.l5d.h2.grpc.neverRetryable",
+    );
+    assert!(!parse(&never).unwrap().services[0]
+        .arm
+        .classifier
+        .retries_grpc());
 }

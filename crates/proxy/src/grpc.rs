@@ -1,0 +1,117 @@
+//! What the proxy reads of gRPC: whether a message is gRPC, its `grpc-status` (in trailers,
+//! or in the headers of a trailers-only response), and the client's `grpc-timeout`.
+//!
+//! # Example
+//! ```
+//! use http::HeaderMap;
+//! use std::time::Duration;
+//! let mut h = HeaderMap::new();
+//! h.insert("content-type", "application/grpc+proto".parse().unwrap());
+//! h.insert("grpc-timeout", "250m".parse().unwrap());
+//! h.insert("grpc-status", "14".parse().unwrap());
+//! assert!(tailguard_proxy::grpc::is_grpc(&h));
+//! assert_eq!(tailguard_proxy::grpc::timeout(&h), Some(Duration::from_millis(250)));
+//! assert_eq!(tailguard_proxy::grpc::status(&h), Some(14));
+//! ```
+
+use http::header::CONTENT_TYPE;
+use http::HeaderMap;
+use std::time::Duration;
+
+/// The code a call gets when its stream ends without a `grpc-status` (gRPC's clients treat a
+/// missing status as an error; UNKNOWN is the code for "the server did not say").
+pub const MISSING_STATUS: u8 = 2;
+
+/// True when `headers` say `content-type: application/grpc` (with or without a `+suffix` or
+/// `;parameters`).
+pub fn is_grpc(headers: &HeaderMap) -> bool {
+    headers.get(CONTENT_TYPE).is_some_and(|v| {
+        let v = v.as_bytes();
+        v.len() >= 16
+            && v[..16].eq_ignore_ascii_case(b"application/grpc")
+            && matches!(v.get(16), None | Some(b'+' | b';'))
+    })
+}
+
+/// The `grpc-status` code in `headers` (trailers, or a trailers-only response's headers);
+/// `None` when absent. A value that is not a small number counts as UNKNOWN.
+pub fn status(headers: &HeaderMap) -> Option<u8> {
+    let v = headers.get("grpc-status")?;
+    let parsed = std::str::from_utf8(v.as_bytes())
+        .ok()
+        .and_then(|s| s.trim().parse::<u8>().ok());
+    Some(parsed.unwrap_or(MISSING_STATUS))
+}
+
+/// The client's deadline from `grpc-timeout` (`1-8 digits` and a unit: `H`, `M`, `S`, `m`,
+/// `u`, `n`, as the gRPC over HTTP/2 spec defines it); `None` when absent or malformed (a
+/// malformed one is ignored, as gRPC servers do).
+pub fn timeout(headers: &HeaderMap) -> Option<Duration> {
+    let v = headers.get("grpc-timeout")?.as_bytes();
+    let (digits, unit) = v.split_at(v.len().checked_sub(1)?);
+    if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    Some(match unit {
+        b"H" => Duration::from_secs(n * 3600),
+        b"M" => Duration::from_secs(n * 60),
+        b"S" => Duration::from_secs(n),
+        b"m" => Duration::from_millis(n),
+        b"u" => Duration::from_micros(n),
+        b"n" => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, v.parse().unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn content_types() {
+        for (ct, yes) in [
+            ("application/grpc", true),
+            ("application/grpc+proto", true),
+            ("Application/GRPC;charset=utf-8", true),
+            ("application/grpc-web", false),
+            ("application/json", false),
+        ] {
+            assert_eq!(is_grpc(&headers(&[("content-type", ct)])), yes, "{ct}");
+        }
+        assert!(!is_grpc(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn timeouts_by_unit_and_malformed_ones_ignored() {
+        let t = |v: &str| timeout(&headers(&[("grpc-timeout", v)]));
+        assert_eq!(t("1H"), Some(Duration::from_secs(3600)));
+        assert_eq!(t("2M"), Some(Duration::from_secs(120)));
+        assert_eq!(t("3S"), Some(Duration::from_secs(3)));
+        assert_eq!(t("100m"), Some(Duration::from_millis(100)));
+        assert_eq!(t("7u"), Some(Duration::from_micros(7)));
+        assert_eq!(t("99999999n"), Some(Duration::from_nanos(99_999_999)));
+        for bad in ["", "m", "123456789m", "10x", "-1S", "1.5S"] {
+            assert_eq!(t(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn statuses() {
+        assert_eq!(status(&headers(&[("grpc-status", "0")])), Some(0));
+        assert_eq!(status(&headers(&[("grpc-status", "14")])), Some(14));
+        assert_eq!(
+            status(&headers(&[("grpc-status", "x")])),
+            Some(MISSING_STATUS)
+        );
+        assert_eq!(status(&HeaderMap::new()), None);
+    }
+}
