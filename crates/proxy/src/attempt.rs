@@ -232,18 +232,19 @@ async fn once(
                 format!("upstream {addr}: attempt timeout"),
             ),
         ),
-        Some(Ok(resp)) => {
-            let rtt = rtt();
-            return respond(service, sent, slot, resp, pending, rtt);
-        }
-        // The client's body failed, so the upstream request did: the client's fault.
-        Some(Err(_)) if client_fault(sent).is_some() => {
+        // The client's body failed, so the upstream request did, or the endpoint answered a
+        // request it never got whole: the client's fault either way.
+        Some(_) if client_fault(sent).is_some() => {
             let fault = client_fault(sent).unwrap_or(crate::request_body::ClientFault::Aborted);
             drop(pending);
             shared
                 .metrics
                 .client_error(&service.config.name, fault.kind());
             return (slot, FAILED_HERE, failed(fault.status(), fault.to_string()));
+        }
+        Some(Ok(resp)) => {
+            let rtt = rtt();
+            return respond(service, sent, slot, resp, pending, rtt);
         }
         Some(Err(e @ SendError::Exhausted(_))) => {
             // Nothing was sent: not the endpoint's failure, so the attempt is cancelled (the

@@ -142,6 +142,8 @@ pub struct BodyTimeouts {
     /// client's fault: 408 (`requestBodyMinBytesPerSec`, default 240 as Kestrel's
     /// `MinRequestBodyDataRate`; gRPC calls are exempt; `None`: no minimum).
     pub request_min_rate: Option<u64>,
+    /// How long a request body may take before its rate is checked (5 s).
+    pub request_rate_grace: Duration,
     /// An upstream response body with no data for this long is ended with an error, and a
     /// gRPC call still waiting for its status counts as the endpoint's timeout
     /// (`responseBodyIdleTimeoutMs`, default 60 s as nginx's `proxy_read_timeout`; `None`: no
@@ -154,6 +156,7 @@ impl Default for BodyTimeouts {
         Self {
             request_idle: Some(Duration::from_secs(60)),
             request_min_rate: Some(240),
+            request_rate_grace: Duration::from_secs(5),
             response_idle: Some(Duration::from_secs(60)),
         }
     }

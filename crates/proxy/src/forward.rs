@@ -34,9 +34,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tailguard_resilience::Method;
 
-/// How long a streamed request body may take before its rate is checked.
-const RATE_GRACE: Duration = Duration::from_secs(5);
-
 /// The client of a downstream connection.
 #[derive(Clone, Debug)]
 pub struct Peer {
@@ -143,7 +140,7 @@ async fn forward(
     let rules = BodyRules {
         idle: timeouts.request_idle,
         min_rate: timeouts.request_min_rate.filter(|_| reply == Reply::Http),
-        grace: RATE_GRACE,
+        grace: timeouts.request_rate_grace,
     };
     // The total timeout counts from here, so it includes reading a body that is buffered.
     let run = async {

@@ -92,6 +92,7 @@ fn service(spec: ServiceSpec) -> Result<ServiceConfig, YamlError> {
         request_idle: limit(spec.request_body_idle_timeout_ms, in_ms(b.request_idle)).map(ms),
         request_min_rate: limit(spec.request_body_min_bytes_per_sec, b.request_min_rate),
         response_idle: limit(spec.response_body_idle_timeout_ms, in_ms(b.response_idle)).map(ms),
+        ..b
     };
     s.arm = arm(&spec, &key)?;
     if let Some(t) = spec.client.connect_timeout_ms {
