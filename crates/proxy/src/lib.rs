@@ -38,6 +38,7 @@ pub mod endpoints;
 pub mod forward;
 pub mod grpc;
 pub mod hygiene;
+pub mod idle;
 pub mod listener;
 pub mod metrics;
 pub mod request_body;

@@ -17,13 +17,14 @@
 //! after 5 s); gRPC requests are exempt, since a client stream's messages come at the
 //! application's pace, and only the idle timer applies to them.
 
+use crate::idle::IdleTimer;
 use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 
 /// Why a request failed on the client's side.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -117,9 +118,7 @@ pub struct ClientBody {
     rules: BodyRules,
     started: Instant,
     bytes: u64,
-    sleep: Option<Pin<Box<Sleep>>>,
-    /// A frame came since the idle timer was last armed.
-    active: bool,
+    idle: IdleTimer,
 }
 
 impl ClientBody {
@@ -131,8 +130,7 @@ impl ClientBody {
             rules,
             started: Instant::now(),
             bytes: 0,
-            sleep: None,
-            active: true,
+            idle: IdleTimer::new(rules.idle),
         }
     }
 
@@ -148,20 +146,7 @@ impl ClientBody {
             && u128::from(self.bytes) * 1000 < u128::from(rate) * elapsed.as_millis();
         slow.then_some(rate)
     }
-
-    fn poll_idle(&mut self, cx: &mut Context<'_>) -> Option<Duration> {
-        let idle = self.rules.idle?;
-        let sleep = self
-            .sleep
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(idle)));
-        if std::mem::take(&mut self.active) {
-            sleep.as_mut().reset(Instant::now() + idle);
-        }
-        sleep.as_mut().poll(cx).is_ready().then_some(idle)
-    }
 }
-
-use std::future::Future;
 
 impl Body for ClientBody {
     type Data = Bytes;
@@ -177,7 +162,7 @@ impl Body for ClientBody {
                 if let Some(d) = frame.data_ref() {
                     this.bytes += d.len() as u64;
                 }
-                this.active = true;
+                this.idle.activity();
                 match this.too_slow() {
                     Some(rate) => this.fail(ClientFault::TooSlow(rate)),
                     None => Poll::Ready(Some(Ok(frame))),
@@ -185,7 +170,7 @@ impl Body for ClientBody {
             }
             Poll::Ready(Some(Err(e))) => this.fail(ClientFault::from_read(&e)),
             Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => match this.poll_idle(cx) {
+            Poll::Pending => match this.idle.poll_expired(cx) {
                 Some(idle) => this.fail(ClientFault::Idle(idle)),
                 None => Poll::Pending,
             },

@@ -9,16 +9,15 @@
 //! client went away) reports a deferred attempt as cancelled.
 
 use crate::attempt::Pending;
+use crate::idle::IdleTimer;
 use crate::upstream::UpstreamBody;
 use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
 use std::collections::VecDeque;
-use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tailguard_resilience::AttemptOutcome;
-use tokio::time::{Instant, Sleep};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -42,9 +41,7 @@ pub struct Deferred {
 pub struct Watched {
     peeked: VecDeque<Frame<Bytes>>,
     inner: UpstreamBody,
-    idle: Option<Duration>,
-    sleep: Option<Pin<Box<Sleep>>>,
-    active: bool,
+    idle: IdleTimer,
     deferred: Option<Deferred>,
 }
 
@@ -59,9 +56,7 @@ impl Watched {
         Self {
             peeked,
             inner,
-            idle,
-            sleep: None,
-            active: true,
+            idle: IdleTimer::new(idle),
             deferred,
         }
     }
@@ -70,17 +65,6 @@ impl Watched {
         if let Some(d) = self.deferred.take() {
             d.pending.finish(outcome, d.rtt);
         }
-    }
-
-    fn idle_fired(&mut self, cx: &mut Context<'_>) -> Option<Duration> {
-        let idle = self.idle?;
-        let sleep = self
-            .sleep
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(idle)));
-        if std::mem::take(&mut self.active) {
-            sleep.as_mut().reset(Instant::now() + idle);
-        }
-        sleep.as_mut().poll(cx).is_ready().then_some(idle)
     }
 }
 
@@ -98,7 +82,7 @@ impl Body for Watched {
         }
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
-                this.active = true;
+                this.idle.activity();
                 if let Some(t) = frame.trailers_ref() {
                     let code = crate::grpc::status(t).unwrap_or(crate::grpc::MISSING_STATUS);
                     this.report(AttemptOutcome::Grpc(code));
@@ -113,7 +97,7 @@ impl Body for Watched {
                 this.report(AttemptOutcome::Grpc(crate::grpc::MISSING_STATUS));
                 Poll::Ready(None)
             }
-            Poll::Pending => match this.idle_fired(cx) {
+            Poll::Pending => match this.idle.poll_expired(cx) {
                 Some(idle) => {
                     this.report(AttemptOutcome::Timeout);
                     Poll::Ready(Some(Err(Box::new(ResponseIdle(idle)))))
