@@ -24,12 +24,21 @@ impl Drop for Dnsmasq {
     }
 }
 
+/// A port free for both UDP and TCP on 127.0.0.1: dnsmasq binds both, and exits at once when
+/// the TCP one is taken (a port free for UDP alone made this test fail now and then).
+fn free_udp_and_tcp_port() -> u16 {
+    for _ in 0..100 {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = udp.local_addr().unwrap().port();
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no port free for both UDP and TCP on 127.0.0.1 in 100 tries");
+}
+
 fn dnsmasq(srv_port: u16) -> Dnsmasq {
-    let port = std::net::UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_udp_and_tcp_port();
     let dir = std::env::temp_dir().join(format!("tailguard-dnsmasq-{}", std::process::id()));
     let hosts = dir.join("hosts");
     std::fs::create_dir_all(&hosts).unwrap();
@@ -76,12 +85,14 @@ fn dnsmasq(srv_port: u16) -> Dnsmasq {
 async fn dns_discovery_uses_every_address_and_picks_up_an_added_one() {
     let backend = Backend::spawn().await;
     let port = backend.addr.port();
-    let dns = dnsmasq(port);
+    let mut dns = dnsmasq(port);
     let r = resolver(Some(dns.addr)).unwrap();
     let name = DnsName::parse(&format!("web.test:{port}")).unwrap();
     // A query sent before dnsmasq listens is lost and waits out the resolver's 5 s timeout, so
     // readiness gets several of those (on a busy machine dnsmasq can take seconds to start).
     let up = eventually(Duration::from_secs(30), async || {
+        let exited = dns.child.try_wait().ok().flatten();
+        assert!(exited.is_none(), "dnsmasq exited: {exited:?}");
         resolve(&r, &name).await.is_ok()
     })
     .await;
