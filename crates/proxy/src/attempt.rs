@@ -223,25 +223,24 @@ async fn once(
         }
     };
     let rtt = || clock.now().saturating_sub(now);
-    let failed = |status, reason: String| Ended::Failed(status, reason);
+    // The client's body failed, so the upstream request did, or the endpoint answered a
+    // request it never got whole: the client's fault either way.
+    if let (Some(_), Some(fault)) = (&result, client_fault(sent)) {
+        drop(pending);
+        shared
+            .metrics
+            .client_error(&service.config.name, fault.kind());
+        let ended = Ended::Failed(fault.status(), fault.to_string());
+        return (slot, FAILED_HERE, ended);
+    }
     let (outcome, ended) = match result {
         None => (
             AttemptOutcome::Timeout,
-            failed(
+            Ended::Failed(
                 StatusCode::GATEWAY_TIMEOUT,
                 format!("upstream {addr}: attempt timeout"),
             ),
         ),
-        // The client's body failed, so the upstream request did, or the endpoint answered a
-        // request it never got whole: the client's fault either way.
-        Some(_) if client_fault(sent).is_some() => {
-            let fault = client_fault(sent).unwrap_or(crate::request_body::ClientFault::Aborted);
-            drop(pending);
-            shared
-                .metrics
-                .client_error(&service.config.name, fault.kind());
-            return (slot, FAILED_HERE, failed(fault.status(), fault.to_string()));
-        }
         Some(Ok(resp)) => {
             let rtt = rtt();
             return respond(service, sent, slot, resp, pending, rtt);
@@ -254,19 +253,19 @@ async fn once(
             return (
                 slot,
                 FAILED_HERE,
-                failed(StatusCode::SERVICE_UNAVAILABLE, reason),
+                Ended::Failed(StatusCode::SERVICE_UNAVAILABLE, reason),
             );
         }
         Some(Err(e)) if e.is_connect() => (
             AttemptOutcome::Refused,
-            failed(
+            Ended::Failed(
                 StatusCode::BAD_GATEWAY,
                 format!("upstream {addr}: {}", connect_failure(&e)),
             ),
         ),
         Some(Err(e)) => (
             AttemptOutcome::Reset,
-            failed(
+            Ended::Failed(
                 StatusCode::BAD_GATEWAY,
                 format!("upstream {addr}: {}", error_chain(&e)),
             ),
