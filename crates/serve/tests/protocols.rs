@@ -155,3 +155,59 @@ async fn bodies_echo_size_and_text() {
     assert_eq!(get(addr(&running, 1), "/").await.1.len(), 1000);
     assert_eq!(get(addr(&running, 2), "/").await.1, "hello");
 }
+
+/// HEAD over HTTP/2 ends with the response headers: no body, no reset (a DATA frame on a HEAD
+/// stream is a protocol error the client answers with RST_STREAM). `content-length` is the
+/// GET's, and the connection carries on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn head_over_http2_ends_with_the_headers() {
+    let running = serve("backends: [{name: h, latency: 0s}]").await;
+    let stream = TcpStream::connect(addr(&running, 0)).await.unwrap();
+    let (mut sender, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    for method in [http::Method::HEAD, http::Method::GET, http::Method::HEAD] {
+        let req = hyper::Request::builder()
+            .method(method.clone())
+            .uri("http://t/")
+            .body(Empty::<Bytes>::new())
+            .unwrap();
+        let resp = sender.send_request(req).await.unwrap();
+        assert_eq!(resp.status(), 200);
+        assert_eq!(resp.version(), http::Version::HTTP_2);
+        assert_eq!(resp.headers()["content-length"], "2");
+        let body = resp.into_body().collect().await.expect("no reset");
+        let want = if method == http::Method::HEAD {
+            ""
+        } else {
+            "h\n"
+        };
+        assert_eq!(body.to_bytes(), want, "{method}");
+    }
+}
+
+/// HEAD over HTTP/1.1: the GET's `content-length` and no body bytes, so the next request on
+/// the same connection reads its own response (a stray body would be parsed as its status line).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn head_over_http1_sends_no_body() {
+    let running = serve("backends: [{name: h, latency: 0s}]").await;
+    let mut stream = TcpStream::connect(addr(&running, 0)).await.unwrap();
+    stream
+        .write_all(b"HEAD / HTTP/1.1\r\nhost: t\r\n\r\nGET / HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut got = String::new();
+    stream.read_to_string(&mut got).await.unwrap();
+    let (head, get) = got.split_at(got.rfind("HTTP/1.1 ").unwrap());
+    assert!(
+        head.starts_with("HTTP/1.1 200") && head.ends_with("\r\n\r\n"),
+        "{got}"
+    );
+    assert!(head.contains("content-length: 2\r\n"), "{head}");
+    assert!(
+        get.starts_with("HTTP/1.1 200") && get.ends_with("\r\n\r\nh\n"),
+        "{get}"
+    );
+}
