@@ -7,6 +7,7 @@ use common::{addr, get, serve, serve_with, H1};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tailguard_serve::grpc::{PingRequest, PingResponse, PING_PATH};
+use tailguard_testsupport::h2wire;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -26,17 +27,6 @@ async fn http2_prior_knowledge_works() {
     assert_eq!(resp.version(), http::Version::HTTP_2);
     assert_eq!(resp.headers()["x-tailguard-backend"], "h2");
     assert_eq!(resp.into_body().collect().await.unwrap().to_bytes(), "h2\n");
-}
-
-/// Reads one HTTP/2 frame: (type, flags, stream, payload).
-async fn frame(stream: &mut TcpStream) -> (u8, u8, u32, Vec<u8>) {
-    let mut head = [0u8; 9];
-    stream.read_exact(&mut head).await.unwrap();
-    let len = usize::from(head[0]) << 16 | usize::from(head[1]) << 8 | usize::from(head[2]);
-    let id = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
-    let mut payload = vec![0u8; len];
-    stream.read_exact(&mut payload).await.unwrap();
-    (head[3], head[4], id, payload)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -60,7 +50,7 @@ async fn h2c_upgrade_answers_the_first_request_on_stream_1() {
         .unwrap();
     let (mut status, mut body) = (None, Vec::new());
     while status.is_none() || body.len() < 3 {
-        let (kind, flags, id, payload) = frame(&mut stream).await;
+        let (kind, flags, id, payload) = h2wire::read_frame(&mut stream).await.unwrap();
         match (kind, id) {
             // HEADERS on stream 1: `:status: 200` is HPACK static index 8 (0x88).
             (0x1, 1) => status = Some(payload[0]),
@@ -210,4 +200,23 @@ async fn head_over_http1_sends_no_body() {
         get.starts_with("HTTP/1.1 200") && get.ends_with("\r\n\r\nh\n"),
         "{get}"
     );
+}
+
+/// A bad opening (garbage in the preface, or the preface followed by anything but SETTINGS)
+/// closes the connection within a bounded time, with GOAWAY (PROTOCOL_ERROR) when the preface
+/// was whole, and the backend serves the next client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_preface_closes_the_connection_and_the_next_client_is_served() {
+    let running = serve("backends: [{name: p, latency: 0s}]").await;
+    let addr = addr(&running, 0);
+    for (case, opening) in h2wire::bad_openings() {
+        let got = h2wire::closed_after(addr, &opening).await;
+        if opening.starts_with(h2wire::PREFACE) {
+            let code = h2wire::goaway_code(&got);
+            assert_eq!(code, Some(h2wire::PROTOCOL_ERROR), "{case}: {got:?}");
+        } else {
+            assert!(got.starts_with(b"HTTP/1.1 400"), "{case}: {got:?}");
+        }
+        assert_eq!(get(addr, "/").await.0, 200, "after {case}");
+    }
 }
