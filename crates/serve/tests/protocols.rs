@@ -48,21 +48,15 @@ async fn h2c_upgrade_answers_the_first_request_on_stream_1() {
         .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
         .await
         .unwrap();
-    let (mut status, mut body) = (None, Vec::new());
-    while status.is_none() || body.len() < 3 {
-        let (kind, flags, id, payload) = h2wire::read_frame(&mut stream).await.unwrap();
-        match (kind, id) {
-            // HEADERS on stream 1: `:status: 200` is HPACK static index 8 (0x88).
-            (0x1, 1) => status = Some(payload[0]),
-            (0x0, 1) => body.extend_from_slice(&payload),
-            (0x4, 0) if flags & 1 == 0 => {
-                stream.write_all(b"\0\0\0\x04\x01\0\0\0\0").await.unwrap()
-            }
-            _ => {}
-        }
-    }
-    assert_eq!(status, Some(0x88));
-    assert_eq!(body, b"up\n");
+    let resp = h2wire::read_response(&mut stream, 1).await;
+    assert_eq!(resp.status_byte, 0x88, "`:status: 200`");
+    assert_eq!(resp.body, b"up\n");
+    // The connection goes on as HTTP/2: the client's first stream of its own is 3.
+    let block = h2wire::request_block("GET", "t", "/again");
+    let flags = h2wire::END_STREAM | h2wire::END_HEADERS;
+    let headers = h2wire::frame(h2wire::HEADERS, flags, 3, &block);
+    stream.write_all(&headers).await.unwrap();
+    assert_eq!(h2wire::read_response(&mut stream, 3).await.body, b"up\n");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

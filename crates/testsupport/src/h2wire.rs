@@ -140,3 +140,47 @@ pub async fn closed_after(addr: SocketAddr, opening: &[u8]) -> Vec<u8> {
     );
     got
 }
+
+/// A response read off the wire.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Response {
+    /// The first byte of its header block: `0x88` is HPACK's indexed `:status: 200`, which
+    /// hyper sends first.
+    pub status_byte: u8,
+    /// Whether the HEADERS frame ended the stream (no DATA frame followed).
+    pub ended_with_headers: bool,
+    /// The DATA frames' payloads.
+    pub body: Vec<u8>,
+}
+
+/// Reads frames until stream `id` ends, acknowledging the server's SETTINGS on the way.
+/// Panics on a reset of the stream, GOAWAY, or the end of the connection.
+pub async fn read_response(stream: &mut TcpStream, id: u32) -> Response {
+    let mut resp: Option<Response> = None;
+    loop {
+        let (kind, flags, on, payload) = read_frame(stream).await.expect("connection open");
+        match (kind, on) {
+            (SETTINGS, 0) if flags & 0x1 == 0 => {
+                let ack = frame(SETTINGS, 0x1, 0, &[]);
+                stream.write_all(&ack).await.expect("write SETTINGS ack");
+            }
+            (HEADERS, _) if on == id && resp.is_none() => {
+                resp = Some(Response {
+                    status_byte: payload[0],
+                    ended_with_headers: flags & END_STREAM != 0,
+                    body: Vec::new(),
+                });
+            }
+            (DATA, _) if on == id => {
+                let r = resp.as_mut().expect("DATA after HEADERS");
+                r.body.extend_from_slice(&payload);
+            }
+            (RST_STREAM, _) if on == id => panic!("stream {id} reset: {payload:?}"),
+            (GOAWAY, 0) => panic!("GOAWAY: {payload:?}"),
+            _ => {}
+        }
+        if on == id && flags & END_STREAM != 0 && matches!(kind, HEADERS | DATA) {
+            return resp.expect("HEADERS first");
+        }
+    }
+}
