@@ -4,7 +4,8 @@
 //! drain on shutdown.
 //!
 //! hyper answers malformed requests with 400 and oversized headers with 431 itself; the proxy
-//! never sees them.
+//! never sees them. A bad HTTP/2 preface, which hyper lets pass, is refused with GOAWAY by
+//! [`preface::check`] before hyper sees the connection.
 //!
 //! # Slow and idle clients
 //! A connection with no request in flight (from its headers' arrival to the end of its
@@ -25,12 +26,15 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
+use tailguard_http::preface;
+use tailguard_http::rewind::Rewind;
 use tailguard_http::tcp::{self, Nagle};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
@@ -89,18 +93,33 @@ pub async fn serve(
     }
 }
 
+/// Serves one downstream connection:
+///
+/// 1. Check its opening ([`preface::check`]): a bad HTTP/2 preface is refused with GOAWAY,
+///    which hyper would not do. Like any slow client, one that has not opened by the header
+///    read timeout is closed.
+/// 2. Serve it with hyper (HTTP/1.1 or HTTP/2), held to the header read timeout and shutdown.
 async fn connection<S>(
     stream: S,
     peer: SocketAddr,
     shared: Arc<Shared>,
     limits: Limits,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let client = Arc::new(forward::Peer::new(peer, limits.header_read_timeout));
-    let activity = Arc::new(Activity::new());
-    let on_request = Arc::clone(&activity);
+    let limit = limits.header_read_timeout;
+    let mut watchdog = Watchdog {
+        peer,
+        activity: Arc::new(Activity::new()),
+        limit,
+        shutdown,
+    };
+    let Some(stream) = watchdog.opening(stream).await else {
+        return;
+    };
+    let client = Arc::new(forward::Peer::new(peer, limit));
+    let on_request = Arc::clone(&watchdog.activity);
     let service = service_fn(move |req| {
         let (shared, client) = (Arc::clone(&shared), Arc::clone(&client));
         let in_flight = InFlight::start(&on_request);
@@ -116,37 +135,80 @@ async fn connection<S>(
     builder.http1().writev(false);
     builder.http2().timer(TokioTimer::new());
     let conn = builder.serve_connection(TokioIo::new(stream), service);
-    tokio::pin!(conn);
-    let limit = limits.header_read_timeout;
-    let watchdog = tokio::time::sleep(limit);
-    tokio::pin!(watchdog);
-    let result = loop {
+    watchdog.drive(conn, |c| c.graceful_shutdown()).await;
+}
+
+/// What a downstream connection is held to while hyper serves it: requests' headers within
+/// the header read timeout of the last activity, and a graceful end on shutdown.
+#[derive(Debug)]
+struct Watchdog {
+    peer: SocketAddr,
+    activity: Arc<Activity>,
+    limit: Duration,
+    shutdown: watch::Receiver<bool>,
+}
+
+impl Watchdog {
+    /// The connection with its opening checked, or `None` when it was refused, did not open
+    /// within the header read timeout, or the proxy is shutting down.
+    async fn opening<S>(&mut self, stream: S) -> Option<Rewind<S>>
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
+        let deadline = self.activity.opened + self.limit;
         tokio::select! {
-            r = conn.as_mut() => break r,
-            _ = stopped(&mut shutdown) => {
-                conn.as_mut().graceful_shutdown();
-                break conn.await;
-            }
-            () = watchdog.as_mut() => {
-                let now = Instant::now();
-                match activity.idle_for(now) {
-                    Some(idle) if idle >= limit => {
-                        tracing::debug!(%peer, "no request within the header read timeout");
+            checked = tokio::time::timeout_at(deadline, preface::check(stream)) => match checked {
+                Ok(Ok(stream)) => Some(stream),
+                Ok(Err(err)) => {
+                    tracing::debug!(%err, peer = %self.peer, "connection refused at its opening");
+                    None
+                }
+                Err(_) => {
+                    tracing::debug!(peer = %self.peer, "no request within the header read timeout");
+                    None
+                }
+            },
+            _ = stopped(&mut self.shutdown) => None,
+        }
+    }
+
+    /// Drives `conn` to its end; true when it ended by itself, false when it was ended for
+    /// shutdown or idleness. One timer, re-armed only when it fires, watches idleness
+    /// ([module docs](self)).
+    async fn drive<C, E>(&mut self, conn: C, graceful: fn(Pin<&mut C>)) -> bool
+    where
+        C: Future<Output = Result<(), E>>,
+        E: std::fmt::Display,
+    {
+        tokio::pin!(conn);
+        let timer = tokio::time::sleep_until(self.activity.deadline(Instant::now(), self.limit));
+        tokio::pin!(timer);
+        let (result, by_itself) = loop {
+            tokio::select! {
+                r = conn.as_mut() => break (r, true),
+                _ = stopped(&mut self.shutdown) => {
+                    graceful(conn.as_mut());
+                    break (conn.await, false);
+                }
+                () = timer.as_mut() => {
+                    let now = Instant::now();
+                    if self.activity.idle_for(now).is_some_and(|idle| idle >= self.limit) {
+                        tracing::debug!(peer = %self.peer, "no request within the header read timeout");
                         // Politely where the protocol allows: HTTP/2 (a gRPC channel left idle)
                         // gets GOAWAY, so its client reconnects without seeing an error. A
                         // client still sending its headers gets a short grace, then is cut.
-                        conn.as_mut().graceful_shutdown();
+                        graceful(conn.as_mut());
                         let _ = tokio::time::timeout(IDLE_GRACE, conn.as_mut()).await;
-                        return;
+                        return false;
                     }
-                    Some(idle) => watchdog.as_mut().reset(now + (limit - idle)),
-                    None => watchdog.as_mut().reset(now + limit),
+                    timer.as_mut().reset(self.activity.deadline(now, self.limit));
                 }
             }
+        };
+        if let Err(err) = result {
+            tracing::debug!(%err, peer = %self.peer, "connection ended with an error");
         }
-    };
-    if let Err(err) = result {
-        tracing::debug!(%err, %peer, "connection ended with an error");
+        by_itself
     }
 }
 
@@ -175,6 +237,13 @@ impl Activity {
         }
         let since = Duration::from_nanos(self.idle_since.load(Ordering::Acquire));
         Some(now.saturating_duration_since(self.opened + since))
+    }
+
+    /// When the connection will have been idle for `limit`, if nothing starts before then.
+    fn deadline(&self, now: Instant, limit: Duration) -> Instant {
+        now + self
+            .idle_for(now)
+            .map_or(limit, |idle| limit.saturating_sub(idle))
     }
 }
 
