@@ -75,9 +75,13 @@ pub struct Upgrade {
 /// frame): serve it over HTTP/1.1 then. The caller's server must serve HTTP/1.1 with
 /// upgrades on (hyper's `with_upgrades`).
 pub fn accept<B>(req: &mut Request<B>) -> Option<(Response<()>, Upgrade)> {
+    // The upgrade test first: the proxy asks this of every request.
+    if !is_upgrade(req) {
+        return None;
+    }
     let has_body = req.headers().contains_key(TRANSFER_ENCODING)
         || req.headers().get(CONTENT_LENGTH).is_some_and(|v| v != "0");
-    if !is_upgrade(req) || has_body {
+    if has_body {
         return None;
     }
     let block = Some(header_block(req)).filter(|b| b.len() <= MAX_FRAME)?;

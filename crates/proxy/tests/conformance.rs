@@ -1,4 +1,5 @@
-//! HTTP/2 conformance of the proxy's listener on loopback: HEAD and bad connection prefaces.
+//! HTTP/2 conformance of the proxy's listener on loopback: HEAD, bad connection prefaces and
+//! the `Upgrade: h2c` request.
 
 mod support;
 
@@ -10,7 +11,7 @@ use std::time::Duration;
 use support::Backend;
 use tailguard_proxy::config::{ServiceConfig, Upstream, UpstreamProtocol};
 use tailguard_testsupport::h2wire::{self, END_HEADERS, END_STREAM, HEADERS};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// A one-backend `tailguard serve` fleet on 127.0.0.1, answering `b\n`. (The support backend
@@ -121,3 +122,80 @@ async fn a_bad_preface_closes_the_connection_and_the_next_client_is_served() {
 }
 
 const GET_AND_CLOSE: &[u8] = b"GET / HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n";
+
+/// The h2c upgrade request of RFC 7540 section 3.2, with `rest` (headers, blank line, body).
+fn upgrade_request(method: &str, path: &str, rest: &str) -> Vec<u8> {
+    format!(
+        "{method} {path} HTTP/1.1\r\nhost: t\r\nconnection: Upgrade, HTTP2-Settings\r\n\
+         upgrade: h2c\r\nhttp2-settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n{rest}"
+    )
+    .into_bytes()
+}
+
+/// Reads an HTTP/1.1 response head.
+async fn read_head(stream: &mut TcpStream) -> String {
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        head.push(stream.read_u8().await.expect("a response head"));
+    }
+    String::from_utf8(head).unwrap()
+}
+
+/// `Upgrade: h2c` on the proxy's listener: `101`, then the request is forwarded and answered
+/// on stream 1 of an HTTP/2 connection, which goes on carrying the client's own streams. The
+/// backend gets the requests without the upgrade's headers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_h2c_upgrade_is_answered_on_stream_1_and_the_connection_goes_on_as_http2() {
+    let backend = Backend::spawn().await;
+    let proxy = support::start(ServiceConfig::new("web", vec![backend.upstream()])).await;
+    let mut stream = TcpStream::connect(proxy.addr()).await.unwrap();
+    stream
+        .write_all(&upgrade_request("GET", "/first", "\r\n"))
+        .await
+        .unwrap();
+    let head = read_head(&mut stream).await;
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    assert!(head.to_ascii_lowercase().contains("upgrade: h2c"), "{head}");
+    stream.write_all(&h2wire::client_opening()).await.unwrap();
+    let first = h2wire::read_response(&mut stream, 1).await;
+    assert_eq!(
+        (first.status_byte, first.body.as_slice()),
+        (0x88, &b"ok"[..])
+    );
+    assert_eq!(backend.hits(), 1);
+    let seen = backend.last_headers();
+    for hop in ["upgrade", "http2-settings"] {
+        assert!(
+            !seen.contains_key(hop),
+            "{hop} reached the backend: {seen:?}"
+        );
+    }
+    let block = h2wire::request_block("GET", "t", "/second");
+    let get = h2wire::frame(HEADERS, END_STREAM | END_HEADERS, 3, &block);
+    stream.write_all(&get).await.unwrap();
+    let second = h2wire::read_response(&mut stream, 3).await;
+    assert_eq!(
+        (second.status_byte, second.body.as_slice()),
+        (0x88, &b"ok"[..])
+    );
+    assert_eq!(backend.hits(), 2);
+    drop(stream);
+    proxy.shutdown().await;
+}
+
+/// An upgrade request with a body is not switched: it is forwarded and answered over HTTP/1.1,
+/// body included, and the connection stays HTTP/1.1 for the next request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_h2c_upgrade_with_a_body_is_served_over_http1() {
+    let backend = Backend::spawn().await;
+    let proxy = support::start(ServiceConfig::new("web", vec![backend.upstream()])).await;
+    let post = upgrade_request("POST", "/echo", "content-length: 5\r\n\r\nhello");
+    let got = h2wire::closed_after(proxy.addr(), &[post, GET_AND_CLOSE.to_vec()].concat()).await;
+    let got = String::from_utf8_lossy(&got);
+    assert!(got.starts_with("HTTP/1.1 200"), "{got}");
+    assert!(got.contains("hello") && got.ends_with("ok"), "{got}");
+    assert_eq!(got.matches("HTTP/1.1 200").count(), 2, "{got}");
+    assert_eq!(backend.hits(), 2);
+    assert!(!backend.last_headers().contains_key("upgrade"));
+    proxy.shutdown().await;
+}
