@@ -71,7 +71,8 @@ pub enum Opening {
     Bad,
 }
 
-/// Reads from `io` into `buf` until the opening is known (at most [`OPENING`] bytes in `buf`).
+/// Reads from `io` into `buf` until the opening is known: at most the preface and a frame
+/// header (33 bytes) in `buf`.
 ///
 /// # Errors
 /// The I/O error of a read.

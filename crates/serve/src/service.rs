@@ -14,7 +14,8 @@
 //! A zero-latency answer is built inside `call` and returned as a ready future (no allocation);
 //! anything that waits is boxed.
 //!
-//! A HEAD request gets the GET's answer without its body ([`headless`]).
+//! A HEAD request gets the GET's answer without its body, so that HTTP/2 ends its stream with
+//! the HEADERS frame (hyper's HTTP/2 server would send a body it is given, even for HEAD).
 
 use crate::io::{ConnCtl, Kill};
 use crate::overrides::Overrides;
