@@ -5,10 +5,16 @@
 //! way to get a socket without it is to ask for it by name (`Nagle::On`), which `tailguard
 //! serve --nagle` does on purpose to demonstrate the trap.
 //!
-//! [`server`] serves HTTP/1.1 and HTTP/2 (prior-knowledge h2c) on the same port.
+//! [`server`] serves HTTP/1.1 and HTTP/2 (prior-knowledge h2c) on the same port. `tailguard
+//! serve` and the proxy's listener also refuse a bad HTTP/2 preface with GOAWAY ([`preface`],
+//! which hyper does not) and take `Upgrade: h2c` ([`h2c`], which hyper does not), both reading
+//! from the connection before hyper and putting the bytes back in front ([`rewind`]).
 
 #![warn(missing_docs)]
 
+pub mod h2c;
+pub mod preface;
+pub mod rewind;
 pub mod server;
 pub mod tcp;
 

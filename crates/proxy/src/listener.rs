@@ -1,10 +1,11 @@
-//! The proxy listener: HTTP/1.1 and h2c (prior knowledge) on one port, or with TLS HTTP/1.1 and
-//! h2 chosen by ALPN, every accepted socket with `TCP_NODELAY`, a header read timeout against
-//! slow clients (which also bounds the TLS handshake), a cap on connections, and a graceful
-//! drain on shutdown.
+//! The proxy listener: HTTP/1.1 and h2c (prior knowledge or `Upgrade: h2c`) on one port, or with
+//! TLS HTTP/1.1 and h2 chosen by ALPN, every accepted socket with `TCP_NODELAY`, a header read
+//! timeout against slow clients (which also bounds the TLS handshake), a cap on connections,
+//! and a graceful drain on shutdown.
 //!
 //! hyper answers malformed requests with 400 and oversized headers with 431 itself; the proxy
-//! never sees them.
+//! never sees them. A bad HTTP/2 preface, which hyper lets pass, is refused with GOAWAY by
+//! [`preface::check`] before hyper sees the connection.
 //!
 //! # Slow and idle clients
 //! A connection with no request in flight (from its headers' arrival to the end of its
@@ -20,20 +21,26 @@ use crate::forward;
 use crate::upstream::ProxyBody;
 use crate::Shared;
 use bytes::Bytes;
-use hyper::body::{Body, Frame, SizeHint};
+use http::{Request, Response};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::service::service_fn;
+use hyper::upgrade::Upgraded;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
+use tailguard_http::rewind::Rewind;
 use tailguard_http::tcp::{self, Nagle};
+use tailguard_http::{h2c, preface};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use tokio::time::Instant;
 
@@ -89,23 +96,58 @@ pub async fn serve(
     }
 }
 
-async fn connection<S>(
+/// A downstream transport, and whether `Upgrade: h2c` may switch it to HTTP/2: only cleartext
+/// TCP (RFC 7540 section 3.2); over TLS, ALPN chooses the protocol.
+trait Transport: AsyncRead + AsyncWrite + Unpin + Send + 'static {
+    const CLEARTEXT: bool;
+}
+
+impl Transport for TcpStream {
+    const CLEARTEXT: bool = true;
+}
+
+impl Transport for tokio_rustls::server::TlsStream<TcpStream> {
+    const CLEARTEXT: bool = false;
+}
+
+/// Serves one downstream connection:
+///
+/// 1. Check its opening ([`preface::check`]): a bad HTTP/2 preface is refused with GOAWAY,
+///    which hyper would not do. Like any slow client, one that has not opened by the header
+///    read timeout is closed.
+/// 2. Serve it with hyper (HTTP/1.1 or HTTP/2), held to the header read timeout and shutdown.
+/// 3. If a request switched it to HTTP/2 (`Upgrade: h2c`, answered `101` by [`switch`]), go on
+///    serving it as HTTP/2 under the same watchdog, the request being stream 1.
+async fn connection<S: Transport>(
     stream: S,
     peer: SocketAddr,
     shared: Arc<Shared>,
     limits: Limits,
-    mut shutdown: watch::Receiver<bool>,
-) where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let client = Arc::new(forward::Peer::new(peer, limits.header_read_timeout));
-    let activity = Arc::new(Activity::new());
-    let on_request = Arc::clone(&activity);
-    let service = service_fn(move |req| {
+    shutdown: watch::Receiver<bool>,
+) {
+    let limit = limits.header_read_timeout;
+    let mut watchdog = Watchdog {
+        peer,
+        activity: Arc::new(Activity::new()),
+        limit,
+        shutdown,
+    };
+    let Some(stream) = watchdog.opening(stream).await else {
+        return;
+    };
+    let client = Arc::new(forward::Peer::new(peer, limit));
+    let on_request = Arc::clone(&watchdog.activity);
+    let upgrades: Arc<Mutex<Option<h2c::Upgrade>>> = Arc::default();
+    let slot = S::CLEARTEXT.then(|| Arc::clone(&upgrades));
+    let service = service_fn(move |mut req: Request<Incoming>| {
         let (shared, client) = (Arc::clone(&shared), Arc::clone(&client));
         let in_flight = InFlight::start(&on_request);
+        let switched = slot.as_deref().and_then(|slot| switch(&mut req, slot));
         async move {
-            let resp = forward::handle(shared, &client, req).await;
+            let resp = match switched {
+                Some(resp) => resp,
+                None => forward::handle(shared, &client, req).await,
+            };
             Ok::<_, Infallible>(resp.map(|body| Tracked {
                 body,
                 _in_flight: in_flight,
@@ -115,38 +157,122 @@ async fn connection<S>(
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder.http1().writev(false);
     builder.http2().timer(TokioTimer::new());
-    let conn = builder.serve_connection(TokioIo::new(stream), service);
-    tokio::pin!(conn);
-    let limit = limits.header_read_timeout;
-    let watchdog = tokio::time::sleep(limit);
-    tokio::pin!(watchdog);
-    let result = loop {
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service.clone());
+    if !watchdog.drive(conn, |c| c.graceful_shutdown()).await {
+        return;
+    }
+    if let Some(io) = upgraded(&upgrades, limit, peer).await {
+        let conn = builder.serve_connection(TokioIo::new(io), service);
+        watchdog.drive(conn, |c| c.graceful_shutdown()).await;
+    }
+}
+
+/// The connection a `101` switched to HTTP/2 ([`switch`]) once the client has sent its
+/// preface, or `None` when there was no switch or the client did not follow it up.
+async fn upgraded(
+    upgrades: &Mutex<Option<h2c::Upgrade>>,
+    limit: Duration,
+    peer: SocketAddr,
+) -> Option<Rewind<TokioIo<Upgraded>>> {
+    let upgrade = upgrades
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take()?;
+    // The client sends its preface as soon as it reads the 101: as slow as a request's headers
+    // at most.
+    match tokio::time::timeout(limit, upgrade.io()).await {
+        Ok(Ok(io)) => Some(io),
+        Ok(Err(err)) => {
+            tracing::debug!(%err, %peer, "h2c upgrade failed");
+            None
+        }
+        Err(_) => {
+            tracing::debug!(%peer, "no HTTP/2 preface after 101");
+            None
+        }
+    }
+}
+
+/// Answers an `Upgrade: h2c` request with `101`, leaving the switch in `slot` for
+/// [`connection`] to finish once hyper has written the answer. `None` for any other request,
+/// and for one with a body: it is forwarded over HTTP/1.1, without its upgrade headers.
+fn switch(
+    req: &mut Request<Incoming>,
+    slot: &Mutex<Option<h2c::Upgrade>>,
+) -> Option<Response<ProxyBody>> {
+    let (resp, upgrade) = h2c::accept(req)?;
+    *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(upgrade);
+    Some(resp.map(|()| Empty::new().map_err(|never| match never {}).boxed()))
+}
+
+/// What a downstream connection is held to while hyper serves it: requests' headers within
+/// the header read timeout of the last activity, and a graceful end on shutdown.
+#[derive(Debug)]
+struct Watchdog {
+    peer: SocketAddr,
+    activity: Arc<Activity>,
+    limit: Duration,
+    shutdown: watch::Receiver<bool>,
+}
+
+impl Watchdog {
+    /// The connection with its opening checked, or `None` when it was refused, did not open
+    /// within the header read timeout, or the proxy is shutting down.
+    async fn opening<S: Transport>(&mut self, stream: S) -> Option<Rewind<S>> {
+        let deadline = self.activity.opened + self.limit;
         tokio::select! {
-            r = conn.as_mut() => break r,
-            _ = stopped(&mut shutdown) => {
-                conn.as_mut().graceful_shutdown();
-                break conn.await;
-            }
-            () = watchdog.as_mut() => {
-                let now = Instant::now();
-                match activity.idle_for(now) {
-                    Some(idle) if idle >= limit => {
-                        tracing::debug!(%peer, "no request within the header read timeout");
+            checked = tokio::time::timeout_at(deadline, preface::check(stream)) => match checked {
+                Ok(Ok(stream)) => Some(stream),
+                Ok(Err(err)) => {
+                    tracing::debug!(%err, peer = %self.peer, "connection refused at its opening");
+                    None
+                }
+                Err(_) => {
+                    tracing::debug!(peer = %self.peer, "no request within the header read timeout");
+                    None
+                }
+            },
+            _ = stopped(&mut self.shutdown) => None,
+        }
+    }
+
+    /// Drives `conn` to its end; true when it ended by itself (a switch to HTTP/2 may follow),
+    /// false when it was ended for shutdown or idleness. One timer, re-armed only when it fires,
+    /// watches idleness ([module docs](self)).
+    async fn drive<C, E>(&mut self, conn: C, graceful: fn(Pin<&mut C>)) -> bool
+    where
+        C: Future<Output = Result<(), E>>,
+        E: std::fmt::Display,
+    {
+        tokio::pin!(conn);
+        let timer = tokio::time::sleep_until(self.activity.deadline(Instant::now(), self.limit));
+        tokio::pin!(timer);
+        let (result, by_itself) = loop {
+            tokio::select! {
+                r = conn.as_mut() => break (r, true),
+                _ = stopped(&mut self.shutdown) => {
+                    graceful(conn.as_mut());
+                    break (conn.await, false);
+                }
+                () = timer.as_mut() => {
+                    let now = Instant::now();
+                    if self.activity.idle_for(now).is_some_and(|idle| idle >= self.limit) {
+                        tracing::debug!(peer = %self.peer, "no request within the header read timeout");
                         // Politely where the protocol allows: HTTP/2 (a gRPC channel left idle)
                         // gets GOAWAY, so its client reconnects without seeing an error. A
                         // client still sending its headers gets a short grace, then is cut.
-                        conn.as_mut().graceful_shutdown();
+                        graceful(conn.as_mut());
                         let _ = tokio::time::timeout(IDLE_GRACE, conn.as_mut()).await;
-                        return;
+                        return false;
                     }
-                    Some(idle) => watchdog.as_mut().reset(now + (limit - idle)),
-                    None => watchdog.as_mut().reset(now + limit),
+                    timer.as_mut().reset(self.activity.deadline(now, self.limit));
                 }
             }
+        };
+        if let Err(err) = result {
+            tracing::debug!(%err, peer = %self.peer, "connection ended with an error");
         }
-    };
-    if let Err(err) = result {
-        tracing::debug!(%err, %peer, "connection ended with an error");
+        by_itself
     }
 }
 
@@ -175,6 +301,13 @@ impl Activity {
         }
         let since = Duration::from_nanos(self.idle_since.load(Ordering::Acquire));
         Some(now.saturating_duration_since(self.opened + since))
+    }
+
+    /// When the connection will have been idle for `limit`, if nothing starts before then.
+    fn deadline(&self, now: Instant, limit: Duration) -> Instant {
+        now + self
+            .idle_for(now)
+            .map_or(limit, |idle| limit.saturating_sub(idle))
     }
 }
 

@@ -12,7 +12,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use std::sync::Arc;
 use std::time::Duration;
-use tailguard_http::{tcp, Nagle};
+use tailguard_http::{preface, tcp, Nagle};
 use tokio::net::{TcpListener, TcpStream};
 
 /// How long to wait before trying again to bind an address that comes back up.
@@ -63,8 +63,9 @@ pub async fn accept_loop(backend: Arc<Backend>, listener: TcpListener) {
     }
 }
 
-/// Serves one connection with HTTP/1.1 (with h2c upgrade) or prior-knowledge HTTP/2, until
-/// the peer leaves, the service asks to close or reset it, or the backend goes down.
+/// Serves one connection with HTTP/1.1 (with h2c upgrade) or prior-knowledge HTTP/2 (after
+/// [`preface::check`]), until the peer leaves, the service asks to close or reset it, or the
+/// backend goes down.
 ///
 /// The connection runs in its own task and this one only watches (and aborts it): watching
 /// from the same task would poll the kill and down futures on every wake of a busy connection.
@@ -78,6 +79,15 @@ pub async fn serve_connection(backend: Arc<Backend>, stream: TcpStream) {
     );
     let svc = BackendService::new(backend.clone(), ctl.clone());
     let mut conn = tokio::spawn(async move {
+        // hyper takes a PING or HEADERS where the client's first SETTINGS frame belongs; the
+        // check refuses that with GOAWAY.
+        let io = match preface::check(io).await {
+            Ok(io) => io,
+            Err(err) => {
+                tracing::debug!(%err, "connection refused at its preface");
+                return;
+            }
+        };
         let mut builder = auto::Builder::new(TokioExecutor::new());
         // One flat buffer per response: for small responses a copy is cheaper than writev.
         builder.http1().writev(false);

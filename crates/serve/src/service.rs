@@ -13,15 +13,19 @@
 //!
 //! A zero-latency answer is built inside `call` and returned as a ready future (no allocation);
 //! anything that waits is boxed.
+//!
+//! A HEAD request gets the GET's answer without its body, so that HTTP/2 ends its stream with
+//! the HEADERS frame (hyper's HTTP/2 server would send a body it is given, even for HEAD).
 
 use crate::io::{ConnCtl, Kill};
 use crate::overrides::Overrides;
 use crate::state::Backend;
 use crate::{grpc, h2c};
 use bytes::Bytes;
-use http::header::{HeaderValue, CONTENT_TYPE};
+use http::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
+use http::{Method, StatusCode};
 use http_body_util::{BodyExt, Either, Full};
-use hyper::body::Incoming;
+use hyper::body::{Body, Incoming};
 use hyper::{Request, Response};
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -191,12 +195,34 @@ impl Future for RespFuture {
     }
 }
 
+impl RespFuture {
+    /// The same answer, made [`headless`] when it is ready.
+    fn headless(self) -> Self {
+        match self {
+            RespFuture::Ready(resp) => RespFuture::Ready(resp.map(headless)),
+            RespFuture::Waiting(fut) => {
+                RespFuture::Waiting(Box::pin(async move { headless(fut.await) }))
+            }
+        }
+    }
+}
+
 impl hyper::service::Service<Request<Incoming>> for BackendService {
     type Response = Response<RespBody>;
     type Error = Infallible;
     type Future = RespFuture;
 
     fn call(&self, req: Request<Incoming>) -> Self::Future {
+        if req.method() == Method::HEAD {
+            return self.answer(req).headless();
+        }
+        self.answer(req)
+    }
+}
+
+impl BackendService {
+    /// The answer to any method, body included.
+    fn answer(&self, req: Request<Incoming>) -> RespFuture {
         let arrival = Instant::now();
         if grpc::is_grpc(&req) {
             return RespFuture::Waiting(Box::pin(grpc::handle(self.clone(), req, arrival)));
@@ -223,6 +249,20 @@ impl hyper::service::Service<Request<Incoming>> for BackendService {
             plan => RespFuture::Waiting(Box::pin(self.clone().finish(req, arrival, plan))),
         }
     }
+}
+
+/// A HEAD response: the GET's status and headers, its length as `content-length`, and an empty
+/// body (RFC 9110 9.3.2). hyper's HTTP/1.1 server leaves out a HEAD response's body by itself,
+/// but its HTTP/2 server sends whatever body it is given, after HEADERS without END_STREAM; a
+/// client then resets the stream, since DATA on a HEAD stream is malformed (RFC 9113 8.1.1).
+/// An empty body makes hyper end the stream with the HEADERS frame.
+fn headless(resp: Response<RespBody>) -> Response<RespBody> {
+    let (mut parts, body) = resp.into_parts();
+    let bodiless = parts.status.is_informational() || parts.status == StatusCode::NO_CONTENT;
+    if let Some(len) = body.size_hint().exact().filter(|&n| n > 0 && !bodiless) {
+        parts.headers.insert(CONTENT_LENGTH, HeaderValue::from(len));
+    }
+    Response::from_parts(parts, Either::Left(Full::new(Bytes::new())))
 }
 
 /// The response, with the latency decided on in a header.

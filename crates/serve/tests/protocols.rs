@@ -7,6 +7,7 @@ use common::{addr, get, serve, serve_with, H1};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tailguard_serve::grpc::{PingRequest, PingResponse, PING_PATH};
+use tailguard_testsupport::h2wire;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -28,17 +29,6 @@ async fn http2_prior_knowledge_works() {
     assert_eq!(resp.into_body().collect().await.unwrap().to_bytes(), "h2\n");
 }
 
-/// Reads one HTTP/2 frame: (type, flags, stream, payload).
-async fn frame(stream: &mut TcpStream) -> (u8, u8, u32, Vec<u8>) {
-    let mut head = [0u8; 9];
-    stream.read_exact(&mut head).await.unwrap();
-    let len = usize::from(head[0]) << 16 | usize::from(head[1]) << 8 | usize::from(head[2]);
-    let id = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
-    let mut payload = vec![0u8; len];
-    stream.read_exact(&mut payload).await.unwrap();
-    (head[3], head[4], id, payload)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn h2c_upgrade_answers_the_first_request_on_stream_1() {
     let running = serve("backends: [{name: up, latency: 0s}]").await;
@@ -58,21 +48,15 @@ async fn h2c_upgrade_answers_the_first_request_on_stream_1() {
         .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
         .await
         .unwrap();
-    let (mut status, mut body) = (None, Vec::new());
-    while status.is_none() || body.len() < 3 {
-        let (kind, flags, id, payload) = frame(&mut stream).await;
-        match (kind, id) {
-            // HEADERS on stream 1: `:status: 200` is HPACK static index 8 (0x88).
-            (0x1, 1) => status = Some(payload[0]),
-            (0x0, 1) => body.extend_from_slice(&payload),
-            (0x4, 0) if flags & 1 == 0 => {
-                stream.write_all(b"\0\0\0\x04\x01\0\0\0\0").await.unwrap()
-            }
-            _ => {}
-        }
-    }
-    assert_eq!(status, Some(0x88));
-    assert_eq!(body, b"up\n");
+    let resp = h2wire::read_response(&mut stream, 1).await;
+    assert_eq!(resp.status_byte, 0x88, "`:status: 200`");
+    assert_eq!(resp.body, b"up\n");
+    // The connection goes on as HTTP/2: the client's first stream of its own is 3.
+    let block = h2wire::request_block("GET", "t", "/again");
+    let flags = h2wire::END_STREAM | h2wire::END_HEADERS;
+    let headers = h2wire::frame(h2wire::HEADERS, flags, 3, &block);
+    stream.write_all(&headers).await.unwrap();
+    assert_eq!(h2wire::read_response(&mut stream, 3).await.body, b"up\n");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -154,4 +138,79 @@ async fn bodies_echo_size_and_text() {
     assert_eq!(body, "ping pong");
     assert_eq!(get(addr(&running, 1), "/").await.1.len(), 1000);
     assert_eq!(get(addr(&running, 2), "/").await.1, "hello");
+}
+
+/// HEAD over HTTP/2 ends with the response headers: no body, no reset (a DATA frame on a HEAD
+/// stream is a protocol error the client answers with RST_STREAM). `content-length` is the
+/// GET's, and the connection carries on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn head_over_http2_ends_with_the_headers() {
+    let running = serve("backends: [{name: h, latency: 0s}]").await;
+    let stream = TcpStream::connect(addr(&running, 0)).await.unwrap();
+    let (mut sender, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    for method in [http::Method::HEAD, http::Method::GET, http::Method::HEAD] {
+        let req = hyper::Request::builder()
+            .method(method.clone())
+            .uri("http://t/")
+            .body(Empty::<Bytes>::new())
+            .unwrap();
+        let resp = sender.send_request(req).await.unwrap();
+        assert_eq!(resp.status(), 200);
+        assert_eq!(resp.version(), http::Version::HTTP_2);
+        assert_eq!(resp.headers()["content-length"], "2");
+        let body = resp.into_body().collect().await.expect("no reset");
+        let want = if method == http::Method::HEAD {
+            ""
+        } else {
+            "h\n"
+        };
+        assert_eq!(body.to_bytes(), want, "{method}");
+    }
+}
+
+/// HEAD over HTTP/1.1: the GET's `content-length` and no body bytes, so the next request on
+/// the same connection reads its own response (a stray body would be parsed as its status line).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn head_over_http1_sends_no_body() {
+    let running = serve("backends: [{name: h, latency: 0s}]").await;
+    let mut stream = TcpStream::connect(addr(&running, 0)).await.unwrap();
+    stream
+        .write_all(b"HEAD / HTTP/1.1\r\nhost: t\r\n\r\nGET / HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut got = String::new();
+    stream.read_to_string(&mut got).await.unwrap();
+    let (head, get) = got.split_at(got.rfind("HTTP/1.1 ").unwrap());
+    assert!(
+        head.starts_with("HTTP/1.1 200") && head.ends_with("\r\n\r\n"),
+        "{got}"
+    );
+    assert!(head.contains("content-length: 2\r\n"), "{head}");
+    assert!(
+        get.starts_with("HTTP/1.1 200") && get.ends_with("\r\n\r\nh\n"),
+        "{get}"
+    );
+}
+
+/// A bad opening (garbage in the preface, or the preface followed by anything but SETTINGS)
+/// closes the connection within a bounded time, with GOAWAY (PROTOCOL_ERROR) when the preface
+/// was whole, and the backend serves the next client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_preface_closes_the_connection_and_the_next_client_is_served() {
+    let running = serve("backends: [{name: p, latency: 0s}]").await;
+    let addr = addr(&running, 0);
+    for (case, opening) in h2wire::bad_openings() {
+        let got = h2wire::closed_after(addr, &opening).await;
+        if opening.starts_with(h2wire::PREFACE) {
+            let code = h2wire::goaway_code(&got);
+            assert_eq!(code, Some(h2wire::PROTOCOL_ERROR), "{case}: {got:?}");
+        } else {
+            assert!(got.starts_with(b"HTTP/1.1 400"), "{case}: {got:?}");
+        }
+        assert_eq!(get(addr, "/").await.0, 200, "after {case}");
+    }
 }

@@ -2,7 +2,8 @@
 //!
 //! Each server runs on its own thread with its own Tokio runtime, like a separate process,
 //! so a test can drive it from blocking code (`tailguard_load::run`) or from async code alike.
-//! Dropping the handle stops the server.
+//! Dropping the handle stops the server. [`h2wire`] speaks HTTP/2 at the byte level, for
+//! conformance tests.
 //!
 //! # Example
 //! ```
@@ -15,6 +16,8 @@
 //! ```
 
 #![warn(missing_docs)]
+
+pub mod h2wire;
 
 use bytes::Bytes;
 use http_body_util::Full;

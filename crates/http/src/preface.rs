@@ -1,0 +1,189 @@
+//! The HTTP/2 client connection preface (RFC 9113 section 3.4), checked before hyper serves a
+//! connection.
+//!
+//! The preface is a fixed 24-byte string followed by a SETTINGS frame; anything else is a
+//! connection error. hyper (through the h2 crate) checks the string but not the frame: a client
+//! that sends PING or HEADERS in place of SETTINGS is served as if it had sent it. So [`check`]
+//! reads the first bytes itself, before hyper:
+//!
+//! 1. Read until the bytes part from the preface (HTTP/1.1, or garbage that hyper answers with
+//!    400), or the preface and the next frame's 9-byte header are in, or the peer closes.
+//! 2. The preface followed by anything but a SETTINGS frame: answer with SETTINGS and GOAWAY
+//!    (PROTOCOL_ERROR), close, and return an error.
+//! 3. Otherwise return the connection with those bytes put back in front ([`Rewind`]).
+//!
+//! At most 33 bytes are read, and an HTTP/1.1 request is told apart by its first byte. A client
+//! that stops mid-preface waits here as it would in hyper: bounding that is the listener's
+//! header read timeout.
+//!
+//! # Example
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! use tailguard_http::preface;
+//! use tokio::io::{AsyncReadExt, AsyncWriteExt};
+//! let (client, server) = tokio::io::duplex(1024);
+//! let (mut read, mut write) = tokio::io::split(client);
+//! // The preface, then a PING frame where SETTINGS belongs.
+//! write.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\x08\x06\0\0\0\0\0").await.unwrap();
+//! write.shutdown().await.unwrap();
+//! assert!(preface::check(server).await.is_err());
+//! let mut answer = Vec::new();
+//! read.read_to_end(&mut answer).await.unwrap();
+//! assert_eq!(answer[9 + 3], 0x7, "GOAWAY after our SETTINGS");
+//! # }
+//! ```
+
+use crate::rewind::Rewind;
+use bytes::BytesMut;
+use std::io;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// The fixed start of every HTTP/2 connection.
+pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+/// The size of a frame header: length (3), type, flags, stream (4).
+pub const FRAME_HEADER: usize = 9;
+/// The preface and the first frame's header: all [`read_opening`] reads.
+const OPENING: usize = PREFACE.len() + FRAME_HEADER;
+const SETTINGS: u8 = 0x4;
+const ACK: u8 = 0x1;
+/// The default SETTINGS_MAX_FRAME_SIZE (RFC 9113 section 6.5.2): a longer first frame is a
+/// FRAME_SIZE_ERROR, and is refused before anything is allocated for it.
+pub const MAX_FRAME: usize = 16_384;
+/// The answer to a bad preface: an empty SETTINGS frame (the server preface), then GOAWAY for
+/// last stream 0 with PROTOCOL_ERROR (0x1).
+const REFUSAL: &[u8] = b"\0\0\0\x04\0\0\0\0\0\0\0\x08\x07\0\0\0\0\0\0\0\0\0\0\0\0\x01";
+/// How long a refused client's bytes are read and dropped after GOAWAY: closing with unread
+/// bytes makes the kernel send RST, which may destroy the GOAWAY before the client reads it.
+const LINGER: Duration = Duration::from_secs(1);
+/// The most a refused client's bytes are read for.
+const LINGER_BYTES: u64 = 64 * 1024;
+
+/// How a connection opens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Opening {
+    /// Not with the HTTP/2 preface (HTTP/1.1, garbage, or the peer closed first).
+    Other,
+    /// The preface, then a SETTINGS frame with a payload this long.
+    Settings(usize),
+    /// The preface, then a frame other than SETTINGS (or an oversized one): a connection error.
+    Bad,
+}
+
+/// Reads from `io` into `buf` until the opening is known: at most the preface and a frame
+/// header (33 bytes) in `buf`.
+///
+/// # Errors
+/// The I/O error of a read.
+pub async fn read_opening<I>(io: &mut I, buf: &mut BytesMut) -> io::Result<Opening>
+where
+    I: AsyncRead + Unpin,
+{
+    loop {
+        let seen = buf.len().min(PREFACE.len());
+        if buf[..seen] != PREFACE[..seen] {
+            return Ok(Opening::Other);
+        }
+        if buf.len() >= OPENING {
+            return Ok(first_frame(&buf[PREFACE.len()..OPENING]));
+        }
+        let mut chunk = [0u8; OPENING];
+        let n = io.read(&mut chunk[..OPENING - buf.len()]).await?;
+        if n == 0 {
+            return Ok(Opening::Other);
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// What the frame header after the preface allows.
+fn first_frame(header: &[u8]) -> Opening {
+    let len = usize::from(header[0]) << 16 | usize::from(header[1]) << 8 | usize::from(header[2]);
+    if header[3] == SETTINGS && header[4] & ACK == 0 && len <= MAX_FRAME {
+        Opening::Settings(len)
+    } else {
+        Opening::Bad
+    }
+}
+
+/// Ends a connection whose preface is bad as a connection error (RFC 9113 section 5.4.1):
+/// SETTINGS, GOAWAY with PROTOCOL_ERROR, close; then reads what the client still sends, for
+/// a bounded time, so that the close is a FIN the client sees after GOAWAY.
+///
+/// # Errors
+/// The I/O error of the write or the close.
+pub async fn refuse<I>(io: &mut I) -> io::Result<()>
+where
+    I: AsyncRead + AsyncWrite + Unpin,
+{
+    io.write_all(REFUSAL).await?;
+    io.shutdown().await?;
+    let mut rest = io.take(LINGER_BYTES);
+    let _ = tokio::time::timeout(LINGER, tokio::io::copy(&mut rest, &mut tokio::io::sink())).await;
+    Ok(())
+}
+
+/// Checks how a connection opens ([module docs](self)): the connection to serve, with the
+/// bytes read put back in front, or an error after a bad preface was refused.
+///
+/// # Errors
+/// `InvalidData` when the preface was bad (the client got GOAWAY), or an I/O error.
+pub async fn check<I>(mut io: I) -> io::Result<Rewind<I>>
+where
+    I: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut buf = BytesMut::with_capacity(OPENING);
+    match read_opening(&mut io, &mut buf).await? {
+        Opening::Bad => {
+            refuse(&mut io).await?;
+            Err(bad_preface())
+        }
+        Opening::Other | Opening::Settings(_) => Ok(Rewind::new(buf.freeze(), io)),
+    }
+}
+
+/// The error of a refused preface.
+pub(crate) fn bad_preface() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        "HTTP/2 preface not followed by a SETTINGS frame",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn opening(bytes: &[u8]) -> (Opening, usize) {
+        let mut buf = BytesMut::new();
+        let got = read_opening(&mut &bytes[..], &mut buf).await.unwrap();
+        (got, buf.len())
+    }
+
+    #[tokio::test]
+    async fn tells_openings_apart_reading_no_more_than_needed() {
+        let settings = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\x06\x04\0\0\0\0\0\0\x03\0\0\0\x64";
+        assert_eq!(opening(settings).await, (Opening::Settings(6), OPENING));
+        let ping = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\x08\x06\0\0\0\0\0abcdefgh";
+        assert_eq!(opening(ping).await, (Opening::Bad, OPENING));
+        let ack = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\x01\0\0\0\0";
+        assert_eq!(opening(ack).await.0, Opening::Bad);
+        let huge = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x01\0\0\x04\0\0\0\0\0";
+        assert_eq!(opening(huge).await.0, Opening::Bad);
+        let h1 = b"GET / HTTP/1.1\r\nhost: t\r\n\r\n";
+        assert_eq!(opening(h1).await.0, Opening::Other);
+        let xx = b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n";
+        assert_eq!(opening(xx).await.0, Opening::Other);
+        assert_eq!(opening(b"PRI * HT").await, (Opening::Other, 8));
+    }
+
+    #[test]
+    fn the_refusal_is_settings_then_goaway_protocol_error() {
+        let (settings, goaway) = REFUSAL.split_at(FRAME_HEADER);
+        assert_eq!(first_frame(settings), Opening::Settings(0));
+        assert_eq!(goaway.len(), FRAME_HEADER + 8);
+        assert_eq!((goaway[2], goaway[3]), (8, 0x7));
+        assert_eq!(&goaway[FRAME_HEADER..], &[0, 0, 0, 0, 0, 0, 0, 1]);
+    }
+}
