@@ -38,6 +38,10 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing();
+    // Every verb holds many sockets: the proxy and serve accept them, load dials them.
+    if let Err(err) = tailguard_http::fds::raise() {
+        tracing::warn!(%err, "cannot raise the file descriptor limit");
+    }
     let result = match cli.command {
         Command::Load(args) => cmd::load::run(args),
         Command::Serve(args) => cmd::serve::run(args),
@@ -50,7 +54,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("tailguard: error: {err:#}");
+            eprintln!("tailguard: error: {}", cmd::describe(&err));
             ExitCode::from(cmd::EXIT_USAGE)
         }
     }

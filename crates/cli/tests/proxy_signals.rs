@@ -1,11 +1,15 @@
 //! `tailguard proxy` as a process: SIGHUP reloads the configuration file without dropping a
-//! request in flight, SIGTERM drains (the request in flight completes, new connections are
-//! refused) and exits 0.
+//! request in flight, and refuses files that are invalid, too deeply nested, or change what only
+//! a restart applies; SIGTERM drains (the request in flight completes, new connections are
+//! refused) and exits 0. Under a low file descriptor limit (run through `prlimit`), the soft
+//! limit is raised to the hard one, the default connection limit fits the descriptors, and when
+//! they run out the accept loop pauses, warns once, and does not spin.
 //!
 //! Readiness comes from the proxy's own stderr lines ("listening on", "configuration
 //! reloaded", "draining"), read with deadlines; the child is killed when a test ends however it
 //! ends.
 
+use std::cell::RefCell;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
@@ -42,6 +46,8 @@ impl Deadline {
 struct Proxy {
     child: Child,
     lines: Receiver<String>,
+    /// Every line read so far, in order.
+    seen: RefCell<Vec<String>>,
     addr: SocketAddr,
     config: PathBuf,
 }
@@ -54,12 +60,18 @@ impl Drop for Proxy {
     }
 }
 
+const LIMITS: &str = "{drainMs: 10000}";
+
 fn yaml(upstreams: &[SocketAddr]) -> String {
+    yaml_with(upstreams, LIMITS)
+}
+
+fn yaml_with(upstreams: &[SocketAddr], limits: &str) -> String {
     let list: Vec<String> = upstreams.iter().map(|a| format!("\"{a}\"")).collect();
     format!(
         "admin: {{ip: 127.0.0.1, port: 0}}\n\
          servers: [{{ip: 127.0.0.1, port: 0}}]\n\
-         limits: {{drainMs: 10000}}\n\
+         limits: {limits}\n\
          services:\n  - name: web\n    upstreams: [{}]\n    client:\n      \
          loadBalancer: {{kind: roundRobin}}\n      failureAccrual: {{kind: none}}\n",
         list.join(", ")
@@ -68,12 +80,26 @@ fn yaml(upstreams: &[SocketAddr]) -> String {
 
 impl Proxy {
     fn start(tag: &str, upstreams: &[SocketAddr]) -> Self {
+        Self::start_with(tag, &yaml(upstreams), None)
+    }
+
+    /// Runs the proxy on `yaml`, under `prlimit --nofile=SOFT:HARD` if `nofile` is given.
+    fn start_with(tag: &str, yaml: &str, nofile: Option<(u64, u64)>) -> Self {
         let config = std::env::temp_dir().join(format!(
             "tailguard-proxy-signals-{tag}-{}.yaml",
             std::process::id()
         ));
-        std::fs::write(&config, yaml(upstreams)).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tailguard"))
+        std::fs::write(&config, yaml).unwrap();
+        let mut command = match nofile {
+            None => Command::new(env!("CARGO_BIN_EXE_tailguard")),
+            Some((soft, hard)) => {
+                let mut c = Command::new("prlimit");
+                c.arg(format!("--nofile={soft}:{hard}"))
+                    .arg(env!("CARGO_BIN_EXE_tailguard"));
+                c
+            }
+        };
+        let mut child = command
             .args(["proxy", "--config"])
             .arg(&config)
             .stdin(Stdio::null())
@@ -93,6 +119,7 @@ impl Proxy {
         let mut proxy = Self {
             child,
             lines,
+            seen: RefCell::default(),
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             config,
         };
@@ -103,14 +130,44 @@ impl Proxy {
 
     /// The first stderr line starting with `prefix`, within the deadline.
     fn wait_for(&self, prefix: &str) -> String {
+        self.wait_for_line(|line| line.starts_with(prefix), prefix)
+    }
+
+    /// The first stderr line containing `text`, within the deadline.
+    fn wait_for_containing(&self, text: &str) -> String {
+        self.wait_for_line(|line| line.contains(text), text)
+    }
+
+    fn wait_for_line(&self, matches: impl Fn(&str) -> bool, what: &str) -> String {
         let until = Deadline::start();
         loop {
             match self.lines.recv_timeout(until.left()) {
-                Ok(line) if line.starts_with(prefix) => return line,
-                Ok(_) => {}
-                Err(e) => panic!("no stderr line starting with {prefix:?}: {e}"),
+                Ok(line) => {
+                    self.seen.borrow_mut().push(line.clone());
+                    if matches(&line) {
+                        return line;
+                    }
+                }
+                Err(e) => panic!("no stderr line with {what:?}: {e}"),
             }
         }
+    }
+
+    /// How many stderr lines printed so far contain `text`.
+    fn count_lines(&self, text: &str) -> usize {
+        let mut seen = self.seen.borrow_mut();
+        seen.extend(self.lines.try_iter());
+        seen.iter().filter(|l| l.contains(text)).count()
+    }
+
+    /// CPU time the process has used, in clock ticks (user + system, `/proc/PID/stat`).
+    fn cpu_ticks(&self) -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap();
+        // The command name may hold spaces; the fields after it are space separated.
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        let fields: Vec<&str> = after.split(' ').collect();
+        // utime and stime are fields 14 and 15 of the whole line: 12 and 13 after the name.
+        fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
     }
 
     fn signal(&self, name: &str) {
@@ -217,4 +274,140 @@ fn proxy_sigterm_drains_the_request_in_flight_refuses_new_ones_and_exits_0() {
     );
     let status = proxy.exit_status();
     assert_eq!(status.code(), Some(0), "{status}");
+}
+
+#[test]
+fn proxy_reload_refuses_restart_only_keys_and_deep_nesting_naming_them() {
+    let first = TestServer::builder().spawn();
+    let second = TestServer::builder().spawn();
+    let proxy = Proxy::start("restart", &[first.addr()]);
+    // New limits and a new upstream in one file: the limits need a restart, so nothing of the
+    // file applies (the upstream is not added).
+    std::fs::write(
+        &proxy.config,
+        yaml_with(&[second.addr()], "{drainMs: 5000, maxConnections: 100}"),
+    )
+    .unwrap();
+    proxy.signal("HUP");
+    let line = proxy.wait_for("reload refused: ");
+    assert_eq!(
+        line,
+        "reload refused: limits.maxConnections, limits.drainMs only take effect on a restart; \
+         nothing was reloaded"
+    );
+    for _ in 0..4 {
+        assert_eq!(get(proxy.addr), Ok(200));
+    }
+    assert_eq!((first.hits(), second.hits()), (4, 0));
+    // A file nested too deeply is refused before the parser sees it.
+    let deep = format!("services: {}{}\n", "[".repeat(100_000), "]".repeat(100_000));
+    std::fs::write(&proxy.config, deep).unwrap();
+    proxy.signal("HUP");
+    let line = proxy.wait_for("reload refused: ");
+    assert_eq!(
+        line,
+        "reload refused: configuration: line 1: `[` and `{` nested deeper than 32"
+    );
+    // The same limits with the new upstream: applied.
+    std::fs::write(&proxy.config, yaml(&[second.addr()])).unwrap();
+    proxy.signal("HUP");
+    proxy.wait_for("configuration reloaded");
+    assert_eq!(get(proxy.addr), Ok(200));
+    assert_eq!(second.hits(), 1);
+}
+
+#[test]
+fn proxy_raises_the_soft_descriptor_limit_and_fits_its_connections_to_it() {
+    let backend = TestServer::builder().spawn();
+    let yaml = yaml(&[backend.addr()]);
+    // The soft limit is raised to the hard one; the default connection limit follows.
+    let proxy = Proxy::start_with("nofile-raised", &yaml, Some((64, 4096)));
+    let line = proxy.wait_for("at most ");
+    assert_eq!(
+        line,
+        "at most 1920 connections (file descriptor limit 4096)"
+    );
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", proxy.child.id())).unwrap();
+    let open_files = limits.lines().find(|l| l.starts_with("Max open files"));
+    let fields: Vec<_> = open_files.unwrap().split_whitespace().collect();
+    assert_eq!(&fields[3..5], ["4096", "4096"]);
+    assert_eq!(get(proxy.addr), Ok(200));
+    drop(proxy);
+    // Where the hard limit is low too, the default keeps within it.
+    let proxy = Proxy::start_with("nofile-low", &yaml, Some((64, 64)));
+    let line = proxy.wait_for("at most ");
+    assert_eq!(line, "at most 24 connections (file descriptor limit 64)");
+    assert_eq!(get(proxy.addr), Ok(200));
+}
+
+#[test]
+fn proxy_out_of_descriptors_pauses_accepting_warns_once_and_recovers() {
+    let backend = TestServer::builder().spawn();
+    // A connection limit the 64 descriptors cannot back, and idle connections kept a minute.
+    let limits = "{drainMs: 10000, maxConnections: 1000, headerReadTimeoutMs: 60000}";
+    let yaml = yaml_with(&[backend.addr()], limits);
+    let proxy = Proxy::start_with("emfile", &yaml, Some((64, 64)));
+    let needs = "limits.maxConnections 1000 needs about 2000 file descriptors, the limit is 64";
+    assert_eq!(proxy.count_lines(needs), 1);
+    let flood: Vec<TcpStream> = (0..100)
+        .map(|_| TcpStream::connect(proxy.addr).unwrap())
+        .collect();
+    proxy.wait_for_containing("cannot accept connections");
+    // While descriptors are out the accept loop waits: a spinning loop burns a whole core
+    // (about 100 ticks a second), a paused one almost nothing.
+    let before = proxy.cpu_ticks();
+    std::thread::sleep(Duration::from_secs(1)); // a measurement window, not a synchronisation
+    let spent = proxy.cpu_ticks() - before;
+    assert!(
+        spent < 30,
+        "{spent} ticks of CPU in one second while out of descriptors"
+    );
+    drop(flood);
+    assert_eq!(
+        get(proxy.addr),
+        Ok(200),
+        "accepting again once descriptors free up"
+    );
+    assert_eq!(
+        proxy.count_lines("cannot accept connections"),
+        1,
+        "one warning for the episode"
+    );
+}
+
+#[test]
+fn proxy_start_errors_say_the_cause_once_and_threads_are_bounded() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_tailguard"))
+            .arg("proxy")
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run tailguard proxy");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stderr) = run(&["--listen", &addr.to_string(), "--upstream", "127.0.0.1:9"]);
+    assert_eq!(code, Some(2));
+    assert_eq!(
+        stderr.matches("Address already in use").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(
+        stderr.starts_with(&format!(
+            "tailguard: error: cannot listen on {addr} (proxy): "
+        )),
+        "{stderr}"
+    );
+    let (code, stderr) = run(&["--threads", "100000", "--upstream", "127.0.0.1:9"]);
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.contains("invalid value '100000' for '--threads <THREADS>': must be from 1 to 1024"),
+        "{stderr}"
+    );
 }

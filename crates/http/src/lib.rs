@@ -9,9 +9,13 @@
 //! serve` and the proxy's listener also refuse a bad HTTP/2 preface with GOAWAY ([`preface`],
 //! which hyper does not) and take `Upgrade: h2c` ([`h2c`], which hyper does not), both reading
 //! from the connection before hyper and putting the bytes back in front ([`rewind`]).
+//!
+//! [`fds`] raises the descriptor limit at start, sizes connection limits from it, and keeps
+//! accept loops from spinning when descriptors run out.
 
 #![warn(missing_docs)]
 
+pub mod fds;
 pub mod h2c;
 pub mod preface;
 pub mod rewind;

@@ -194,17 +194,35 @@ pub struct Limits {
     /// A connection with no request in flight for this long is closed: a client must send
     /// its next request's headers within it (slowloris protection), idle connections end.
     pub header_read_timeout: Duration,
-    /// Accepted connections at most; more wait in the kernel backlog.
-    pub max_connections: usize,
+    /// Accepted connections at most; more wait in the kernel backlog. `None`: as many as the
+    /// descriptor limit allows at two descriptors each, up to [`MAX_CONNECTIONS_DEFAULT`]
+    /// ([`Limits::connections`]).
+    pub max_connections: Option<usize>,
     /// How long a graceful shutdown waits for requests in flight.
     pub drain: Duration,
+}
+
+/// The connection limit when none is configured and descriptors allow it.
+pub const MAX_CONNECTIONS_DEFAULT: usize = 10_000;
+/// The largest `limits.maxConnections` accepted.
+pub const MAX_CONNECTIONS: usize = 1_000_000;
+
+impl Limits {
+    /// The connection limit in force under a soft descriptor limit of `nofile`: the configured
+    /// one, or by default as many connections as `nofile` allows at two descriptors each (the
+    /// client's and an upstream's) up to [`MAX_CONNECTIONS_DEFAULT`].
+    pub fn connections(&self, nofile: u64) -> usize {
+        self.max_connections.unwrap_or_else(|| {
+            tailguard_http::fds::connection_budget(nofile, 2).min(MAX_CONNECTIONS_DEFAULT)
+        })
+    }
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Self {
             header_read_timeout: Duration::from_secs(10),
-            max_connections: 10_000,
+            max_connections: None,
             drain: Duration::from_secs(10),
         }
     }
@@ -273,6 +291,9 @@ pub enum ConfigError {
     /// A zero limit.
     #[error("{0}: must be above zero")]
     Zero(&'static str),
+    /// A limit above its ceiling.
+    #[error("{0}: must be at most {1}")]
+    TooLarge(&'static str, usize),
 }
 
 impl Config {
@@ -285,6 +306,28 @@ impl Config {
             services,
             limits: Limits::default(),
         }
+    }
+
+    /// The keys whose values differ between `self` and `next` and that only a restart applies
+    /// (the listener and admin addresses, the limits), as the configuration file names them.
+    pub fn restart_keys_changed(&self, next: &Config) -> Vec<&'static str> {
+        let (a, b) = (&self.limits, &next.limits);
+        [
+            (self.listen != next.listen, "servers"),
+            (self.admin != next.admin, "admin"),
+            (
+                a.header_read_timeout != b.header_read_timeout,
+                "limits.headerReadTimeoutMs",
+            ),
+            (
+                a.max_connections != b.max_connections,
+                "limits.maxConnections",
+            ),
+            (a.drain != b.drain, "limits.drainMs"),
+        ]
+        .into_iter()
+        .filter_map(|(changed, key)| changed.then_some(key))
+        .collect()
     }
 
     /// Checks every service and limit.
@@ -304,8 +347,15 @@ impl Config {
         if self.limits.header_read_timeout.is_zero() {
             return Err(ConfigError::Zero("limits.headerReadTimeoutMs"));
         }
-        if self.limits.max_connections == 0 {
-            return Err(ConfigError::Zero("limits.maxConnections"));
+        match self.limits.max_connections {
+            Some(0) => return Err(ConfigError::Zero("limits.maxConnections")),
+            Some(n) if n > MAX_CONNECTIONS => {
+                return Err(ConfigError::TooLarge(
+                    "limits.maxConnections",
+                    MAX_CONNECTIONS,
+                ))
+            }
+            _ => {}
         }
         Ok(())
     }

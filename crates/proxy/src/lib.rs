@@ -53,7 +53,7 @@ pub mod yaml;
 pub use run::{run, Source};
 
 use clock::Clock;
-use config::{Config, ConfigError, Discovery};
+use config::{Config, ConfigError, Discovery, Limits};
 use metrics::Metrics;
 use service::Service;
 use std::net::SocketAddr;
@@ -128,6 +128,10 @@ pub enum StartError {
     /// The async runtime could not start.
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),
+    /// A reload changed keys that only a restart applies (named as in the file); nothing of
+    /// it was applied.
+    #[error("{} only take effect on a restart; nothing was reloaded", .0.join(", "))]
+    RestartNeeded(Vec<&'static str>),
 }
 
 /// A running proxy; stops with [`Proxy::shutdown`].
@@ -141,6 +145,9 @@ pub struct Proxy {
     /// The admin server stops last, so health checks see the drain.
     admin_stop: watch::Sender<bool>,
     admin_task: Option<JoinHandle<()>>,
+    /// The configuration started with: a reload must not change what only a restart applies.
+    started: Config,
+    max_connections: usize,
 }
 
 /// Validates `config`, binds its listeners and starts serving.
@@ -175,10 +182,12 @@ pub async fn start(config: Config) -> Result<Proxy, StartError> {
         source,
     })?;
     let (stop, stopped) = watch::channel(false);
+    let max_connections = connection_limit(&config.limits);
     let tasks = vec![tokio::spawn(listener::serve(
         listener,
         Arc::clone(&shared),
         config.limits,
+        max_connections,
         stopped.clone(),
     ))];
     let (admin_stop, admin_stopped) = watch::channel(false);
@@ -198,6 +207,8 @@ pub async fn start(config: Config) -> Result<Proxy, StartError> {
         tasks,
         admin_stop,
         admin_task,
+        started: config,
+        max_connections,
     })
 }
 
@@ -277,6 +288,22 @@ async fn first_resolution(
     Ok((list, resolver))
 }
 
+/// The connection limit under the process's descriptor limit; a configured limit the
+/// descriptors cannot back is kept, with a warning (accepts then pause when they run out).
+fn connection_limit(limits: &Limits) -> usize {
+    let nofile = tailguard_http::fds::current().map_or(u64::MAX, |n| n.soft);
+    let n = limits.connections(nofile);
+    let budget = tailguard_http::fds::connection_budget(nofile, 2);
+    if n > budget {
+        tracing::warn!(
+            "limits.maxConnections {n} needs about {} file descriptors, the limit is {nofile}; \
+             raise `ulimit -n`",
+            2 * n
+        );
+    }
+    n
+}
+
 impl Proxy {
     /// The proxy listener's address.
     pub fn addr(&self) -> SocketAddr {
@@ -293,16 +320,34 @@ impl Proxy {
         &self.shared
     }
 
+    /// The connection limit in force ([`Limits::connections`] under the descriptor limit at
+    /// start).
+    pub fn max_connections(&self) -> usize {
+        self.max_connections
+    }
+
     /// Replaces the services and the listener's TLS certificate with those of `config`
     /// (validated and read first). Requests in flight finish on the services they started
-    /// with, and open connections keep their certificate; listener addresses and limits are
-    /// not changed.
+    /// with, and open connections keep their certificate.
     ///
     /// # Errors
-    /// When `config` is invalid or its certificate unusable; the running configuration is then
-    /// kept whole.
+    /// When `config` is invalid, its certificate unusable, or it changes the listener or admin
+    /// address or a limit ([`StartError::RestartNeeded`], naming the keys); the running
+    /// configuration is then kept whole.
     pub async fn reload(&self, config: &Config) -> Result<(), StartError> {
         config.validate()?;
+        // An address the listener was given as port 0 may come back as the port it bound.
+        let mut started = self.started.clone();
+        if config.listen == self.addr {
+            started.listen = self.addr;
+        }
+        if config.admin.is_some() && config.admin == self.admin {
+            started.admin = self.admin;
+        }
+        let changed = started.restart_keys_changed(config);
+        if !changed.is_empty() {
+            return Err(StartError::RestartNeeded(changed));
+        }
         let acceptor = config.tls.as_ref().map(tls::acceptor).transpose()?;
         let services = build_services(config, self.shared.clock).await?;
         self.shared.tls.set(acceptor);

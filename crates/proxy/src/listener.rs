@@ -36,6 +36,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
+use tailguard_http::fds::AcceptBackoff;
 use tailguard_http::rewind::Rewind;
 use tailguard_http::tcp::{self, Nagle};
 use tailguard_http::{h2c, preface};
@@ -47,15 +48,18 @@ use tokio::time::Instant;
 /// How long an idle connection's graceful close may take before it is cut.
 const IDLE_GRACE: Duration = Duration::from_millis(500);
 
-/// Accepts connections until `shutdown` turns true, then waits up to `limits.drain` for the
-/// open connections to finish their requests.
+/// Accepts up to `max_connections` connections at a time until `shutdown` turns true, then
+/// waits up to `limits.drain` for the open connections to finish their requests. When
+/// descriptors run out, accepting pauses ([`AcceptBackoff`]) rather than spins.
 pub async fn serve(
     listener: TcpListener,
     shared: Arc<Shared>,
     limits: Limits,
+    max_connections: usize,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let slots = Arc::new(Semaphore::new(max_connections));
+    let mut backoff = AcceptBackoff::default();
     loop {
         let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
             return;
@@ -67,10 +71,18 @@ pub async fn serve(
         let (stream, peer) = match accepted {
             Ok(a) => a,
             Err(err) => {
-                tracing::debug!(%err, "accept failed");
-                continue;
+                let pause = backoff.failed(&err, Instant::now());
+                drop(permit);
+                if pause.is_zero() {
+                    continue;
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(pause) => continue,
+                    _ = stopped(&mut shutdown) => break,
+                }
             }
         };
+        backoff.accepted();
         let (tls, stop) = (shared.tls(), shutdown.clone());
         let shared = Arc::clone(&shared);
         tokio::spawn(async move {
@@ -89,7 +101,7 @@ pub async fn serve(
         });
     }
     drop(listener);
-    let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
+    let all = u32::try_from(max_connections).unwrap_or(u32::MAX);
     let drained = tokio::time::timeout(limits.drain, slots.acquire_many(all)).await;
     if drained.is_err() {
         tracing::warn!("drain timed out with connections still open");

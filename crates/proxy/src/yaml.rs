@@ -85,25 +85,96 @@ pub enum YamlError {
     /// A constraint across keys.
     #[error("configuration: {0}")]
     Invalid(#[from] crate::config::ConfigError),
+    /// Larger than [`MAX_BYTES`].
+    #[error("configuration: larger than {MAX_BYTES} bytes")]
+    TooLarge,
+    /// Flow collections nested deeper than [`MAX_FLOW_DEPTH`].
+    #[error("configuration: line {line}: `[` and `{{` nested deeper than {MAX_FLOW_DEPTH}")]
+    TooDeep {
+        /// The line (from 1) where the limit was passed.
+        line: usize,
+    },
 }
+
+/// Refuses text too large or too deeply nested to parse quickly. Counts flow brackets outside
+/// comments and quoted scalars; a quote opens a scalar only where a scalar may start.
+fn check_shape(text: &str) -> Result<(), YamlError> {
+    if text.len() as u64 > MAX_BYTES {
+        return Err(YamlError::TooLarge);
+    }
+    let mut depth = 0usize;
+    let mut quote: Option<char> = None;
+    for (i, line) in text.lines().enumerate() {
+        let mut prev = ' ';
+        let mut chars = line.chars().peekable();
+        while let Some(c) = chars.next() {
+            match quote {
+                Some('\'') if c == '\'' => {
+                    if chars.peek() == Some(&'\'') {
+                        chars.next();
+                    } else {
+                        quote = None;
+                    }
+                }
+                Some('"') if c == '\\' => {
+                    chars.next();
+                }
+                Some('"') if c == '"' => quote = None,
+                Some(_) => {}
+                None => {
+                    let token_start = prev.is_whitespace() || matches!(prev, '[' | '{' | ',' | ':');
+                    match c {
+                        '#' if prev.is_whitespace() => break,
+                        '"' | '\'' if token_start => quote = Some(c),
+                        '[' | '{' => {
+                            depth += 1;
+                            if depth > MAX_FLOW_DEPTH {
+                                return Err(YamlError::TooDeep { line: i + 1 });
+                            }
+                        }
+                        ']' | '}' => depth = depth.saturating_sub(1),
+                        _ => {}
+                    }
+                }
+            }
+            prev = c;
+        }
+    }
+    Ok(())
+}
+
+/// The largest configuration file read: 1 MiB, a hundred times a large real one.
+pub const MAX_BYTES: u64 = 1 << 20;
+/// The deepest nesting of flow collections (`[`, `{`) accepted: a real file needs 3 or 4.
+/// YAML parsers slow down sharply on deep flow nesting (100 KB of `[` takes seconds), and a
+/// reload must not stall.
+pub const MAX_FLOW_DEPTH: usize = 32;
 
 /// Reads, parses and validates a configuration file.
 ///
 /// # Errors
 /// [`YamlError`] naming the key at fault.
 pub fn load(path: &Path) -> Result<Config, YamlError> {
-    let text = std::fs::read_to_string(path).map_err(|source| YamlError::Read {
+    use std::io::Read;
+    let read_error = |source| YamlError::Read {
         path: path.display().to_string(),
         source,
-    })?;
+    };
+    let file = std::fs::File::open(path).map_err(read_error)?;
+    let mut text = String::new();
+    file.take(MAX_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(read_error)?;
     parse(&text)
 }
 
 /// Parses and validates configuration text.
 ///
 /// # Errors
-/// [`YamlError`] naming the key at fault.
+/// [`YamlError`] naming the key at fault; [`YamlError::TooLarge`] and
+/// [`YamlError::TooDeep`] before parsing.
 pub fn parse(text: &str) -> Result<Config, YamlError> {
+    check_shape(text)?;
     let file: File = serde_yaml_ng::from_str(text)?;
     let config = into_config(file)?;
     config.validate()?;

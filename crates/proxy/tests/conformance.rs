@@ -101,7 +101,7 @@ async fn a_bad_preface_closes_the_connection_and_the_next_client_is_served() {
     let backend = Backend::spawn().await;
     let mut config = support::config(ServiceConfig::new("web", vec![backend.upstream()]));
     config.limits.header_read_timeout = Duration::from_secs(60);
-    config.limits.max_connections = 1;
+    config.limits.max_connections = Some(1);
     let proxy = tailguard_proxy::start(config).await.unwrap();
     for (case, opening) in h2wire::bad_openings() {
         let got = h2wire::closed_after(proxy.addr(), &opening).await;

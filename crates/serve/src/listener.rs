@@ -12,16 +12,20 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use std::sync::Arc;
 use std::time::Duration;
+use tailguard_http::fds::AcceptBackoff;
 use tailguard_http::{preface, tcp, Nagle};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::time::Instant;
 
 /// How long to wait before trying again to bind an address that comes back up.
 const REBIND_RETRY: Duration = Duration::from_millis(50);
 
-/// Accepts connections on `listener` for `backend` until the task is aborted.
+/// Accepts connections on `listener` for `backend` until the task is aborted; when descriptors
+/// run out, pauses ([`AcceptBackoff`]) rather than spins.
 pub async fn accept_loop(backend: Arc<Backend>, listener: TcpListener) {
     let mut listener = Some(listener);
     let mut state = backend.gate.subscribe();
+    let mut backoff = AcceptBackoff::default();
     let nagle = if backend.shared.nagle {
         Nagle::On
     } else {
@@ -52,9 +56,18 @@ pub async fn accept_loop(backend: Arc<Backend>, listener: TcpListener) {
                 tokio::select! {
                     accepted = tcp::accept(l, nagle) => match accepted {
                         Ok((stream, _)) => {
+                            backoff.accepted();
                             tokio::spawn(serve_connection(backend.clone(), stream));
                         }
-                        Err(err) => tracing::debug!(%err, "accept failed"),
+                        Err(err) => {
+                            let pause = backoff.failed(&err, Instant::now());
+                            if !pause.is_zero() {
+                                tokio::select! {
+                                    () = tokio::time::sleep(pause) => {}
+                                    _ = state.changed() => {}
+                                }
+                            }
+                        }
                     },
                     _ = state.changed() => {}
                 }

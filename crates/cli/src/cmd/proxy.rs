@@ -61,8 +61,8 @@ pub struct Args {
     /// over HTTP/1.1), http1 or h2.
     #[arg(long, default_value = "auto", value_parser = parse_protocol)]
     protocol: UpstreamProtocol,
-    /// Runtime worker threads.
-    #[arg(long, default_value_t = 1)]
+    /// Runtime worker threads (1 to 1024).
+    #[arg(long, default_value_t = 1, value_parser = super::parse_threads)]
     threads: usize,
 }
 

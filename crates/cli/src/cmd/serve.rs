@@ -63,7 +63,7 @@ pub struct Args {
     /// Runtime worker threads. One is the default: a test backend shares the machine with the
     /// load generator (and the proxy under test), and on loopback one thread already answers as
     /// fast as one nginx worker (bench/serve).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = super::parse_threads)]
     threads: usize,
 }
 

@@ -43,7 +43,7 @@ pub fn into_config(file: File) -> Result<Config, YamlError> {
             .limits
             .header_read_timeout_ms
             .map_or(d.header_read_timeout, ms),
-        max_connections: file.limits.max_connections.unwrap_or(d.max_connections),
+        max_connections: file.limits.max_connections,
         drain: file.limits.drain_ms.map_or(d.drain, ms),
     };
     let services = file

@@ -225,3 +225,37 @@ fn reads_grpc_classifiers_body_timeouts_and_the_failure_penalty() {
         .classifier
         .retries_grpc());
 }
+
+#[test]
+fn deep_flow_nesting_and_huge_files_are_refused_before_parsing() {
+    let deep = format!("services: {}{}\n", "[".repeat(50_000), "]".repeat(50_000));
+    let err = parse(&deep).unwrap_err();
+    assert!(matches!(err, YamlError::TooDeep { line: 1 }), "{err}");
+    assert_eq!(
+        err.to_string(),
+        "configuration: line 1: `[` and `{` nested deeper than 32"
+    );
+    // Brackets in comments and quoted scalars are text, not nesting; `'` inside a plain
+    // scalar opens nothing.
+    let text = format!(
+        "# {}\nservers: [{{ip: 127.0.0.1, port: 4140}}]\nservices:\n  - name: \"{}\"\n    hosts: ['{}', it's]\n    upstreams: [127.0.0.1:9001]\n",
+        "[".repeat(100),
+        "{".repeat(100),
+        "[".repeat(100)
+    );
+    let config = parse(&text).unwrap();
+    assert_eq!(config.services[0].name, "{".repeat(100));
+    let huge = format!("{GOOD}\n#{}\n", " ".repeat(MAX_BYTES as usize));
+    assert!(matches!(parse(&huge), Err(YamlError::TooLarge)));
+}
+
+#[test]
+fn a_file_larger_than_the_limit_is_not_read_whole() {
+    let dir = std::env::temp_dir().join(format!("tailguard-yaml-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("big.yaml");
+    std::fs::write(&path, vec![b'#'; (MAX_BYTES as usize) * 3]).unwrap();
+    let err = load(&path).unwrap_err();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(matches!(err, YamlError::TooLarge), "{err}");
+}
