@@ -11,15 +11,23 @@ use tailguard_testsupport::h2wire;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn http2_prior_knowledge_works() {
-    let running = serve("backends: [{name: h2, latency: 0s}]").await;
-    let stream = TcpStream::connect(addr(&running, 0)).await.unwrap();
-    let (mut sender, conn) =
+/// An HTTP/2 (prior knowledge) connection to `to`, driven in the background.
+async fn h2_sender(
+    to: std::net::SocketAddr,
+) -> hyper::client::conn::http2::SendRequest<Empty<Bytes>> {
+    let stream = TcpStream::connect(to).await.unwrap();
+    let (sender, conn) =
         hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
             .await
             .unwrap();
     tokio::spawn(conn);
+    sender
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_prior_knowledge_works() {
+    let running = serve("backends: [{name: h2, latency: 0s}]").await;
+    let mut sender = h2_sender(addr(&running, 0)).await;
     let req = hyper::Request::get("http://t/")
         .body(Empty::<Bytes>::new())
         .unwrap();
@@ -146,12 +154,7 @@ async fn bodies_echo_size_and_text() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn head_over_http2_ends_with_the_headers() {
     let running = serve("backends: [{name: h, latency: 0s}]").await;
-    let stream = TcpStream::connect(addr(&running, 0)).await.unwrap();
-    let (mut sender, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
-            .await
-            .unwrap();
-    tokio::spawn(conn);
+    let mut sender = h2_sender(addr(&running, 0)).await;
     for method in [http::Method::HEAD, http::Method::GET, http::Method::HEAD] {
         let req = hyper::Request::builder()
             .method(method.clone())
