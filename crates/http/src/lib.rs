@@ -11,10 +11,12 @@
 //! from the connection before hyper and putting the bytes back in front ([`rewind`]).
 //!
 //! [`fds`] raises the descriptor limit at start, sizes connection limits from it, and keeps
-//! accept loops from spinning when descriptors run out.
+//! accept loops from spinning when descriptors run out. [`exposition`] writes `/metrics` in
+//! the format the scraper asks for (OpenMetrics or Prometheus text), for all three servers.
 
 #![warn(missing_docs)]
 
+pub mod exposition;
 pub mod fds;
 pub mod h2c;
 pub mod preface;

@@ -3,7 +3,6 @@
 
 use bytes::Bytes;
 use http_body_util::Full;
-use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -46,7 +45,7 @@ impl Metrics {
         );
         registry.register(
             "latency_seconds",
-            "Latency from the scheduled send over the last interval, by quantile",
+            "Latency from the scheduled send over the last interval, by percentile (p50 to max)",
             latency.clone(),
         );
         registry.register(
@@ -82,26 +81,26 @@ impl Metrics {
                 .get_or_create(&vec![("kind", kind.clone())])
                 .inc_by(*n);
         }
-        let quantiles = [
-            ("0.5", t.latency_us.p50),
-            ("0.9", t.latency_us.p90),
-            ("0.99", t.latency_us.p99),
-            ("0.999", t.latency_us.p999),
-            ("1", t.latency_us.max),
+        // A gauge per percentile, labelled `percentile` as the reports name them: `quantile`
+        // is reserved for summaries, which also carry a sum and count this interval lacks.
+        let percentiles = [
+            ("p50", t.latency_us.p50),
+            ("p90", t.latency_us.p90),
+            ("p99", t.latency_us.p99),
+            ("p99.9", t.latency_us.p999),
+            ("max", t.latency_us.max),
         ];
-        for (q, us) in quantiles {
+        for (p, us) in percentiles {
             self.latency
-                .get_or_create(&vec![("quantile", q.to_string())])
+                .get_or_create(&vec![("percentile", p.to_string())])
                 .set(us as f64 / 1e6);
         }
         self.achieved.set(t.achieved_rate);
         self.target.set(t.target_rate);
     }
 
-    fn render(&self) -> String {
-        let mut out = String::new();
-        encode(&mut out, &self.registry).expect("writing to a String cannot fail");
-        out
+    fn response(&self, headers: &http::HeaderMap) -> hyper::Response<Full<Bytes>> {
+        tailguard_http::exposition::response(&self.registry, headers)
     }
 }
 
@@ -112,18 +111,9 @@ pub(crate) async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::R
     tokio::spawn(async move {
         while let Ok((stream, _)) = tcp::accept(&listener, Nagle::Off).await {
             let metrics = metrics.clone();
-            let svc = hyper::service::service_fn(move |_req| {
-                let body = metrics.render();
-                async move {
-                    let mut resp = hyper::Response::new(Full::new(Bytes::from(body)));
-                    resp.headers_mut().insert(
-                        http::header::CONTENT_TYPE,
-                        http::HeaderValue::from_static(
-                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                        ),
-                    );
-                    Ok::<_, std::convert::Infallible>(resp)
-                }
+            let svc = hyper::service::service_fn(move |req: hyper::Request<_>| {
+                let resp = metrics.response(req.headers());
+                async move { Ok::<_, std::convert::Infallible>(resp) }
             });
             tokio::spawn(server::serve_connection(stream, svc));
         }
@@ -135,7 +125,6 @@ pub(crate) async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::R
 mod tests {
     use super::*;
     use tailguard_record::Totals;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     #[tokio::test]
     async fn serves_the_last_interval_as_prometheus_text() {
@@ -157,18 +146,17 @@ mod tests {
         let addr = serve("127.0.0.1:0".parse().unwrap(), metrics)
             .await
             .unwrap();
-        let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
-        conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            .await
-            .unwrap();
-        let mut text = String::new();
-        conn.read_to_string(&mut text).await.unwrap();
-        assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+        let (kind, text) =
+            tokio::task::spawn_blocking(move || tailguard_testsupport::promtool::scrape(addr))
+                .await
+                .unwrap();
+        assert_eq!(kind, "text/plain; version=0.0.4; charset=utf-8");
+        tailguard_testsupport::promtool::assert_clean(&text);
         for line in [
             "tailguard_load_requests_total{class=\"good\"} 90",
             "tailguard_load_requests_total{class=\"bad\"} 7",
             "tailguard_load_errors_total{kind=\"timeout\"} 3",
-            "tailguard_load_latency_seconds{quantile=\"0.99\"} 0.0025",
+            "tailguard_load_latency_seconds{percentile=\"p99\"} 0.0025",
             "tailguard_load_achieved_rate 100.0",
         ] {
             assert!(text.contains(line), "missing {line}\n{text}");

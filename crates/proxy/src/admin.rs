@@ -51,8 +51,7 @@ fn page(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     match req.uri().path() {
         "/metrics" => {
             refresh_gauges(shared);
-            let text = shared.metrics.encode();
-            reply(StatusCode::OK, "text/plain; version=0.0.4", text)
+            shared.metrics.response(req.headers())
         }
         "/live" => reply(StatusCode::OK, "text/plain", "live\n".into()),
         "/ready" => {

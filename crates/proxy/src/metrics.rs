@@ -180,12 +180,17 @@ impl Metrics {
         self.client_errors.get_or_create(&labels).inc();
     }
 
-    /// The text exposition format.
+    /// The Prometheus text exposition.
     pub fn encode(&self) -> String {
-        let mut out = String::new();
-        // Writing into a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
-        out
+        tailguard_http::exposition::encode(&self.registry, None).1
+    }
+
+    /// `/metrics`, in the format the request's `Accept` header prefers.
+    pub fn response(
+        &self,
+        headers: &http::HeaderMap,
+    ) -> http::Response<http_body_util::Full<bytes::Bytes>> {
+        tailguard_http::exposition::response(&self.registry, headers)
     }
 }
 

@@ -146,6 +146,7 @@ async fn a_backend_failing_half_its_grpc_calls_is_retried_around_and_starved() {
     let metrics = ewma_proxy.shared().metrics.encode();
     let unavailable = format!("endpoint=\"{bad}\",grpc_status=\"14\"");
     assert!(metrics.contains(&unavailable), "{metrics}");
+    tailguard_testsupport::promtool::assert_clean(&metrics);
     ewma_proxy.shutdown().await;
     rr_proxy.shutdown().await;
     np_proxy.shutdown().await;

@@ -8,6 +8,7 @@ use tailguard_balance::load::PeakEwmaConfig;
 use tailguard_balance::{LoadKind, Policy};
 use tailguard_proxy::config::{Discovery, HostHeader, ServiceConfig, UpstreamProtocol};
 use tailguard_resilience::{AccrualConfig, Backoff, Classifier, TripPolicy};
+use tailguard_testsupport::promtool;
 
 fn round_robin(backends: &[&Backend]) -> ServiceConfig {
     let mut s = ServiceConfig::new("web", backends.iter().map(|b| b.upstream()).collect());
@@ -39,11 +40,18 @@ async fn retries_turn_5xx_into_success_for_get_but_not_post() {
         (5..=15).contains(&post_failures),
         "round robin sent about half the POSTs to the 500: {post_failures}"
     );
-    let metrics = proxy.shared().metrics.encode();
+    // The admin server's /metrics, as curl or promtool read it: Prometheus text that
+    // Prometheus's own linter accepts.
+    let admin = proxy.admin_addr().unwrap();
+    let (kind, metrics) = tokio::task::spawn_blocking(move || promtool::scrape(admin))
+        .await
+        .unwrap();
+    assert_eq!(kind, "text/plain; version=0.0.4; charset=utf-8");
     assert!(
         metrics.contains("tailguard_proxy_retries_total{service=\"web\"}"),
         "{metrics}"
     );
+    promtool::assert_clean(&metrics);
     proxy.shutdown().await;
 }
 

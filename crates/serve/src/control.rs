@@ -13,7 +13,7 @@
 //!   fault sentences with times relative to now; `restore` puts back the fleet file's spec
 //!   (applied first). Every change edits the backend's [`tailguard_fleet::BackendSpec`], so the
 //!   live backend still does exactly what `decide` says.
-//! - `GET /metrics`: Prometheus text.
+//! - `GET /metrics`: Prometheus text, or OpenMetrics when the `Accept` header asks for it.
 //!
 //! # Example
 //! ```text
@@ -105,7 +105,7 @@ impl Control {
             .collect();
         match (req.method(), path.as_slice()) {
             (&Method::GET, []) => text(StatusCode::OK, HELP.to_owned()),
-            (&Method::GET, ["metrics"]) => text(StatusCode::OK, self.metrics.render()),
+            (&Method::GET, ["metrics"]) => self.metrics.response(req.headers()),
             (&Method::GET, ["backends"]) => self.list(),
             (&Method::GET, ["backends", id]) => match self.find(id) {
                 Some(b) => jsonr(StatusCode::OK, &describe(b)),

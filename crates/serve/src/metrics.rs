@@ -4,7 +4,6 @@
 //! Counter handles are created once per backend at start, so counting a request is one atomic
 //! add (no label lookup on the request path).
 
-use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -67,13 +66,12 @@ impl Metrics {
         }
     }
 
-    /// Prometheus text exposition.
-    pub fn render(&self) -> String {
-        let mut out = String::new();
-        if let Err(err) = encode(&mut out, &self.registry) {
-            tracing::warn!(%err, "could not encode metrics");
-        }
-        out
+    /// `/metrics`, in the format the request's `Accept` header prefers.
+    pub fn response(
+        &self,
+        headers: &http::HeaderMap,
+    ) -> http::Response<http_body_util::Full<bytes::Bytes>> {
+        tailguard_http::exposition::response(&self.registry, headers)
     }
 }
 

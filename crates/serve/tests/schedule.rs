@@ -133,4 +133,11 @@ async fn metrics_count_requests_per_backend() {
         text.contains(r#"tailguard_serve_requests_total{backend="m",outcome="ok"} 3"#),
         "{text}"
     );
+    let control = running.control().unwrap();
+    let (kind, text) =
+        tokio::task::spawn_blocking(move || tailguard_testsupport::promtool::scrape(control))
+            .await
+            .unwrap();
+    assert_eq!(kind, "text/plain; version=0.0.4; charset=utf-8");
+    tailguard_testsupport::promtool::assert_clean(&text);
 }

@@ -3,7 +3,7 @@
 //! Each server runs on its own thread with its own Tokio runtime, like a separate process,
 //! so a test can drive it from blocking code (`tailguard_load::run`) or from async code alike.
 //! Dropping the handle stops the server. [`h2wire`] speaks HTTP/2 at the byte level, for
-//! conformance tests.
+//! conformance tests; [`promtool`] lints a `/metrics` exposition with Prometheus's own tool.
 //!
 //! # Example
 //! ```
@@ -18,6 +18,7 @@
 #![warn(missing_docs)]
 
 pub mod h2wire;
+pub mod promtool;
 
 use bytes::Bytes;
 use http_body_util::Full;
