@@ -20,10 +20,17 @@ pub(crate) struct Template {
 }
 
 impl Template {
-    /// Prepares the request for `target` from the run's method, headers, body and host override.
+    /// Prepares the request for `target` from the run's method, headers, body and host override:
+    /// `--host`, else the last `Host` given with `-H` (as curl, wrk and fortio take it), sets
+    /// `Host` on HTTP/1.1 and `:authority` on HTTP/2.
     pub(crate) fn new(cfg: &Config, target: &Target) -> Result<Template, String> {
-        let authority = match &cfg.host {
-            Some(h) => h.parse().map_err(|_| format!("bad --host {h:?}"))?,
+        let host_header = match cfg.headers.get_all(HOST).iter().next_back() {
+            Some(v) => Some(v.to_str().map_err(|_| format!("bad Host header {v:?}"))?),
+            None => None,
+        };
+        let host_override = cfg.host.as_deref().or(host_header);
+        let authority = match host_override {
+            Some(h) => h.parse().map_err(|_| format!("bad host {h:?}"))?,
             None => target.authority.clone(),
         };
         let absolute = Uri::builder()
@@ -37,7 +44,7 @@ impl Template {
         if !h2_headers.contains_key(USER_AGENT) {
             h2_headers.insert(USER_AGENT, HeaderValue::from_static(crate::USER_AGENT));
         }
-        let host_value = cfg.host.as_deref().unwrap_or(target.authority.as_str());
+        let host_value = host_override.unwrap_or(target.authority.as_str());
         let host =
             HeaderValue::from_str(host_value).map_err(|_| format!("bad host {host_value:?}"))?;
         let mut h1_headers = h2_headers.clone();

@@ -174,3 +174,30 @@ fn unreachable_target_is_one_clear_error() {
         "{err}"
     );
 }
+
+/// `-H 'Host: x'` sets the host as curl, wrk and fortio do: `Host` over HTTP/1.1 (one header,
+/// not the URL's and the given one both), `:authority` over HTTP/2; `--host` wins over it.
+#[test]
+fn a_host_header_sets_host_and_authority() {
+    let server = TestServer::builder().spawn();
+    let cases = [
+        (Protocol::Http1, None, "web"),
+        (Protocol::Http2, None, "web"),
+        (Protocol::Http1, Some("api"), "api"),
+        (Protocol::Http2, Some("api"), "api"),
+    ];
+    for (protocol, flag, expected) in cases {
+        let mut cfg = common::config(&server.url("/"), 100.0, Duration::from_millis(50));
+        cfg.protocol = protocol;
+        cfg.headers
+            .append(http::header::HOST, http::HeaderValue::from_static("web"));
+        cfg.host = flag.map(str::to_owned);
+        let (report, _) = common::run(cfg);
+        assert!(report.summary.totals.good >= 4, "{protocol:?} {flag:?}");
+        assert_eq!(
+            server.last_host().as_deref(),
+            Some(expected),
+            "{protocol:?} {flag:?}"
+        );
+    }
+}

@@ -59,6 +59,7 @@ struct State {
     h2_hits: AtomicU64,
     connections: AtomicU64,
     stall_until: Mutex<Option<Instant>>,
+    last_host: Mutex<Option<String>>,
 }
 
 impl TestServer {
@@ -87,6 +88,12 @@ impl TestServer {
     /// Requests received so far.
     pub fn hits(&self) -> u64 {
         self.state.hits.load(Ordering::SeqCst)
+    }
+
+    /// The last request's host: its `Host` headers joined with `, ` over HTTP/1.1 (so a
+    /// duplicate shows), its `:authority` over HTTP/2.
+    pub fn last_host(&self) -> Option<String> {
+        self.state.last_host.lock().expect("not poisoned").clone()
     }
 
     /// Requests received over HTTP/2 so far.
@@ -146,6 +153,7 @@ impl Builder {
             h2_hits: AtomicU64::new(0),
             connections: AtomicU64::new(0),
             stall_until: Mutex::new(None),
+            last_host: Mutex::new(None),
         });
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = oneshot::channel();
@@ -222,9 +230,19 @@ async fn handle(
     req: Request<Incoming>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let n = state.hits.fetch_add(1, Ordering::SeqCst) + 1;
-    if req.version() == hyper::Version::HTTP_2 {
+    let host = if req.version() == hyper::Version::HTTP_2 {
         state.h2_hits.fetch_add(1, Ordering::SeqCst);
-    }
+        req.uri().authority().map(ToString::to_string)
+    } else {
+        let hosts: Vec<_> = req
+            .headers()
+            .get_all(hyper::header::HOST)
+            .iter()
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .collect();
+        (!hosts.is_empty()).then(|| hosts.join(", "))
+    };
+    *state.last_host.lock().expect("not poisoned") = host;
     let now = Instant::now();
     let stall_end = {
         let mut until = state.stall_until.lock().expect("not poisoned");

@@ -47,7 +47,8 @@ pub struct Args {
     /// HTTP method.
     #[arg(short = 'X', long, default_value = "GET")]
     method: String,
-    /// Request header 'Name: value' (repeatable).
+    /// Request header 'Name: value' (repeatable); 'Host: x' sets the Host header (HTTP/1.1) or
+    /// :authority (HTTP/2), as in curl.
     #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
     headers: Vec<String>,
     /// Request body, or @FILE to read it from a file.
@@ -56,7 +57,8 @@ pub struct Args {
     /// Per-request timeout, from the actual send.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     timeout: Duration,
-    /// Host header (HTTP/1.1) or :authority (HTTP/2) to send instead of the URL's.
+    /// Host header (HTTP/1.1) or :authority (HTTP/2) to send instead of the URL's; wins over
+    /// -H 'Host: ...'.
     #[arg(long)]
     host: Option<String>,
     /// Open a new connection for every request.
