@@ -106,7 +106,22 @@ fn json_to_stdout_moves_the_text_to_stderr() {
 
 #[test]
 fn bad_input_is_one_clear_line_and_exit_2() {
-    let cases: [(&[&str], &str); 8] = [
+    let cases: [(&[&str], &str); 10] = [
+        (
+            &[
+                "load",
+                "-n",
+                "0",
+                "--slo",
+                "p99<=1ms",
+                "http://127.0.0.1:9/",
+            ],
+            "--total-requests must be at least 1",
+        ),
+        (
+            &["load", "-d", "0s", "http://127.0.0.1:9/"],
+            "--duration must be longer than zero",
+        ),
         (&["load", "127.0.0.1:9/"], "missing scheme"),
         (
             &["load", "ftp://127.0.0.1/"],

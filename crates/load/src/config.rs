@@ -121,6 +121,12 @@ pub enum ConfigError {
     /// Neither a duration nor a request count: the run would not end.
     #[error("give --duration or --total-requests (or both), or the run never ends")]
     Endless,
+    /// A zero duration: the run would send nothing.
+    #[error("--duration must be longer than zero")]
+    ZeroDuration,
+    /// A request count of zero: the run would send nothing.
+    #[error("--total-requests must be at least 1")]
+    ZeroRequests,
     /// A zero-length interval.
     #[error("--interval must be longer than zero")]
     ZeroInterval,
@@ -182,6 +188,12 @@ impl Config {
         }
         if self.duration.is_none() && self.total_requests.is_none() {
             return Err(ConfigError::Endless);
+        }
+        if self.duration.is_some_and(|d| d.is_zero()) {
+            return Err(ConfigError::ZeroDuration);
+        }
+        if self.total_requests == Some(0) {
+            return Err(ConfigError::ZeroRequests);
         }
         if self.interval.is_zero() {
             return Err(ConfigError::ZeroInterval);

@@ -169,6 +169,14 @@ impl Objective {
     /// Judges the objective against a finished run.
     pub fn judge(&self, run: &RunSummary) -> Verdict {
         let t = &run.totals;
+        // No request completed: nothing was measured, so nothing was met.
+        if t.requests == 0 {
+            return Verdict {
+                objective: self.text.clone(),
+                actual: "no data".to_owned(),
+                met: false,
+            };
+        }
         let (actual, shown) = match self.metric {
             Metric::Latency(name) => {
                 let us = t.latency_us.get(name).unwrap_or(0);
@@ -202,7 +210,19 @@ mod tests {
         r.totals.latency_us.p99 = p99_us;
         r.totals.success_rate = success;
         r.totals.achieved_rate = 1000.0;
+        r.totals.requests = 1000;
         r
+    }
+
+    #[test]
+    fn an_objective_without_samples_is_missed() {
+        let mut empty = run(0, 1.0);
+        empty.totals.requests = 0;
+        for spec in ["p99<=1ms", "success>=99.9%", "rate>=0"] {
+            let v = parse(spec).unwrap()[0].judge(&empty);
+            assert!(!v.met, "{spec}");
+            assert_eq!(v.actual, "no data");
+        }
     }
 
     #[test]
