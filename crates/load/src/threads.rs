@@ -14,7 +14,7 @@ use crate::worker::{ClosedLoop, Job, Shared, Worker};
 use std::sync::{Arc, Mutex};
 use tailguard_pacing::{Schedule, Shard};
 use tailguard_record::Stats;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
 /// Where workers get their requests.
@@ -37,9 +37,15 @@ pub(crate) struct OpenLoop {
 }
 
 /// The running worker threads.
+///
+/// A thread whose workers are done keeps its runtime running until every thread's are
+/// ([`finished`](Self::finished) releases them): an HTTP/2 connection is driven by a task on
+/// the runtime of the worker that dialed it and carries other threads' streams too, so ending
+/// that runtime early would cut their requests in flight.
 pub(crate) struct WorkerThreads {
     done: mpsc::UnboundedReceiver<()>,
     remaining: usize,
+    release: watch::Sender<bool>,
     joins: Vec<std::thread::JoinHandle<()>>,
 }
 
@@ -57,19 +63,18 @@ impl WorkerThreads {
             assert_eq!(open.queues.len(), threads, "one queue per thread");
         }
         let (done_tx, done) = mpsc::unbounded_channel();
+        let (release, released) = watch::channel(false);
         let mut joins = Vec::new();
         let mut all_stats = Vec::new();
         for t in 0..threads {
             let stats = Arc::new(Mutex::new(Stats::new()));
             all_stats.push(stats.clone());
             let ids: Vec<usize> = (t..concurrency).step_by(threads).collect();
-            let (shared, feed, done_tx) = (shared.clone(), feed.clone(), done_tx.clone());
+            let (shared, feed) = (shared.clone(), feed.clone());
+            let (done_tx, released) = (done_tx.clone(), released.clone());
             let join = std::thread::Builder::new()
                 .name(format!("tailguard-load-{t}"))
-                .spawn(move || {
-                    run_thread(t, ids, shared, stats, feed);
-                    let _ = done_tx.send(());
-                })
+                .spawn(move || run_thread(t, ids, shared, stats, feed, done_tx, released))
                 .expect("spawn a worker thread");
             joins.push(join);
         }
@@ -78,13 +83,14 @@ impl WorkerThreads {
             WorkerThreads {
                 done,
                 remaining,
+                release,
                 joins,
             },
             all_stats,
         )
     }
 
-    /// Resolves when every worker of every thread has finished.
+    /// Resolves when every worker of every thread has finished, and lets the threads end.
     pub(crate) async fn finished(&mut self) {
         while self.remaining > 0 {
             if self.done.recv().await.is_none() {
@@ -92,6 +98,7 @@ impl WorkerThreads {
             }
             self.remaining -= 1;
         }
+        self.release.send_replace(true);
     }
 
     /// Waits for the threads to exit (after [`finished`](Self::finished)).
@@ -108,6 +115,8 @@ fn run_thread(
     shared: Arc<Shared>,
     stats: Arc<Mutex<Stats>>,
     feed: Feed,
+    done: mpsc::UnboundedSender<()>,
+    mut released: watch::Receiver<bool>,
 ) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -135,5 +144,9 @@ fn run_thread(
             };
         }
         while set.join_next().await.is_some() {}
+        let _ = done.send(());
+        // Keep driving the connections this runtime dialed until every thread is done (an
+        // error here means the run was dropped: end too).
+        let _ = released.wait_for(|all| *all).await;
     });
 }

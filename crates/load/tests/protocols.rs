@@ -201,3 +201,24 @@ fn a_host_header_sets_host_and_authority() {
         );
     }
 }
+
+/// Every request sent is awaited, on HTTP/2 too: a thread whose workers finish first keeps
+/// driving the shared connection it dialed until the other threads' last streams complete
+/// (it used to end its runtime and cut them: `good 9, failed 1`).
+#[test]
+fn h2_across_threads_counts_every_request_to_the_last() {
+    let server = TestServer::builder()
+        .delay(Duration::from_millis(200))
+        .spawn();
+    for _ in 0..3 {
+        let mut cfg = common::config(&server.url("/"), 20.0, Duration::from_secs(60));
+        cfg.protocol = Protocol::Http2;
+        cfg.threads = 2;
+        cfg.concurrency = 50;
+        cfg.total_requests = Some(10);
+        cfg.duration = None;
+        let (report, _) = common::run(cfg);
+        let t = &report.summary.totals;
+        assert_eq!((t.good, t.failed), (10, 0), "{:?}", t.errors);
+    }
+}
