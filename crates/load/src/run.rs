@@ -342,6 +342,13 @@ fn summarize(
     cpu: Option<Duration>,
 ) -> RunSummary {
     let requests = r.total.requests();
+    // An open loop's rate is judged over its sending, not over the wait for the last
+    // responses: the last send's slot ends one inter-arrival gap after it.
+    let send_phase = if cfg.open_loop() && requests > 0 {
+        r.total.last_sent + Duration::from_secs_f64(1.0 / cfg.rate)
+    } else {
+        elapsed
+    };
     RunSummary {
         tool: crate::USER_AGENT.to_string(),
         urls,
@@ -353,7 +360,8 @@ fn summarize(
             "closed".to_string()
         },
         duration_s: elapsed.as_secs_f64(),
-        totals: Totals::from_stats(&r.total, cfg.rate, elapsed),
+        send_phase_s: send_phase.as_secs_f64(),
+        totals: Totals::from_stats(&r.total, cfg.rate, send_phase),
         per_target: r.total.per_target().to_vec(),
         histogram: r
             .total

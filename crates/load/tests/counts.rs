@@ -113,3 +113,26 @@ fn the_final_report_can_be_left_to_the_caller() {
     assert!(!text.contains(" requests in "), "{text}");
     assert!(!text.contains("FROM"), "{text}");
 }
+
+/// The achieved rate is over the sending, not over the wait for the last responses: five
+/// requests at 10/s take 0.5 s to send whatever the backend's latency (it used to read 124.8%
+/// against a fast backend and 81.6% against a slow one).
+#[test]
+fn achieved_rate_is_over_the_send_phase_not_the_drain() {
+    for delay in [Duration::ZERO, Duration::from_millis(300)] {
+        let server = TestServer::builder().delay(delay).spawn();
+        let mut cfg = common::config(&server.url("/"), 10.0, Duration::from_secs(60));
+        cfg.total_requests = Some(5);
+        cfg.duration = None;
+        let (report, _) = common::run(cfg);
+        let s = &report.summary;
+        assert_eq!(s.totals.good, 5);
+        assert!(
+            (0.5..0.52).contains(&s.send_phase_s),
+            "{delay:?}: {}",
+            s.send_phase_s
+        );
+        let pct = s.totals.achieved_rate / 10.0 * 100.0;
+        assert!((96.0..=100.0).contains(&pct), "{delay:?}: achieved {pct}%");
+    }
+}

@@ -35,6 +35,8 @@ pub struct Stats {
     pub late: u64,
     /// Response body bytes.
     pub bytes: u64,
+    /// The latest actual send time of any request, on the run's clock.
+    pub last_sent: Duration,
     status: Vec<u64>,
     errors: [u64; ErrorKind::ALL.len()],
     per_target: Vec<u64>,
@@ -58,6 +60,7 @@ impl Stats {
             failed: 0,
             late: 0,
             bytes: 0,
+            last_sent: Duration::ZERO,
             status: vec![0; STATUS_SLOTS],
             errors: [0; ErrorKind::ALL.len()],
             per_target: Vec::new(),
@@ -77,6 +80,7 @@ impl Stats {
             self.late += 1;
         }
         self.bytes += rec.bytes;
+        self.last_sent = self.last_sent.max(rec.sent);
         let timed = match rec.outcome {
             Outcome::Status(code) => {
                 self.status[usize::from(code).min(STATUS_SLOTS - 1)] += 1;
@@ -125,6 +129,7 @@ impl Stats {
         self.failed += other.failed;
         self.late += other.late;
         self.bytes += other.bytes;
+        self.last_sent = self.last_sent.max(other.last_sent);
         for (a, b) in self.status.iter_mut().zip(&other.status) {
             *a += b;
         }

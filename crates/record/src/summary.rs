@@ -105,8 +105,12 @@ pub struct RunSummary {
     pub concurrency: u64,
     /// `constant`, `poisson` or `closed`.
     pub arrivals: String,
-    /// Run length, seconds.
+    /// Run length, seconds: sending, then waiting for the last responses.
     pub duration_s: f64,
+    /// Of which sending, seconds (open loop: from the start to the last send plus one
+    /// inter-arrival gap; the achieved rate is over this, not over the drain). 0 when unknown.
+    #[serde(default)]
+    pub send_phase_s: f64,
     /// The run's figures.
     #[serde(flatten)]
     pub totals: Totals,

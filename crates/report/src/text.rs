@@ -34,8 +34,18 @@ fn totals(out: &mut String, run: &RunSummary) {
         t.success_rate * 100.0
     );
     let target = if t.target_rate > 0.0 {
+        let drain = run.duration_s - run.send_phase_s;
+        let phases = if run.send_phase_s > 0.0 && drain > 0.0005 {
+            format!(
+                " over {}s of sending (then {}s for the last responses)",
+                trim_float(run.send_phase_s),
+                trim_float(drain)
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "target {}/s, achieved {:.1}/s ({:.1}%)",
+            "target {}/s, achieved {:.1}/s ({:.1}%){phases}",
             trim_float(t.target_rate),
             t.achieved_rate,
             t.achieved_rate / t.target_rate * 100.0
