@@ -324,6 +324,8 @@ fn load_config(
     cfg.unit = traffic.unit;
     cfg.threads = 1;
     cfg.final_report = false;
+    // The bench starts its own servers and counts every request: no uncounted extra one.
+    cfg.preflight = false;
     let classifier = Classifier::default();
     let deadline_us = duration_us(traffic.deadline);
     cfg.on_record = Some(Arc::new(move |r: &Record| {

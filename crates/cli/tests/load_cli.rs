@@ -159,14 +159,43 @@ fn bad_input_is_one_clear_line_and_exit_2() {
 }
 
 #[test]
-fn unreachable_target_exits_2_before_sending() {
+fn a_target_that_cannot_be_served_exits_3_with_the_cause() {
     let server = TestServer::builder().spawn();
     let url = server.url("/");
     drop(server);
     let out = tailguard(&["load", "-d", "1s", &url]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let err = stderr(&out);
     assert!(
-        stderr(&out).contains(&format!("cannot connect to {url}")),
+        err.contains(&format!(
+            "pre-flight request to {url} failed: cannot connect"
+        )),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(out.stdout.is_empty(), "nothing was measured");
+
+    // Without the pre-flight the run goes ahead, every request fails, and the exit status
+    // says so with the top error kinds.
+    let out = tailguard(&["load", "-n", "5", "-r", "50", "-q", "--no-preflight", &url]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("tailguard: every request failed (connect=5)"),
+        "{err}"
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("good 0, bad 0, failed 5"), "{text}");
+}
+
+#[test]
+fn a_run_of_bad_answers_is_not_a_failed_run() {
+    // 5xx answers are responses: the run is measured, judged by --slo, and exits 0 without one.
+    let server = TestServer::builder().status(503).spawn();
+    let out = tailguard(&["load", "-n", "5", "-r", "50", "-q", &server.url("/")]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("was answered 503; running anyway"),
         "{}",
         stderr(&out)
     );

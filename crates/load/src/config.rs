@@ -89,6 +89,9 @@ pub struct Config {
     pub quiet: bool,
     /// Print the final report (a caller with its own, such as `tailguard bench`, turns it off).
     pub final_report: bool,
+    /// Send one uncounted request per target before the run, and refuse to start when it
+    /// shows the run cannot succeed (on by default).
+    pub preflight: bool,
     /// Called with every record (off by default: it runs on the hot path).
     pub on_record: Option<RecordHook>,
 }
@@ -171,6 +174,7 @@ impl Config {
             slo: Vec::new(),
             quiet: false,
             final_report: true,
+            preflight: true,
             on_record: None,
         }
     }

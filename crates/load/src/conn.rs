@@ -141,28 +141,37 @@ impl Connector {
         &'a self,
         target: &'a Target,
     ) -> Pin<Box<dyn Future<Output = Result<Conn, ErrorKind>> + Send + 'a>> {
-        Box::pin(self.dial(target))
+        Box::pin(async move { self.dial(target).await.map_err(|e| e.kind()) })
     }
 
-    async fn dial(&self, target: &Target) -> Result<Conn, ErrorKind> {
+    /// Dials `target`, keeping the cause of a failure (the pre-flight check explains it).
+    pub(crate) async fn dial(&self, target: &Target) -> Result<Conn, DialError> {
         let tcp = tcp::connect(target.addr, Nagle::Off)
             .await
-            .map_err(|_| ErrorKind::Connect)?;
+            .map_err(DialError::Connect)?;
         match (&self.tls, target.tls) {
             (Some(tls), true) => {
-                let name = tls::server_name(&target.host)?;
-                let stream = tls.connect(name, tcp).await.map_err(|_| ErrorKind::Tls)?;
+                let name = tls::server_name(&target.host).map_err(|_| DialError::ServerName)?;
+                let stream = tls.connect(name, tcp).await.map_err(DialError::Tls)?;
                 let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
                 if self.protocol == Protocol::Http2 && !h2 {
-                    return Err(ErrorKind::Tls);
+                    return Err(DialError::NoH2);
                 }
-                self.handshake(stream, h2).await
+                self.handshake(stream, h2).await.map_err(DialError::Http)
             }
-            _ => self.handshake(tcp, self.protocol == Protocol::Http2).await,
+            _ => self
+                .handshake(tcp, self.protocol == Protocol::Http2)
+                .await
+                .map_err(DialError::Http),
         }
     }
 
-    async fn handshake<T>(&self, io: T, h2: bool) -> Result<Conn, ErrorKind>
+    /// The HTTP version this connector speaks on plain TCP.
+    pub(crate) fn protocol(&self) -> Protocol {
+        self.protocol
+    }
+
+    async fn handshake<T>(&self, io: T, h2: bool) -> Result<Conn, hyper::Error>
     where
         T: AsyncRead + AsyncWrite + Send + Unpin + 'static,
     {
@@ -170,8 +179,7 @@ impl Connector {
         if h2 {
             let (send, conn) = http2::Builder::new(TokioExecutor::new())
                 .handshake(io)
-                .await
-                .map_err(|e| classify(&e))?;
+                .await?;
             tokio::spawn(conn);
             Ok(Conn::H2(send))
         } else {
@@ -180,10 +188,35 @@ impl Connector {
             let (send, conn) = http1::Builder::new()
                 .writev(!self.flatten)
                 .handshake(io)
-                .await
-                .map_err(|e| classify(&e))?;
+                .await?;
             tokio::spawn(conn);
             Ok(Conn::H1(send))
+        }
+    }
+}
+
+/// Why a connection could not be opened.
+#[derive(Debug)]
+pub(crate) enum DialError {
+    /// The TCP connection failed.
+    Connect(std::io::Error),
+    /// The host is not a valid TLS server name.
+    ServerName,
+    /// The TLS handshake failed (the rustls error is inside).
+    Tls(std::io::Error),
+    /// `--h2` over TLS, and the server did not choose `h2` by ALPN.
+    NoH2,
+    /// The HTTP/1.1 or HTTP/2 handshake failed.
+    Http(hyper::Error),
+}
+
+impl DialError {
+    /// The error kind a request that met this failure is counted under.
+    pub(crate) fn kind(&self) -> ErrorKind {
+        match self {
+            DialError::Connect(_) => ErrorKind::Connect,
+            DialError::ServerName | DialError::Tls(_) | DialError::NoH2 => ErrorKind::Tls,
+            DialError::Http(e) => classify(e),
         }
     }
 }
@@ -211,4 +244,19 @@ pub(crate) fn classify(err: &hyper::Error) -> ErrorKind {
         return ErrorKind::Closed;
     }
     ErrorKind::Other
+}
+
+/// A hyper error and its causes on one line (each cause once).
+pub(crate) fn describe(err: &hyper::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = cause.source();
+    }
+    text
 }

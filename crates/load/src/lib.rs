@@ -30,6 +30,7 @@ pub mod config;
 mod conn;
 mod metrics;
 mod pacer;
+mod preflight;
 mod reporter;
 mod request;
 mod run;

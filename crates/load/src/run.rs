@@ -31,13 +31,13 @@ pub enum LoadError {
     /// A URL is invalid.
     #[error(transparent)]
     Target(#[from] TargetError),
-    /// A target refused or did not answer the pre-flight connection.
-    #[error("cannot connect to {url}: {reason}")]
-    Unreachable {
+    /// A target failed the pre-flight request: the run could not succeed, and nothing was sent.
+    #[error("pre-flight request to {url} failed: {cause}")]
+    Preflight {
         /// The URL.
         url: String,
-        /// What the connection attempt said.
-        reason: String,
+        /// The cause and the fix.
+        cause: String,
     },
     /// A flag value that is well-formed but unusable (e.g. a bad host override).
     #[error("{0}")]
@@ -285,22 +285,19 @@ fn shared(cfg: &Config, clock: Clock) -> Result<Shared, LoadError> {
     })
 }
 
-/// Connects once to every target so an unreachable one is a clear error, not a run of failures.
+/// One real request per target before the clock starts (see [`crate::preflight`]).
 async fn preflight(cfg: &Config) -> Result<(), LoadError> {
-    for t in &cfg.targets {
-        let attempt = tokio::time::timeout(
-            Duration::from_secs(3),
-            tokio::net::TcpStream::connect(t.addr),
-        );
-        let reason = match attempt.await {
-            Ok(Ok(_)) => continue,
-            Ok(Err(e)) => e.to_string(),
-            Err(_) => "no answer within 3s".to_string(),
-        };
-        return Err(LoadError::Unreachable {
-            url: t.url.clone(),
-            reason,
-        });
+    if !cfg.preflight {
+        return Ok(());
+    }
+    let notes = crate::preflight::check(cfg)
+        .await
+        .map_err(|r| LoadError::Preflight {
+            url: r.url,
+            cause: r.cause,
+        })?;
+    for note in notes {
+        eprintln!("tailguard: {note}");
     }
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! `tailguard load`: parse flags into a [`tailguard_load::Config`] and run it.
 
-use super::EXIT_SLO;
+use super::{EXIT_FAILED, EXIT_SLO};
 use anyhow::{bail, Context};
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Method};
@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
-use tailguard_load::{slo, target, Config, Protocol, Target};
+use tailguard_load::{slo, target, Config, LoadError, Protocol, Target};
 use tailguard_pacing::Arrivals;
 use tailguard_record::Classifier;
 use tailguard_report::Unit;
@@ -76,6 +76,10 @@ pub struct Args {
     /// Accept any TLS certificate (self-signed test servers).
     #[arg(long)]
     insecure: bool,
+    /// Skip the pre-flight request (one uncounted request per target before the clock starts,
+    /// which stops a run that cannot succeed).
+    #[arg(long)]
+    no_preflight: bool,
     /// Count 4xx responses as bad (default: good, as slow_cooker does).
     #[arg(long)]
     four_xx_bad: bool,
@@ -104,25 +108,53 @@ pub struct Args {
 
 const EXIT_CODES: &str =
     "Exit status: 0 done (every --slo objective met); 1 an --slo objective missed; \
-2 bad input (flag, URL, file, unreachable target); 130 interrupted by Ctrl-C.";
+2 bad input (flag, URL, file); 3 the target cannot be served (the pre-flight request failed, \
+or every request failed); 130 interrupted by Ctrl-C.";
 
 /// Runs `tailguard load`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let json_to_stdout = args.json.as_deref().is_some_and(|p| p.as_os_str() == "-");
     let cfg = config(args)?;
-    let report = if json_to_stdout {
-        tailguard_load::run(cfg, &mut std::io::stderr())?
+    let result = if json_to_stdout {
+        tailguard_load::run(cfg, &mut std::io::stderr())
     } else {
-        tailguard_load::run(cfg, &mut std::io::stdout())?
+        tailguard_load::run(cfg, &mut std::io::stdout())
     };
+    let report = match result {
+        Ok(report) => report,
+        Err(err @ LoadError::Preflight { .. }) => {
+            eprintln!("tailguard: error: {err}");
+            return Ok(ExitCode::from(EXIT_FAILED));
+        }
+        Err(err) => return Err(err.into()),
+    };
+    let totals = &report.summary.totals;
     Ok(if report.interrupted {
         ExitCode::from(130)
+    } else if totals.requests > 0 && totals.good + totals.bad == 0 {
+        eprintln!(
+            "tailguard: every request failed ({})",
+            top_errors(&totals.errors)
+        );
+        ExitCode::from(EXIT_FAILED)
     } else if !report.slo_met() {
         eprintln!("tailguard: an objective was missed");
         ExitCode::from(EXIT_SLO)
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The three most frequent error kinds, most frequent first: `tls=20, timeout=3`.
+fn top_errors(errors: &std::collections::BTreeMap<String, u64>) -> String {
+    let mut kinds: Vec<(&String, &u64)> = errors.iter().collect();
+    kinds.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let top: Vec<String> = kinds
+        .iter()
+        .take(3)
+        .map(|(k, n)| format!("{k}={n}"))
+        .collect();
+    top.join(", ")
 }
 
 fn config(args: Args) -> anyhow::Result<Config> {
@@ -160,6 +192,7 @@ fn config(args: Args) -> anyhow::Result<Config> {
         _ => Protocol::Auto,
     };
     cfg.insecure = args.insecure;
+    cfg.preflight = !args.no_preflight;
     cfg.classifier = Classifier {
         four_xx_bad: args.four_xx_bad,
     };

@@ -10,8 +10,11 @@ pub mod sim;
 
 /// Exit status when a `--slo` objective is missed.
 pub const EXIT_SLO: u8 = 1;
-/// Exit status for bad input: a bad flag, a bad file, an unreachable target.
+/// Exit status for bad input: a bad flag, a bad file, a URL that does not resolve.
 pub const EXIT_USAGE: u8 = 2;
+/// Exit status of `load` when the target cannot be served: the pre-flight request failed, or
+/// every request of the run failed (no response at all).
+pub const EXIT_FAILED: u8 = 3;
 
 /// The most runtime threads a verb accepts: far beyond any useful count, far below what makes
 /// the OS refuse to create them (which aborts the runtime).

@@ -7,7 +7,8 @@ use std::time::Duration;
 use tailguard_load::{Config, Report, Target};
 use tailguard_record::Record;
 
-/// A quiet configuration against `url`: 1 s intervals, no output files.
+/// A quiet configuration against `url`: 1 s intervals, no output files, no pre-flight request
+/// (tests count requests and connections exactly; `preflight.rs` tests the check itself).
 pub fn config(url: &str, rate: f64, duration: Duration) -> Config {
     let mut cfg = Config::new(vec![Target::parse(url).expect("test URL")]);
     cfg.rate = rate;
@@ -15,6 +16,7 @@ pub fn config(url: &str, rate: f64, duration: Duration) -> Config {
     cfg.interval = Duration::from_secs(1);
     cfg.threads = 1;
     cfg.quiet = true;
+    cfg.preflight = false;
     cfg
 }
 

@@ -1,0 +1,203 @@
+//! The pre-flight check: one real request per target before the clock starts, through the same
+//! connector (TLS verification, ALPN, HTTP/2) and the same request template as the run, so a run
+//! that cannot succeed stops at once with its cause and the fix instead of counting failures.
+//!
+//! The request is not counted. A cause that cannot change between two requests (refused
+//! connection, untrusted certificate, wrong protocol) stops the run at once; a reset or a close
+//! is tried three times before it does (a backend that fails one request in two must still be
+//! measurable); a request that times out is a note, not a stop (a slow server is a result).
+
+use crate::config::{Config, Protocol};
+use crate::conn::{classify, Conn, Connector, DialError};
+use crate::request::Template;
+use crate::target::Target;
+use std::time::Duration;
+use tailguard_record::ErrorKind;
+
+/// How many times a failure that may be transient is tried before the run is refused.
+const ATTEMPTS: usize = 3;
+
+/// Why a target failed the check.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Refusal {
+    /// The URL.
+    pub url: String,
+    /// The cause and the fix, one line.
+    pub cause: String,
+}
+
+/// Sends one request to every target; returns the notes worth printing (a 4xx or 5xx answer, a
+/// slow first response), or the first target that cannot be served.
+pub(crate) async fn check(cfg: &Config) -> Result<Vec<String>, Refusal> {
+    let any_tls = cfg.targets.iter().any(|t| t.tls);
+    let connector = Connector::new(cfg.protocol, cfg.insecure, any_tls, cfg.body.len());
+    let mut notes = Vec::new();
+    for target in &cfg.targets {
+        let refuse = |cause: String| Refusal {
+            url: target.url.clone(),
+            cause,
+        };
+        let template = Template::new(cfg, target).map_err(refuse)?;
+        let mut last = None;
+        for _ in 0..ATTEMPTS {
+            match once(&connector, target, &template, cfg.timeout).await {
+                Ok(status) => {
+                    if status >= 400 {
+                        notes.push(format!(
+                            "note: the pre-flight request to {} was answered {status}; running anyway",
+                            target.url
+                        ));
+                    }
+                    last = None;
+                    break;
+                }
+                Err(Failure::SlowAnswer) => {
+                    notes.push(format!(
+                        "note: the pre-flight request to {} had no answer within --timeout {}; running anyway",
+                        target.url,
+                        humantime::format_duration(cfg.timeout)
+                    ));
+                    last = None;
+                    break;
+                }
+                Err(Failure::Fatal(cause)) => return Err(refuse(cause)),
+                Err(Failure::Transient(cause)) => last = Some(cause),
+            }
+        }
+        if let Some(cause) = last {
+            return Err(refuse(format!("{cause} ({ATTEMPTS} attempts)")));
+        }
+    }
+    Ok(notes)
+}
+
+#[derive(Debug)]
+enum Failure {
+    /// The same request would fail the same way again.
+    Fatal(String),
+    /// It may work on a second try.
+    Transient(String),
+    /// No answer within the timeout: the run goes on and measures it.
+    SlowAnswer,
+}
+
+async fn once(
+    connector: &Connector,
+    target: &Target,
+    template: &Template,
+    timeout: Duration,
+) -> Result<u16, Failure> {
+    let mut conn = match tokio::time::timeout(timeout, connector.dial(target)).await {
+        Ok(Ok(conn)) => conn,
+        Ok(Err(e)) => return Err(explain_dial(&e, target, connector.protocol())),
+        Err(_) => {
+            return Err(Failure::Fatal(format!(
+                "no connection within --timeout {}",
+                humantime::format_duration(timeout)
+            )))
+        }
+    };
+    let exchange = async {
+        conn.ready().await.map_err(|_| None)?;
+        let h2 = conn.is_h2();
+        match &mut conn {
+            Conn::H1(s) => s.send_request(template.build(h2, None)).await,
+            Conn::H2(s) => s.send_request(template.build(h2, None)).await,
+        }
+        .map_err(Some)
+    };
+    let response = match tokio::time::timeout(timeout, exchange).await {
+        Err(_) => return Err(Failure::SlowAnswer),
+        Ok(Ok(response)) => response,
+        Ok(Err(None)) => {
+            return Err(Failure::Transient(closed(
+                "before the request could be sent",
+                target,
+            )))
+        }
+        Ok(Err(Some(e))) => return Err(explain_exchange(&e, target, conn.is_h2())),
+    };
+    Ok(response.status().as_u16())
+}
+
+fn explain_dial(e: &DialError, target: &Target, protocol: Protocol) -> Failure {
+    match e {
+        DialError::Connect(io) => Failure::Fatal(format!(
+            "cannot connect to {}: {io} (is the server running, on that port?)",
+            target.addr
+        )),
+        DialError::ServerName => Failure::Fatal(format!(
+            "{:?} is not a name a TLS certificate can carry",
+            target.host
+        )),
+        DialError::Tls(io) => Failure::Fatal(explain_tls(io, target)),
+        DialError::NoH2 => Failure::Fatal(
+            "the server did not choose HTTP/2 by ALPN: drop --h2 to speak HTTP/1.1 to it".into(),
+        ),
+        DialError::Http(e) => explain_exchange(e, target, protocol == Protocol::Http2),
+    }
+}
+
+fn explain_tls(io: &std::io::Error, target: &Target) -> String {
+    use rustls::{CertificateError as C, Error as E};
+    let inner = io.get_ref().and_then(|e| e.downcast_ref::<E>());
+    match inner {
+        Some(E::InvalidCertificate(C::UnknownIssuer | C::BadSignature)) => {
+            "the server's certificate is not trusted (unknown issuer); --insecure accepts self-signed test servers".into()
+        }
+        Some(E::InvalidCertificate(C::NotValidForName | C::NotValidForNameContext { .. })) => {
+            format!(
+                "the server's certificate is not valid for {:?}; use the name it was issued for, or --insecure for a test server",
+                target.host
+            )
+        }
+        Some(E::InvalidCertificate(
+            C::Expired | C::ExpiredContext { .. } | C::NotValidYet | C::NotValidYetContext { .. },
+        )) => "the server's certificate is expired or not yet valid (check the clocks); --insecure accepts it anyway".into(),
+        Some(E::InvalidCertificate(why)) => format!(
+            "the server's certificate is not accepted ({why:?}); --insecure accepts self-signed test servers"
+        ),
+        Some(E::InvalidMessage(_)) => {
+            "the server did not answer in TLS: is it a plain HTTP port? use http://".into()
+        }
+        Some(other) => format!("TLS handshake failed: {other}"),
+        None if io.kind() == std::io::ErrorKind::UnexpectedEof
+            || io.kind() == std::io::ErrorKind::ConnectionReset =>
+        {
+            format!(
+                "the server closed the connection during the TLS handshake ({io}): is it a plain HTTP port? use http://"
+            )
+        }
+        None => format!("TLS handshake failed: {io}"),
+    }
+}
+
+fn explain_exchange(e: &hyper::Error, target: &Target, h2: bool) -> Failure {
+    let kind = classify(e);
+    let detail = crate::conn::describe(e);
+    if h2 && !target.tls && matches!(kind, ErrorKind::Protocol | ErrorKind::Other) {
+        return Failure::Fatal(format!(
+            "no HTTP/2 answer ({detail}): the server may not accept HTTP/2 without TLS (h2c prior knowledge); drop --h2 to speak HTTP/1.1"
+        ));
+    }
+    match kind {
+        ErrorKind::Protocol if !target.tls => Failure::Fatal(format!(
+            "the answer is not HTTP/1.1 ({detail}): if the port speaks TLS, use https://; if it speaks only HTTP/2, add --h2"
+        )),
+        ErrorKind::Protocol => Failure::Fatal(format!("the answer is not valid HTTP ({detail})")),
+        ErrorKind::Connect => Failure::Fatal(format!("cannot connect: {detail}")),
+        _ if h2 && !target.tls => Failure::Transient(format!(
+            "no HTTP/2 answer ({detail}): if the server does not accept HTTP/2 without TLS (h2c prior knowledge), drop --h2"
+        )),
+        _ => Failure::Transient(closed(&detail, target)),
+    }
+}
+
+fn closed(detail: &str, target: &Target) -> String {
+    let hint = if target.tls {
+        ""
+    } else {
+        "; if the port speaks TLS, use https://"
+    };
+    format!("the server closed the connection without a response ({detail}){hint}")
+}
