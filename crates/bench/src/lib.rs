@@ -108,7 +108,7 @@ impl Default for Options {
 }
 
 /// The scenarios `bench` knows by name.
-pub const BUILTINS: [(&str, &str); 5] = [
+pub const BUILTINS: [(&str, &str); 6] = [
     (
         "add-steps",
         "seed 000: ten backends from 0 ms to 2 s; proxy vs client round robin",
@@ -128,6 +128,10 @@ pub const BUILTINS: [(&str, &str); 5] = [
     (
         "gc-pause",
         "seed 004: a backend paused 5 s of every 10 s; the intervals show what a mean hides",
+    ),
+    (
+        "herd",
+        "sim's scale scenario live: 1,000 backends at 50,000 req/s from one client (beyond this machine: `tailguard sim herd` is the model)",
     ),
 ];
 
@@ -173,7 +177,17 @@ impl Run<'_> {
 pub fn run(name: &str, opts: &Options, console: &Console) -> Result<BenchReport, BenchError> {
     let scenario = match name {
         "overhead" | "nagle" => None,
-        _ => Some(Scenario::load(name)?),
+        _ => Some(Scenario::load(name).map_err(|e| match e {
+            // Name bench's own built-ins, not the simulator's.
+            tailguard_sim::ScenarioError::Unknown { name, .. } => {
+                let names: Vec<&str> = BUILTINS.iter().map(|(n, _)| *n).collect();
+                BenchError::Invalid(format!(
+                    "`{name}` is neither a scenario file nor a built-in bench scenario (built-ins: {})",
+                    names.join(", ")
+                ))
+            }
+            other => BenchError::Scenario(other),
+        })?),
     };
     let (description, title) = match &scenario {
         Some(s) => (s.description.clone(), s.name.clone()),

@@ -42,11 +42,15 @@ fn rows(out: &mut String, arms: &[&ArmRun], deadline_ms: f64, unit: Unit) {
     let with_cost = arms.iter().any(|a| a.proxy.is_some());
     let with_sim = arms.iter().any(|a| a.sim.is_some());
     let name_w = arms.iter().map(|a| a.name.len()).max().unwrap_or(3).max(3);
-    let within = format!("<={}", trim(deadline_ms / 1e3) + "s");
+    // No deadline (saved `load` runs): no "within" column, rather than a `<=0s` one.
+    let within = (deadline_ms > 0.0).then(|| format!("<={}", trim(deadline_ms / 1e3) + "s"));
     let mut head = format!(
-        "{:name_w$} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8}",
-        "arm", "p50", "p95", "p99", "p99.9", "max", "req/s", "success", within
+        "{:name_w$} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}",
+        "arm", "p50", "p95", "p99", "p99.9", "max", "req/s", "success"
     );
+    if let Some(within) = &within {
+        let _ = write!(head, " {within:>8}");
+    }
     if with_cost {
         let _ = write!(head, " {:>10} {:>8} {:>8}", "cpu/req", "of user", "rss");
     }
@@ -62,7 +66,7 @@ fn rows(out: &mut String, arms: &[&ArmRun], deadline_ms: f64, unit: Unit) {
         let l = &a.latency_us;
         let _ = write!(
             out,
-            "{:name_w$} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9.1} {:>8} {:>8}",
+            "{:name_w$} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9.1} {:>8}",
             a.name,
             unit.format(l.p50),
             unit.format(l.p95),
@@ -71,8 +75,10 @@ fn rows(out: &mut String, arms: &[&ArmRun], deadline_ms: f64, unit: Unit) {
             unit.format(l.max),
             a.achieved_rate,
             percent(a.success_rate),
-            percent(a.within_deadline_rate),
         );
+        if within.is_some() {
+            let _ = write!(out, " {:>8}", percent(a.within_deadline_rate));
+        }
         if with_cost {
             let cpu = a
                 .proxy
@@ -207,5 +213,26 @@ mod tests {
         assert!(row.ends_with("19.2us    6.5us  14.3MiB"), "{row}");
         let direct = t.lines().find(|l| l.starts_with("direct ")).unwrap();
         assert!(direct.ends_with("-        -        -"), "{direct}");
+    }
+
+    #[test]
+    fn no_deadline_no_within_column() {
+        // Saved `load` runs have no deadline: the table must not invent a `<=0s` column.
+        let report = BenchReport {
+            format: FORMAT,
+            tool: "t".into(),
+            scenario: "load".into(),
+            description: "saved runs".into(),
+            load: String::new(),
+            deadline_ms: 0.0,
+            started_unix_s: 0,
+            arms: vec![arm("run", "load", 1, 1.0)],
+            notes: Vec::new(),
+            interrupted: false,
+        };
+        let t = text(&report, Unit::Us);
+        let head = t.lines().find(|l| l.starts_with("arm ")).unwrap();
+        assert!(head.ends_with("req/s  success"), "{head}");
+        assert!(!t.contains("<="), "{t}");
     }
 }

@@ -54,7 +54,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("tailguard: error: {}", cmd::describe(&err));
+            cmd::say(&format!("error: {}", cmd::describe(&err)));
             ExitCode::from(cmd::EXIT_USAGE)
         }
     }

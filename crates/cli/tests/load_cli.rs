@@ -2,7 +2,7 @@
 
 use std::process::{Command, Output};
 use std::time::Duration;
-use tailguard_testsupport::TestServer;
+use tailguard_testsupport::{Deadline, TestServer};
 
 fn tailguard(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tailguard"))
@@ -198,5 +198,78 @@ fn a_run_of_bad_answers_is_not_a_failed_run() {
         stderr(&out).contains("was answered 503; running anyway"),
         "{}",
         stderr(&out)
+    );
+}
+
+#[test]
+fn output_paths_are_checked_before_anything_is_sent() {
+    let server = TestServer::builder().spawn();
+    for flag in ["--json", "--hdr-log"] {
+        let out = tailguard(&[
+            "load",
+            "-n",
+            "5",
+            flag,
+            "/nonexistent/x.json",
+            &server.url("/"),
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("cannot write /nonexistent/x.json"),
+            "{flag}: {}",
+            stderr(&out)
+        );
+    }
+    assert_eq!(server.hits(), 0, "nothing was sent");
+}
+
+#[test]
+fn a_closed_pipe_ends_the_run_quietly() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let server = TestServer::builder().spawn();
+    // `2>&1 | head -3`: both streams into one pipe whose reader leaves after three lines.
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tailguard"))
+        .args([
+            "load",
+            "-r",
+            "100",
+            "-d",
+            "30s",
+            "-i",
+            "200ms",
+            &server.url("/"),
+        ])
+        .stdout(writer.try_clone().expect("clone"))
+        .stderr(writer)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("run tailguard");
+    let mut lines = BufReader::new(reader);
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let mut line = String::new();
+        lines.read_line(&mut line).expect("read a line");
+        seen.push(line);
+    }
+    drop(lines);
+    let deadline = Deadline::after(Duration::from_secs(10));
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            !deadline.passed(),
+            "still running 10 s after its reader left"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(141), "{seen:?}");
+    assert!(seen[0].starts_with("# sending 100 GET req/s"), "{seen:?}");
+    assert!(
+        server.hits() < 1_000,
+        "the run stopped early: {} sent",
+        server.hits()
     );
 }

@@ -16,31 +16,11 @@ use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
-use tailguard_testsupport::TestServer;
+use std::time::Duration;
+use tailguard_testsupport::{Deadline, TestServer};
 
 /// How long any single wait in these tests may take before it fails.
 const DEADLINE: Duration = Duration::from_secs(10);
-
-/// A moment `DEADLINE` from now, on the real clock: the waits below are on a real process.
-#[derive(Clone, Copy)]
-struct Deadline(Instant);
-
-impl Deadline {
-    #[allow(clippy::disallowed_methods)] // a real child process runs on the real clock
-    fn start() -> Self {
-        Self(Instant::now() + DEADLINE)
-    }
-
-    #[allow(clippy::disallowed_methods)] // as above
-    fn left(self) -> Duration {
-        self.0.saturating_duration_since(Instant::now())
-    }
-
-    fn passed(self) -> bool {
-        self.left().is_zero()
-    }
-}
 
 /// A running `tailguard proxy --config FILE`; killed on drop.
 struct Proxy {
@@ -139,7 +119,7 @@ impl Proxy {
     }
 
     fn wait_for_line(&self, matches: impl Fn(&str) -> bool, what: &str) -> String {
-        let until = Deadline::start();
+        let until = Deadline::after(DEADLINE);
         loop {
             match self.lines.recv_timeout(until.left()) {
                 Ok(line) => {
@@ -183,7 +163,7 @@ impl Proxy {
     }
 
     fn exit_status(&mut self) -> ExitStatus {
-        let until = Deadline::start();
+        let until = Deadline::after(DEADLINE);
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
                 return status;
@@ -214,7 +194,7 @@ fn in_background(addr: SocketAddr) -> JoinHandle<Result<u16, String>> {
 
 /// Polls until `server` has seen `n` requests.
 fn wait_hits(server: &TestServer, n: u64) {
-    let until = Deadline::start();
+    let until = Deadline::after(DEADLINE);
     while server.hits() < n {
         assert!(!until.passed(), "{} of {n} requests arrived", server.hits());
         std::thread::sleep(Duration::from_millis(5));
@@ -262,7 +242,7 @@ fn proxy_sigterm_drains_the_request_in_flight_refuses_new_ones_and_exits_0() {
     wait_hits(&slow, 1);
     proxy.signal("TERM");
     proxy.wait_for("draining");
-    let until = Deadline::start();
+    let until = Deadline::after(DEADLINE);
     while TcpStream::connect(proxy.addr).is_ok() {
         assert!(!until.passed(), "the listener still accepts");
         std::thread::sleep(Duration::from_millis(5));

@@ -45,5 +45,11 @@ pub use config::{Config, ConfigError, Protocol, RecordHook};
 pub use run::{run, LoadError, Report};
 pub use target::Target;
 
+/// Writes `tailguard: {line}` to stderr; a closed stderr is not an error worth stopping for.
+pub(crate) fn say(line: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "tailguard: {line}");
+}
+
 /// The User-Agent sent unless `--header` sets one, and the producer named in logs.
 pub const USER_AGENT: &str = concat!("tailguard/", env!("CARGO_PKG_VERSION"));

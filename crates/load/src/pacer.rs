@@ -23,7 +23,7 @@ use crate::worker::Job;
 use nix::sys::time::TimeSpec;
 use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
 use std::os::fd::{AsFd, AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 use tailguard_histogram::Histogram;
@@ -43,6 +43,9 @@ pub(crate) struct PacerState {
     pub stop: AtomicBool,
     /// Due time to release, per request, since the last interval.
     pub lateness: Mutex<Histogram>,
+    /// Requests released so far, all pacers together (published with the lateness, so up to
+    /// [`FLUSH_EVERY`] behind).
+    pub released: AtomicU64,
 }
 
 /// When the schedule ends.
@@ -71,6 +74,7 @@ pub(crate) async fn run(
     let mut alarm = Alarm::new();
     let mut lateness = Histogram::new();
     let mut flushed = Duration::ZERO;
+    let mut released = 0u64;
     'run: while !state.stop.load(Ordering::Relaxed) {
         let now = clock.elapsed();
         let next_due = loop {
@@ -85,10 +89,12 @@ pub(crate) async fn run(
             let job = Job {
                 index,
                 scheduled: due,
+                released: now,
             };
             if jobs.try_send(job).is_err() {
                 break 'run;
             }
+            released += 1;
             shard.advance();
         };
         if now.saturating_sub(flushed) >= FLUSH_EVERY {
@@ -98,12 +104,15 @@ pub(crate) async fn run(
                 .expect("not poisoned")
                 .merge(&lateness);
             lateness.reset();
+            state.released.fetch_add(released, Ordering::Relaxed);
+            released = 0;
             flushed = now;
         }
         alarm.sleep((next_due - now).min(MAX_SLEEP)).await;
     }
     // The thread's workers take what is queued, then stop.
     jobs.close();
+    state.released.fetch_add(released, Ordering::Relaxed);
     state
         .lateness
         .lock()
@@ -142,9 +151,9 @@ impl Alarm {
         match fd {
             Ok(fd) => Alarm { fd: Some(fd) },
             Err(err) => {
-                eprintln!(
-                    "tailguard: warning: no high-resolution timer ({err}): requests are paced to the millisecond"
-                );
+                crate::say(&format!(
+                    "warning: no high-resolution timer ({err}): requests are paced to the millisecond"
+                ));
                 Alarm { fd: None }
             }
         }

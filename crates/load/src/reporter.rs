@@ -3,7 +3,7 @@
 
 use crate::metrics::Metrics;
 use crate::pacer::PacerState;
-use crate::selfcheck::{self, Evidence};
+use crate::selfcheck::{self, Evidence, SelfCheck};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::sync::{Arc, Mutex};
@@ -60,8 +60,22 @@ pub(crate) struct Reporter {
     pub hdr: Option<log::Writer<BufWriter<File>>>,
     pub metrics: Option<Arc<Metrics>>,
     pub pacer: Option<Arc<PacerState>>,
+    /// Set when writing the report failed because its reader is gone (a closed pipe).
+    pub output_closed: bool,
+    check: SelfCheck,
     last_end: Duration,
     last_cpu: Option<Duration>,
+}
+
+/// What the run knows about an interval's end beyond the statistics.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct IntervalEnd {
+    /// When it ends, from the run's start.
+    pub now: Duration,
+    /// Requests released (open loop) or handed out (closed loop) by then, as far as known.
+    pub dispatched: u64,
+    /// The run's final interval.
+    pub last: bool,
 }
 
 impl Reporter {
@@ -90,36 +104,57 @@ impl Reporter {
             hdr,
             metrics,
             pacer,
+            output_closed: false,
+            check: SelfCheck::default(),
             last_end: Duration::ZERO,
             last_cpu: selfcheck::cpu_time(),
         }
     }
 
-    /// Closes the interval ending at `now` (offset from the run start).
-    pub(crate) fn close_interval(&mut self, now: Duration, out: &mut dyn Write) {
+    /// Closes the interval ending at `end.now` (offset from the run start).
+    pub(crate) fn close_interval(&mut self, end: IntervalEnd, out: &mut dyn Write) {
+        let now = end.now;
         let merged = self.collect();
         let len = now.saturating_sub(self.last_end);
         let target = self.due.as_mut().map_or(0, |d| d.advance(now));
-        let p99 = (!merged.latency.is_empty()).then(|| merged.latency.quantile_us(0.99));
+        let change = if !merged.latency.is_empty() {
+            self.change.observe(Some(merged.latency.quantile_us(0.99)))
+        } else if merged.requests() == 0 && (target > 0 || end.dispatched > self.total.requests()) {
+            // A gap: requests were due or in flight, none completed.
+            self.change
+                .observe_gap(u64::try_from(len.as_micros()).unwrap_or(u64::MAX))
+        } else {
+            self.change.observe(None)
+        };
         let iv = IntervalSummary {
             timestamp: wall_clock(),
             start_s: self.last_end.as_secs_f64(),
             duration_s: len.as_secs_f64(),
             target,
-            change: self.change.observe(p99),
+            change,
             totals: Totals::from_stats(&merged, self.rate, len),
         };
-        if !self.quiet {
-            let _ = writeln!(out, "{}", interval::line(&iv, self.unit));
-            let _ = out.flush();
+        // A last fragment with nothing in it (the run ended just after a boundary) is not a line.
+        let idle_tail =
+            end.last && merged.requests() == 0 && target == 0 && !self.intervals.is_empty();
+        if !self.quiet && !idle_tail && !self.output_closed {
+            let written =
+                writeln!(out, "{}", interval::line(&iv, self.unit)).and_then(|_| out.flush());
+            if let Err(e) = written {
+                self.output_closed = e.kind() == std::io::ErrorKind::BrokenPipe;
+            }
         }
         self.log(&merged, len);
         if let Some(m) = &self.metrics {
             m.update(&iv);
         }
-        self.self_check(&merged, len);
+        if !end.last {
+            self.self_check(&merged, len);
+        }
         self.total.merge(&merged);
-        self.intervals.push(iv);
+        if !idle_tail {
+            self.intervals.push(iv);
+        }
         self.last_end = now;
     }
 
@@ -141,7 +176,7 @@ impl Reporter {
                 .and_then(|_| w.write(&merged.service, start, len, Some("service")))
                 .and_then(|_| w.flush());
             if let Err(err) = result {
-                eprintln!("tailguard: warning: {err}; the interval log stops here");
+                crate::say(&format!("warning: {err}; the interval log stops here"));
                 self.hdr = None;
             }
         }
@@ -160,12 +195,11 @@ impl Reporter {
             cpu,
             wall: len,
             threads: self.threads,
-            // A closed loop has no schedule to be late for: its "late" sends are connects.
-            late_sends: if self.pacer.is_some() { merged.late } else { 0 },
+            queued: merged.queued,
             requests: merged.requests(),
         };
-        for w in selfcheck::warnings(&evidence) {
-            eprintln!("tailguard: {w}");
+        for line in self.check.observe(&evidence) {
+            crate::say(&line);
         }
     }
 }

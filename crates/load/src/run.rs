@@ -6,7 +6,7 @@ use crate::config::{Config, ConfigError, Protocol};
 use crate::conn::Connector;
 use crate::metrics::{self, Metrics};
 use crate::pacer::{Limits, PacerState};
-use crate::reporter::{epoch_secs, DueCounter, Reporter};
+use crate::reporter::{epoch_secs, DueCounter, IntervalEnd, Reporter};
 use crate::request::Template;
 use crate::selfcheck;
 use crate::slo::Verdict;
@@ -62,8 +62,10 @@ pub struct Report {
     pub summary: RunSummary,
     /// One verdict per `--slo` objective.
     pub verdicts: Vec<Verdict>,
-    /// True when Ctrl-C ended the run early.
+    /// True when Ctrl-C ended the run early, or a closed output did.
     pub interrupted: bool,
+    /// True when the report's reader went away (a closed pipe): the run stopped quietly.
+    pub output_closed: bool,
 }
 
 impl Report {
@@ -93,8 +95,10 @@ pub fn run(cfg: Config, out: &mut dyn Write) -> Result<Report, LoadError> {
 }
 
 async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<Report, LoadError> {
-    preflight(&cfg).await?;
+    // Output paths first: a bad one is bad input, found before anything is sent.
+    let json = open_json(&cfg)?;
     let hdr = open_hdr_log(&cfg)?;
+    preflight(&cfg).await?;
     let metrics = start_metrics(&cfg).await?;
     let clock = Clock::start();
     let shared = Arc::new(shared(&cfg, clock)?);
@@ -133,12 +137,23 @@ async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<R
     let workers = control.workers;
     let _ = tokio::task::spawn_blocking(move || workers.join()).await;
     let elapsed = clock.elapsed();
-    reporter.close_interval(elapsed, out);
+    let end = IntervalEnd {
+        now: elapsed,
+        dispatched: 0,
+        last: true,
+    };
+    reporter.close_interval(end, out);
+    let output_closed = reporter.output_closed;
     let cpu = cpu_start
         .zip(selfcheck::cpu_time())
         .map(|(a, b)| b.saturating_sub(a));
     let summary = summarize(&cfg, urls, &reporter, elapsed, cpu);
-    finish(&cfg, summary, interrupted, out)
+    let ends = Ending {
+        interrupted,
+        output_closed,
+        json,
+    };
+    finish(&cfg, summary, ends, out)
 }
 
 /// How the run is being driven: the pacer (open loop) or the closed-loop control.
@@ -188,6 +203,10 @@ fn start_load(cfg: &Config, clock: Clock, threads: usize, shared: &Arc<Shared>) 
 }
 
 /// Reports intervals until every worker is done; returns true when Ctrl-C stopped the run.
+///
+/// When the sending ends at or within a tenth of an interval after a boundary, that boundary
+/// waits up to a tenth of an interval for the last responses: a short tail folds into the last
+/// line (printed with its real length) instead of making a line of its own.
 async fn drive(
     cfg: &Config,
     clock: Clock,
@@ -198,15 +217,29 @@ async fn drive(
     let origin = tokio::time::Instant::from_std(clock.origin());
     let end = cfg.duration.map(|d| origin + d);
     let drain_end = end.zip(cfg.drain_limit).map(|(e, d)| e + d);
+    let send_end = expected_send_end(cfg);
+    let fold = cfg.interval / 10;
     let mut drained = false;
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
     let (mut k, mut interrupted, mut ended) = (1u32, false, false);
+    let mut hold: Option<tokio::time::Instant> = None;
     loop {
         let boundary = origin + cfg.interval * k;
         tokio::select! {
-            _ = tokio::time::sleep_until(boundary) => {
-                reporter.close_interval(cfg.interval * k, out);
+            _ = tokio::time::sleep_until(boundary), if hold.is_none() => {
+                let over = send_end.is_some_and(|e| e <= cfg.interval * k + fold)
+                    || control.closed.as_ref().is_some_and(|c| c.exhausted());
+                if over {
+                    hold = Some(boundary + fold);
+                } else {
+                    close(control, reporter, clock.elapsed().min(cfg.interval * k), out);
+                    k += 1;
+                }
+            }
+            _ = sleep_until_opt(hold) => {
+                hold = None;
+                close(control, reporter, clock.elapsed(), out);
                 k += 1;
             }
             _ = sleep_until_opt(end), if !ended => {
@@ -215,16 +248,49 @@ async fn drive(
             }
             _ = sleep_until_opt(drain_end), if !drained => {
                 drained = true;
-                eprintln!("tailguard: the drain limit passed: stopping");
-                stop(control);
+                crate::say("the drain limit passed: stopping");
+                stop(control, false);
             }
             _ = control.workers.finished() => return interrupted,
             _ = &mut ctrl_c, if !interrupted => {
                 interrupted = true;
-                eprintln!("tailguard: interrupted: finishing the requests in flight");
-                stop(control);
+                crate::say("interrupted: finishing the requests in flight");
+                stop(control, false);
             }
         }
+        if reporter.output_closed && !interrupted {
+            // Nobody reads the report any more (`| head`): stop sending, quietly.
+            interrupted = true;
+            stop(control, true);
+        }
+    }
+}
+
+/// Closes the interval ending at `now`.
+fn close(control: &Control, reporter: &mut Reporter, now: Duration, out: &mut dyn Write) {
+    let dispatched = match (&control.pacer, &control.closed) {
+        (Some(p), _) => p.released.load(Ordering::Relaxed),
+        (None, Some(c)) => c.dispatched(),
+        (None, None) => 0,
+    };
+    let end = IntervalEnd {
+        now,
+        dispatched,
+        last: false,
+    };
+    reporter.close_interval(end, out);
+}
+
+/// When the last request is due, as far as known before the run: the duration, or the
+/// schedule's time for the request count (an estimate for Poisson arrivals).
+fn expected_send_end(cfg: &Config) -> Option<Duration> {
+    let by_count = cfg
+        .total_requests
+        .filter(|_| cfg.open_loop())
+        .map(|n| Duration::from_secs_f64(n.saturating_sub(1) as f64 / cfg.rate));
+    match (cfg.duration, by_count) {
+        (Some(d), Some(c)) => Some(d.min(c)),
+        (d, c) => d.or(c),
     }
 }
 
@@ -235,7 +301,8 @@ async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
     }
 }
 
-fn stop(control: &Control) {
+/// Stops sending; `quiet` leaves out the count of what was not sent.
+fn stop(control: &Control, quiet: bool) {
     if let Some(p) = &control.pacer {
         p.stop.store(true, Ordering::Relaxed);
     }
@@ -250,8 +317,8 @@ fn stop(control: &Control) {
             unsent += 1;
         }
     }
-    if unsent > 0 {
-        eprintln!("tailguard: {unsent} scheduled requests were not sent");
+    if unsent > 0 && !quiet {
+        crate::say(&format!("{unsent} scheduled requests were not sent"));
     }
 }
 
@@ -297,7 +364,7 @@ async fn preflight(cfg: &Config) -> Result<(), LoadError> {
             cause: r.cause,
         })?;
     for note in notes {
-        eprintln!("tailguard: {note}");
+        crate::say(&note);
     }
     Ok(())
 }
@@ -327,7 +394,7 @@ async fn start_metrics(cfg: &Config) -> Result<Option<Arc<Metrics>>, LoadError> 
             path: format!("metrics address {addr}"),
             reason: e.to_string(),
         })?;
-    eprintln!("# metrics at http://{bound}/metrics");
+    let _ = writeln!(std::io::stderr(), "# metrics at http://{bound}/metrics");
     Ok(Some(m))
 }
 
@@ -374,39 +441,84 @@ fn summarize(
     }
 }
 
+/// Where the JSON summary goes, opened before the run.
+enum JsonOut {
+    Stdout,
+    File(std::path::PathBuf, std::fs::File),
+}
+
+/// Opens `--json`'s file for writing (created if missing, emptied only when the summary is
+/// written), so an unwritable path stops the run before it starts.
+fn open_json(cfg: &Config) -> Result<Option<JsonOut>, LoadError> {
+    let Some(path) = &cfg.json else {
+        return Ok(None);
+    };
+    if path.as_os_str() == "-" {
+        return Ok(Some(JsonOut::Stdout));
+    }
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| LoadError::Output {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+    Ok(Some(JsonOut::File(path.clone(), file)))
+}
+
+/// How the run ended, and what is left to write.
+struct Ending {
+    interrupted: bool,
+    output_closed: bool,
+    json: Option<JsonOut>,
+}
+
 fn finish(
     cfg: &Config,
     summary: RunSummary,
-    interrupted: bool,
+    ends: Ending,
     out: &mut dyn Write,
 ) -> Result<Report, LoadError> {
     let verdicts: Vec<Verdict> = cfg.slo.iter().map(|o| o.judge(&summary)).collect();
-    if cfg.final_report {
-        let _ = write!(out, "{}", text::final_report(&summary, cfg.unit));
+    if !ends.output_closed {
+        if cfg.final_report {
+            let _ = write!(out, "{}", text::final_report(&summary, cfg.unit));
+        }
+        for v in &verdicts {
+            let word = if v.met { "met" } else { "MISSED" };
+            let _ = writeln!(out, "# SLO {}: {word} (actual {})", v.objective, v.actual);
+        }
+        let _ = out.flush();
     }
-    for v in &verdicts {
-        let word = if v.met { "met" } else { "MISSED" };
-        let _ = writeln!(out, "# SLO {}: {word} (actual {})", v.objective, v.actual);
-    }
-    if let Some(path) = &cfg.json {
-        write_json(path, &summary)?;
+    if let Some(json) = ends.json {
+        write_json(json, &summary)?;
     }
     Ok(Report {
         summary,
         verdicts,
-        interrupted,
+        interrupted: ends.interrupted,
+        output_closed: ends.output_closed,
     })
 }
 
-fn write_json(path: &std::path::Path, summary: &RunSummary) -> Result<(), LoadError> {
-    let text = serde_json::to_string_pretty(summary).expect("summaries always serialize");
-    let result = if path.as_os_str() == "-" {
-        writeln!(std::io::stdout(), "{text}")
-    } else {
-        std::fs::write(path, text + "\n")
-    };
-    result.map_err(|e| LoadError::Output {
-        path: path.display().to_string(),
-        reason: e.to_string(),
-    })
+fn write_json(json: JsonOut, summary: &RunSummary) -> Result<(), LoadError> {
+    use std::io::Seek as _;
+    let text = serde_json::to_string_pretty(summary).expect("summaries always serialize") + "\n";
+    match json {
+        // A closed stdout is the reader's choice (`| head`), not an error.
+        JsonOut::Stdout => {
+            let _ = std::io::stdout().write_all(text.as_bytes());
+            Ok(())
+        }
+        JsonOut::File(path, mut file) => file
+            .set_len(0)
+            .and_then(|_| file.rewind())
+            .and_then(|_| file.write_all(text.as_bytes()))
+            .map_err(|e| LoadError::Output {
+                path: path.display().to_string(),
+                reason: e.to_string(),
+            }),
+    }
 }

@@ -15,11 +15,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tailguard_record::{Classifier, ErrorKind, Outcome, Record, Stats};
 
-/// One request to send: its index in the run and when it was due.
+/// One request to send: its index in the run, when it was due, and when the pacer released it
+/// (later than due when the pacer ran behind).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Job {
     pub index: u64,
     pub scheduled: Duration,
+    pub released: Duration,
 }
 
 /// What every worker of a run shares, read-only.
@@ -52,6 +54,18 @@ impl ClosedLoop {
             pace,
             ..Self::default()
         }
+    }
+
+    /// Requests handed out so far.
+    pub(crate) fn dispatched(&self) -> u64 {
+        let next = self.next.load(Ordering::Relaxed);
+        self.total.map_or(next, |n| next.min(n))
+    }
+
+    /// True once every request of a `--total-requests` run has been handed out.
+    pub(crate) fn exhausted(&self) -> bool {
+        self.total
+            .is_some_and(|n| self.next.load(Ordering::Relaxed) >= n)
     }
 
     fn take(&self) -> Option<u64> {
@@ -149,7 +163,12 @@ impl Worker {
             }
             let Some(index) = ctl.take() else { break };
             let scheduled = self.shared.clock.elapsed();
-            self.execute(Job { index, scheduled }, scheduled).await;
+            let job = Job {
+                index,
+                scheduled,
+                released: scheduled,
+            };
+            self.execute(job, scheduled).await;
         }
     }
 
@@ -165,10 +184,12 @@ impl Worker {
             hook(&record);
         }
         let classifier = self.shared.classifier;
-        self.stats
-            .lock()
-            .expect("stats lock is never poisoned")
-            .record(&record, classifier);
+        let mut stats = self.stats.lock().expect("stats lock is never poisoned");
+        stats.record(&record, classifier);
+        // Picked up late: every worker was busy when it was released (the concurrency cap).
+        if start.saturating_sub(job.released) > tailguard_record::LATE_AFTER {
+            stats.queued += 1;
+        }
     }
 
     async fn attempt(&mut self, t: usize, scheduled: Duration, start: Duration) -> Record {

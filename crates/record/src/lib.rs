@@ -43,7 +43,7 @@ mod stats;
 mod summary;
 
 pub use outcome::{Class, Classifier, ErrorKind, Outcome};
-pub use stats::Stats;
+pub use stats::{Stats, LATE_AFTER};
 pub use summary::{IntervalSummary, RunSummary, Totals};
 
 use std::time::Duration;

@@ -33,6 +33,9 @@ pub struct Stats {
     pub failed: u64,
     /// Requests sent more than [`LATE_AFTER`] after their schedule.
     pub late: u64,
+    /// Requests that waited more than [`LATE_AFTER`] for a free worker after they were due
+    /// (every worker busy: the `--concurrency` cap); the worker adds these, not [`record`](Self::record).
+    pub queued: u64,
     /// Response body bytes.
     pub bytes: u64,
     /// The latest actual send time of any request, on the run's clock.
@@ -59,6 +62,7 @@ impl Stats {
             bad: 0,
             failed: 0,
             late: 0,
+            queued: 0,
             bytes: 0,
             last_sent: Duration::ZERO,
             status: vec![0; STATUS_SLOTS],
@@ -128,6 +132,7 @@ impl Stats {
         self.bad += other.bad;
         self.failed += other.failed;
         self.late += other.late;
+        self.queued += other.queued;
         self.bytes += other.bytes;
         self.last_sent = self.last_sent.max(other.last_sent);
         for (a, b) in self.status.iter_mut().zip(&other.status) {
@@ -157,6 +162,7 @@ impl Stats {
         self.service.reset();
         self.send_lag.reset();
         (self.good, self.bad, self.failed, self.late, self.bytes) = (0, 0, 0, 0, 0);
+        self.queued = 0;
         self.status.iter_mut().for_each(|c| *c = 0);
         self.errors = [0; ErrorKind::ALL.len()];
         self.per_target.iter_mut().for_each(|c| *c = 0);

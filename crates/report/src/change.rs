@@ -1,9 +1,20 @@
 //! The change marker: does this interval's p99 stand out from the recent ones?
 //!
-//! Rule: the baseline is the median p99 of the last five intervals that had responses. An
+//! Rule: the baseline is the median p99 of the last five intervals that had responses (the
+//! lower of the two middle values when there are four or two). An
 //! interval whose p99 is at least twice the baseline gets one `+` per doubling (`+` at 2x,
 //! `++` at 4x, `+++` at 8x, at most five); at most half the baseline, one `-` per halving. No
-//! marker until three earlier intervals exist, and none for an interval without responses.
+//! marker until three earlier intervals exist. Values under 1 ms count as 1 ms: below that, a
+//! p99 of a few hundred samples moves by 2x with the scheduler's noise on a busy machine, and a
+//! marker would flag nothing. The first interval counts for the warm-up, but leaves the
+//! baseline once two others are in it: it carries the connections' set-up.
+//!
+//! A gap, an interval in which requests were due or in flight but none completed, counts as
+//! history for the warm-up and is marked itself: nothing completed faster than the interval, so
+//! its p99 is at least its length. It does not enter the baseline (a stall would otherwise make
+//! the normal intervals after it read as drops). So a stall early in a run still has its first
+//! completions marked, and the normal interval after them is not. An idle interval (nothing
+//! due, nothing in flight) is neither marked nor counted.
 //!
 //! slow_cooker compares the p99 with the mean of the last five p99s, zero-filled, on a log10
 //! scale, so its first intervals always print `+` and a 5x slowdown prints nothing. A median
@@ -13,12 +24,14 @@
 //! ```
 //! use tailguard_report::ChangeMarker;
 //! let mut m = ChangeMarker::new();
-//! for p99 in [1_000, 1_100, 900] {
-//!     assert_eq!(m.observe(Some(p99)), ""); // warming up
+//! for p99 in [30_000, 5_000, 5_500, 4_500] {
+//!     assert_eq!(m.observe(Some(p99)), ""); // warming up; the first is set-up
 //! }
-//! assert_eq!(m.observe(Some(1_050)), "");
-//! assert_eq!(m.observe(Some(9_000)), "+++");
-//! assert_eq!(m.observe(Some(240)), "--");
+//! assert_eq!(m.observe(Some(5_250)), "");
+//! assert_eq!(m.observe(Some(45_000)), "+++");
+//! assert_eq!(m.observe(Some(1_200)), "--");
+//! assert_eq!(m.observe(Some(300)), "--"); // 300µs counts as 1 ms
+//! assert_eq!(m.observe_gap(1_000_000), "+++++"); // nothing completed in a 1 s interval
 //! ```
 
 use std::collections::VecDeque;
@@ -26,11 +39,18 @@ use std::collections::VecDeque;
 const HISTORY: usize = 5;
 const WARM_UP: usize = 3;
 const MAX_MARKS: u32 = 5;
+/// Below this, differences are noise.
+const FLOOR_US: u64 = 1_000;
 
 /// Remembers recent p99s and marks intervals that depart from them.
 #[derive(Clone, Debug, Default)]
 pub struct ChangeMarker {
+    /// The last [`HISTORY`] p99s of intervals with responses.
     recent: VecDeque<u64>,
+    /// Intervals observed, gaps included (for the warm-up).
+    seen: usize,
+    /// The run's first interval is still in `recent`.
+    first_in_recent: bool,
 }
 
 impl ChangeMarker {
@@ -45,28 +65,47 @@ impl ChangeMarker {
         let Some(p99) = p99_us else {
             return String::new();
         };
-        let mark = if self.recent.len() >= WARM_UP {
+        let mark = if self.seen >= WARM_UP && !self.recent.is_empty() {
             mark(p99, self.baseline())
         } else {
             String::new()
         };
+        self.seen += 1;
+        // The set-up interval stands in for a baseline only until two others exist.
+        if self.first_in_recent && self.recent.len() >= 2 {
+            self.recent.pop_front();
+            self.first_in_recent = false;
+        }
         if self.recent.len() == HISTORY {
             self.recent.pop_front();
+        }
+        if self.seen == 1 {
+            self.first_in_recent = true;
         }
         self.recent.push_back(p99);
         mark
     }
 
+    /// Marks a gap of `length_us` (requests due or in flight, none completed) by its length, a
+    /// lower bound of its p99, against the baseline of the intervals with responses. Marked as
+    /// soon as one such interval exists; counted for the warm-up; not part of the baseline.
+    pub fn observe_gap(&mut self, length_us: u64) -> String {
+        self.seen += 1;
+        if self.recent.is_empty() {
+            return String::new();
+        }
+        mark(length_us, self.baseline())
+    }
+
     fn baseline(&self) -> u64 {
         let mut sorted: Vec<u64> = self.recent.iter().copied().collect();
         sorted.sort_unstable();
-        sorted[sorted.len() / 2]
+        sorted[(sorted.len() - 1) / 2]
     }
 }
 
 fn mark(p99: u64, baseline: u64) -> String {
-    // Floor both at 1 µs so a zero baseline does not divide by zero.
-    let ratio = p99.max(1) as f64 / baseline.max(1) as f64;
+    let ratio = p99.max(FLOOR_US) as f64 / baseline.max(FLOOR_US) as f64;
     let doublings = ratio.log2();
     let n = (doublings.abs().floor() as u32).min(MAX_MARKS) as usize;
     if doublings >= 1.0 {
@@ -90,8 +129,12 @@ mod tests {
             (2_000, 1_000, "+"),
             (4_000, 1_000, "++"),
             (1_000_000, 1_000, "+++++"),
-            (500, 1_000, "-"),
-            (0, 1_000, "-----"),
+            (5_000, 10_000, "-"),
+            (0, 40_000, "-----"),
+            // Under 1 ms is noise: 150µs against 900µs is no change, 200µs against 4ms is.
+            (150, 900, ""),
+            (900, 150, ""),
+            (200, 4_000, "--"),
         ];
         for (p99, base, want) in cases {
             assert_eq!(mark(p99, base), want, "{p99} vs {base}");
@@ -108,5 +151,37 @@ mod tests {
         assert_eq!(m.observe(Some(1_000)), "");
         assert_eq!(m.observe(None), "");
         assert_eq!(m.observe(Some(1_100)), "");
+    }
+
+    #[test]
+    fn a_stall_is_marked_then_forgotten() {
+        let mut m = ChangeMarker::new();
+        for p99 in [1_000, 1_000, 1_000, 1_000] {
+            m.observe(Some(p99));
+        }
+        // The stall: nothing completes for two 1 s intervals, then the stalled requests do.
+        assert_eq!(m.observe_gap(1_000_000), "+++++");
+        assert_eq!(m.observe_gap(1_000_000), "+++++");
+        assert_eq!(m.observe(Some(2_500_000)), "+++++");
+        assert_eq!(m.observe(Some(1_000)), "", "normal again is not a drop");
+        assert_eq!(m.observe(Some(1_100)), "");
+    }
+
+    #[test]
+    fn a_stall_in_the_warm_up_still_marks_its_completions() {
+        // One normal interval, a three-interval stall, then the stalled requests complete.
+        let mut m = ChangeMarker::new();
+        assert_eq!(m.observe(Some(1_000)), "");
+        for _ in 0..3 {
+            assert_eq!(m.observe_gap(1_000_000), "+++++");
+        }
+        assert_eq!(m.observe(Some(3_000_000)), "+++++");
+        assert_eq!(
+            m.observe(Some(1_000)),
+            "",
+            "the lower middle of [1ms, 3s] is 1ms"
+        );
+        // A gap before any response has nothing to compare with.
+        assert_eq!(ChangeMarker::new().observe_gap(1_000_000), "");
     }
 }

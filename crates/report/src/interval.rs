@@ -64,16 +64,25 @@ pub fn line(iv: &IntervalSummary, unit: Unit) -> String {
         None => ("-".to_string(), "-".to_string()),
     };
     let l = &t.latency_us;
+    // No timed request in the interval: no value, not a zero.
+    let timed = l.max > 0;
+    let value = |v: u64| {
+        if timed {
+            unit.format(v)
+        } else {
+            "-".to_string()
+        }
+    };
     let mut s = format!(
         "{:<20} {counts:>COUNTS$} {target:>8} {goal:>5} {:>5} {:>VALUE$} [",
         iv.timestamp,
         format!("{}s", trim_float(iv.duration_s)),
-        unit.format(l.min),
+        value(l.min),
     );
     for v in [l.p50, l.p95, l.p99, l.p999] {
-        let _ = write!(s, " {:>VALUE$}", unit.format(v));
+        let _ = write!(s, " {:>VALUE$}", value(v));
     }
-    let _ = write!(s, " ] {:>VALUE$} {}", unit.format(l.max), iv.change);
+    let _ = write!(s, " ] {:>VALUE$} {}", value(l.max), iv.change);
     s.trim_end().to_string()
 }
 
@@ -130,6 +139,18 @@ mod tests {
                 .map(|p| (p, pat.len()))
         };
         assert_eq!(col(&t, "["), col(&l, "["), "\n{t}\n{l}");
+    }
+
+    #[test]
+    fn an_interval_without_timed_requests_shows_dashes_not_zeros() {
+        let mut iv = interval(100, 0);
+        iv.totals.bad = 0;
+        iv.totals.latency_us = Percentiles::default();
+        iv.change = "+++++".into();
+        assert_eq!(
+            line(&iv, Unit::Auto),
+            "2026-11-22T17:10:00Z              0/0/2      100    0%   10s        - [        -        -        -        - ]        - +++++"
+        );
     }
 
     #[test]

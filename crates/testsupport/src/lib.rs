@@ -62,6 +62,30 @@ struct State {
     last_host: Mutex<Option<String>>,
 }
 
+/// A moment some time from now on the real clock, for bounded waits on real processes and
+/// sockets (poll until it passes, then fail).
+#[derive(Clone, Copy, Debug)]
+pub struct Deadline(Instant);
+
+impl Deadline {
+    /// `wait` from now.
+    #[allow(clippy::disallowed_methods)] // a real child process runs on the real clock
+    pub fn after(wait: Duration) -> Self {
+        Self(Instant::now() + wait)
+    }
+
+    /// What is left until the deadline (zero once passed).
+    #[allow(clippy::disallowed_methods)] // as above
+    pub fn left(self) -> Duration {
+        self.0.saturating_duration_since(Instant::now())
+    }
+
+    /// True once the deadline has passed.
+    pub fn passed(self) -> bool {
+        self.left().is_zero()
+    }
+}
+
 impl TestServer {
     /// A server answering `200 ok` at once, until configured otherwise.
     pub fn builder() -> Builder {

@@ -12,7 +12,8 @@ use tailguard_report::Unit;
 
 const AFTER_HELP: &str = "\
 Scenarios: add-steps (seed 000), slow-middle (seed 002), overhead (seed 003), nagle (seed 001),
-gc-pause (seed 004), or a scenario file in the `tailguard sim` format.
+gc-pause (seed 004), herd (sim's scale scenario, beyond one machine live), or a scenario file in
+the `tailguard sim` format.
 Each arm runs in turn on a fresh fleet on 127.0.0.1; an arm that is plain round robin runs in the
 load generator itself (the baseline), any other arm through a tailguard proxy.
 Example: tailguard bench add-steps --duration 30s --html add-steps.html
@@ -72,6 +73,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let name = args.name.clone().unwrap_or_default();
+    for path in [&args.json, &args.html].into_iter().flatten() {
+        super::check_writable(path)?;
+    }
     let opts = Options {
         arms: (!args.arms.is_empty()).then(|| args.arms.clone()),
         duration: args.duration,

@@ -40,10 +40,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         stop: Arc::new(AtomicBool::new(false)),
         ..Options::default()
     };
-    let report = super::bench::execute("add-steps", &opts)?;
     let html = args
         .html
         .unwrap_or_else(|| std::env::temp_dir().join("tailguard-demo.html"));
+    for path in [Some(&html), args.json.as_ref()].into_iter().flatten() {
+        super::check_writable(path)?;
+    }
+    let report = super::bench::execute("add-steps", &opts)?;
     super::bench::write_outputs(&report, args.json.as_deref(), Some(&html))?;
     println!("# HTML report: {}", html.display());
     println!(

@@ -1,6 +1,6 @@
 //! `tailguard load`: parse flags into a [`tailguard_load::Config`] and run it.
 
-use super::{EXIT_FAILED, EXIT_SLO};
+use super::{EXIT_FAILED, EXIT_PIPE, EXIT_SLO};
 use anyhow::{bail, Context};
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Method};
@@ -109,7 +109,8 @@ pub struct Args {
 const EXIT_CODES: &str =
     "Exit status: 0 done (every --slo objective met); 1 an --slo objective missed; \
 2 bad input (flag, URL, file); 3 the target cannot be served (the pre-flight request failed, \
-or every request failed); 130 interrupted by Ctrl-C.";
+or every request failed); 130 interrupted by Ctrl-C; 141 the report's reader went away \
+(a closed pipe: sending stops quietly).";
 
 /// Runs `tailguard load`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -123,22 +124,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let report = match result {
         Ok(report) => report,
         Err(err @ LoadError::Preflight { .. }) => {
-            eprintln!("tailguard: error: {err}");
+            super::say(&format!("error: {err}"));
             return Ok(ExitCode::from(EXIT_FAILED));
         }
         Err(err) => return Err(err.into()),
     };
     let totals = &report.summary.totals;
-    Ok(if report.interrupted {
+    Ok(if report.output_closed {
+        // The reader went away (`| head`): what `yes | head` reports, without a word.
+        ExitCode::from(EXIT_PIPE)
+    } else if report.interrupted {
         ExitCode::from(130)
     } else if totals.requests > 0 && totals.good + totals.bad == 0 {
-        eprintln!(
-            "tailguard: every request failed ({})",
+        super::say(&format!(
+            "every request failed ({})",
             top_errors(&totals.errors)
-        );
+        ));
         ExitCode::from(EXIT_FAILED)
     } else if !report.slo_met() {
-        eprintln!("tailguard: an objective was missed");
+        super::say("an objective was missed");
         ExitCode::from(EXIT_SLO)
     } else {
         ExitCode::SUCCESS

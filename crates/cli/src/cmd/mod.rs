@@ -16,6 +16,29 @@ pub const EXIT_USAGE: u8 = 2;
 /// every request of the run failed (no response at all).
 pub const EXIT_FAILED: u8 = 3;
 
+/// Exit status when the report's reader went away (a closed pipe): 128 + SIGPIPE, what a
+/// process killed by SIGPIPE reports in a shell.
+pub const EXIT_PIPE: u8 = 141;
+
+/// Writes `tailguard: {line}` to stderr; a closed stderr (`2>&1 | head`) is no reason to panic.
+pub fn say(line: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "tailguard: {line}");
+}
+
+/// Checks before a long run that `path` can be written (creating it when missing, leaving an
+/// existing file as it is), so a typo does not cost the run.
+pub fn check_writable(path: &std::path::Path) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map(drop)
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
 /// The most runtime threads a verb accepts: far beyond any useful count, far below what makes
 /// the OS refuse to create them (which aborts the runtime).
 pub const MAX_THREADS: usize = 1024;
