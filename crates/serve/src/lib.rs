@@ -94,6 +94,9 @@ pub struct ServeOptions {
     pub listen: SocketAddr,
     /// Control endpoint address; `None` for none.
     pub control: Option<SocketAddr>,
+    /// When the control address is taken (another `serve` holds it), take any free port on the
+    /// same host instead of failing. For the default address; an address given is kept to.
+    pub control_fallback: bool,
     /// Nagle demo: TCP_NODELAY off and responses written in two parts (seed 001).
     pub nagle: bool,
     /// Honour `?delay=`, `?status=` and friends.
@@ -108,6 +111,7 @@ impl ServeOptions {
             fleet,
             listen: SocketAddr::from(([127, 0, 0, 1], 9000)),
             control: Some(SocketAddr::from(([127, 0, 0, 1], 9900))),
+            control_fallback: false,
             nagle: false,
             overrides: false,
         }
@@ -184,7 +188,7 @@ impl Drop for Running {
 pub async fn start(options: ServeOptions) -> Result<Running, ServeError> {
     let listeners = bind_all(&options).await?;
     let control = match options.control {
-        Some(addr) => Some(bind_control(addr).await?),
+        Some(addr) => Some(bind_control(addr, options.control_fallback).await?),
         None => None,
     };
     let shared = Shared {
@@ -224,9 +228,17 @@ pub async fn start(options: ServeOptions) -> Result<Running, ServeError> {
 
 async fn bind_control(
     addr: SocketAddr,
+    fallback: bool,
 ) -> Result<(tokio::net::TcpListener, SocketAddr), ServeError> {
     let error = |source| ServeError::Control { addr, source };
-    let listener = tailguard_http::tcp::bind(addr).await.map_err(error)?;
+    let listener = match tailguard_http::tcp::bind(addr).await {
+        Err(e) if fallback && e.kind() == std::io::ErrorKind::AddrInUse => {
+            tailguard_http::tcp::bind(SocketAddr::new(addr.ip(), 0))
+                .await
+                .map_err(error)?
+        }
+        other => other.map_err(error)?,
+    };
     let bound = listener.local_addr().map_err(error)?;
     Ok((listener, bound))
 }

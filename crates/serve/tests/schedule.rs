@@ -141,3 +141,30 @@ async fn metrics_count_requests_per_backend() {
     assert_eq!(kind, "text/plain; version=0.0.4; charset=utf-8");
     tailguard_testsupport::promtool::assert_clean(&text);
 }
+
+#[tokio::test]
+async fn a_taken_default_control_port_falls_back_and_a_given_one_fails() {
+    const ONE: &str = "backends:\n  - name: a\n";
+    let first = serve(ONE).await;
+    let taken = first.control().expect("control endpoint");
+    // A second serve on the default address (the user gave none) takes any free port.
+    let second = common::serve_with(ONE, |o| {
+        o.control = Some(taken);
+        o.control_fallback = true;
+    })
+    .await;
+    let moved = second.control().expect("control endpoint");
+    assert_ne!(moved.port(), taken.port());
+    assert_eq!(moved.ip(), taken.ip());
+    assert!(control_get(&second, "/backends/0").await["name"] == "a");
+    // An address the user gave is kept to: taken is an error naming it.
+    let fleet = tailguard_fleet::Fleet::from_yaml_str(ONE, "test").unwrap();
+    let mut options = tailguard_serve::ServeOptions::new(fleet);
+    options.listen = "127.0.0.1:0".parse().unwrap();
+    options.control = Some(taken);
+    let err = tailguard_serve::start(options)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(&taken.to_string()), "{err}");
+}

@@ -21,9 +21,10 @@ pub struct Args {
     /// Address of the first backend; the others take the next ports (port 0: any free port).
     #[arg(long, default_value = "127.0.0.1:9000")]
     listen: SocketAddr,
-    /// Address of the control and metrics endpoint.
-    #[arg(long, default_value = "127.0.0.1:9900")]
-    control: SocketAddr,
+    /// Address of the control and metrics endpoint [default: 127.0.0.1:9900, or any free port
+    /// when another serve holds it; the address is printed at start].
+    #[arg(long)]
+    control: Option<SocketAddr>,
     /// Run without a control endpoint.
     #[arg(long, conflicts_with = "control")]
     no_control: bool,
@@ -78,7 +79,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let mut options = tailguard_serve::ServeOptions::new(fleet);
     options.listen = args.listen;
-    options.control = (!args.no_control).then_some(args.control);
+    options.control_fallback = args.control.is_none();
+    options.control = (!args.no_control).then(|| {
+        args.control
+            .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 9900)))
+    });
     options.nagle = args.nagle;
     options.overrides = args.overrides;
     tailguard_serve::run(options, args.threads)?;
