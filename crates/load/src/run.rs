@@ -83,7 +83,10 @@ impl Report {
 pub fn run(cfg: Config, out: &mut dyn Write) -> Result<Report, LoadError> {
     cfg.validate()?;
     let threads = match cfg.threads {
-        0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
+        0 => default_threads(
+            &cfg.targets,
+            std::thread::available_parallelism().map_or(2, |n| n.get()),
+        ),
         n => n,
     }
     .clamp(1, cfg.concurrency.max(1));
@@ -92,6 +95,19 @@ pub fn run(cfg: Config, out: &mut dyn Write) -> Result<Report, LoadError> {
         .enable_all()
         .build()?;
     rt.block_on(run_async(cfg, threads, out))
+}
+
+/// Worker threads when `--threads` is not given: every core for remote targets; half of them
+/// when every target is on this machine, whose server needs the other half. On 2 cores against
+/// a one-worker nginx on loopback, `-r 0 -c 50` made 114k req/s on one thread and 88k on two
+/// (medians of three interleaved 5 s runs).
+fn default_threads(targets: &[crate::Target], cores: usize) -> usize {
+    let local = targets.iter().all(|t| t.addr.ip().is_loopback());
+    if local {
+        (cores / 2).max(1)
+    } else {
+        cores.max(1)
+    }
 }
 
 async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<Report, LoadError> {
@@ -520,5 +536,23 @@ fn write_json(json: JsonOut, summary: &RunSummary) -> Result<(), LoadError> {
                 path: path.display().to_string(),
                 reason: e.to_string(),
             }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Target;
+
+    #[test]
+    fn local_targets_leave_half_the_cores_to_the_server() {
+        let local = [Target::parse("http://127.0.0.1:9/").unwrap()];
+        assert_eq!(default_threads(&local, 2), 1);
+        assert_eq!(default_threads(&local, 8), 4);
+        assert_eq!(default_threads(&local, 1), 1);
+        let mut remote = Target::parse("http://127.0.0.1:9/").unwrap();
+        remote.addr = "192.0.2.1:80".parse().unwrap(); // never dialled
+        assert_eq!(default_threads(&[remote.clone()], 2), 2);
+        assert_eq!(default_threads(&[local[0].clone(), remote], 8), 8);
     }
 }

@@ -86,7 +86,8 @@ pub struct Args {
     /// Latency unit in reports: auto, us, ms or s.
     #[arg(long, default_value = "auto")]
     unit: Unit,
-    /// Runtime threads (default 0: one per core; at most 1024).
+    /// Runtime threads (default 0: one per core, or half the cores when every target is on this
+    /// machine and its server needs the rest; at most 1024).
     #[arg(long, default_value_t = 0, value_parser = super::parse_threads_or_auto)]
     threads: usize,
     /// Write the run summary as JSON to PATH (- for stdout; the text report then goes to stderr).
