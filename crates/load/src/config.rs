@@ -89,6 +89,8 @@ pub struct Config {
     pub quiet: bool,
     /// Print the final report (a caller with its own, such as `tailguard bench`, turns it off).
     pub final_report: bool,
+    /// Make this gRPC call instead of an HTTP request (HTTP/2 only; the URLs name the servers).
+    pub grpc: Option<crate::grpc::GrpcCall>,
     /// Send one uncounted request per target before the run, and refuse to start when it
     /// shows the run cannot succeed (on by default).
     pub preflight: bool,
@@ -136,6 +138,12 @@ pub enum ConfigError {
     /// A zero timeout.
     #[error("--timeout must be longer than zero")]
     ZeroTimeout,
+    /// gRPC over HTTP/1.1.
+    #[error("gRPC needs HTTP/2: drop --http1")]
+    GrpcOverHttp1,
+    /// A gRPC URL with a path: the call names the path.
+    #[error("a gRPC URL names only the server ({0:?} has a path); the method is --call")]
+    GrpcPath(String),
     /// A worker interval given for an open-loop run, where the schedule already sets the pace.
     #[error("--closed-interval applies to closed loop only (--rate 0)")]
     IntervalWithRate,
@@ -175,6 +183,7 @@ impl Config {
             quiet: false,
             final_report: true,
             preflight: true,
+            grpc: None,
             on_record: None,
         }
     }
@@ -204,6 +213,14 @@ impl Config {
         }
         if self.timeout.is_zero() {
             return Err(ConfigError::ZeroTimeout);
+        }
+        if self.grpc.is_some() {
+            if self.protocol == Protocol::Http1 {
+                return Err(ConfigError::GrpcOverHttp1);
+            }
+            if let Some(t) = self.targets.iter().find(|t| t.path.as_str() != "/") {
+                return Err(ConfigError::GrpcPath(t.url.clone()));
+            }
         }
         if self.closed_interval.is_some() && self.open_loop() {
             return Err(ConfigError::IntervalWithRate);

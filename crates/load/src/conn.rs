@@ -23,7 +23,7 @@ use std::error::Error as _;
 use std::future::Future;
 use std::pin::Pin;
 use tailguard_http::{tcp, Nagle};
-use tailguard_record::ErrorKind;
+use tailguard_record::{ErrorKind, Outcome};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 /// The request body type of every request the generator sends.
@@ -31,7 +31,8 @@ pub(crate) type ReqBody = Full<Bytes>;
 
 /// What a completed exchange gives back.
 pub(crate) struct Reply {
-    pub status: u16,
+    /// The HTTP status, or for a gRPC call answered with HTTP 200, its `grpc-status`.
+    pub outcome: Outcome,
     /// Body bytes read.
     pub bytes: u64,
     /// The response's header map, emptied: the next request reuses its memory (hyper encodes a
@@ -63,12 +64,22 @@ impl Conn {
         }
     }
 
-    /// Sends a request and reads the whole response: its status and body length.
-    pub(crate) async fn exchange(&mut self, req: Request<ReqBody>) -> Result<Reply, ErrorKind> {
-        match self {
-            Conn::H1(s) => read_response(s.send_request(req)).await,
-            Conn::H2(s) => read_response(s.send_request(req)).await,
-        }
+    /// Sends a request and reads the whole response: its status (with `grpc`, the gRPC
+    /// status of an HTTP 200) and body length.
+    pub(crate) async fn exchange(
+        &mut self,
+        req: Request<ReqBody>,
+        grpc: bool,
+    ) -> Result<Reply, ErrorKind> {
+        let head = match self {
+            Conn::H1(s) => s.send_request(req).await,
+            Conn::H2(s) => s.send_request(req).await,
+        };
+        let response = head.map_err(|e| classify(&e))?;
+        read_reply(response, grpc).await.map_err(|e| match e {
+            ReadError::Http(e) => classify(&e),
+            ReadError::NoGrpcStatus => ErrorKind::Protocol,
+        })
     }
 
     /// A second handle on the same HTTP/2 connection (HTTP/1.1 connections are not shared).
@@ -80,26 +91,60 @@ impl Conn {
     }
 }
 
-async fn read_response(
-    head: impl Future<Output = hyper::Result<Response<Incoming>>>,
-) -> Result<Reply, ErrorKind> {
-    let (parts, mut body) = head.await.map_err(|e| classify(&e))?.into_parts();
+/// Why a response could not be read to its end.
+#[derive(Debug)]
+pub(crate) enum ReadError {
+    /// The connection or stream failed.
+    Http(hyper::Error),
+    /// A gRPC call answered HTTP 200 without a `grpc-status`: not a gRPC server.
+    NoGrpcStatus,
+}
+
+/// Reads a response to its end: body length, and for a gRPC call the status from the trailers
+/// (or from the headers of a trailers-only answer).
+pub(crate) async fn read_reply(
+    response: Response<Incoming>,
+    grpc: bool,
+) -> Result<Reply, ReadError> {
+    let (parts, mut body) = response.into_parts();
     let mut spare = parts.headers;
+    let http_status = parts.status.as_u16();
+    let mut grpc_status = (grpc && http_status == 200)
+        .then(|| grpc_code(&spare))
+        .flatten();
     // Header values point into the connection's read buffer: release them now, not when the
     // next request is built.
     spare.clear();
     let mut bytes = 0u64;
     while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| classify(&e))?;
+        let frame = frame.map_err(ReadError::Http)?;
         if let Some(data) = frame.data_ref() {
             bytes += data.len() as u64;
+        } else if let Some(trailers) = frame.trailers_ref() {
+            grpc_status = grpc_status.or_else(|| grpc_code(trailers));
         }
     }
+    let outcome = match (grpc && http_status == 200, grpc_status) {
+        (false, _) => Outcome::Status(http_status),
+        (true, Some(code)) => Outcome::Grpc(code),
+        (true, None) => return Err(ReadError::NoGrpcStatus),
+    };
     Ok(Reply {
-        status: parts.status.as_u16(),
+        outcome,
         bytes,
         spare,
     })
+}
+
+/// The `grpc-status` in `headers`, if any (an unparsable one reads as UNKNOWN, 2).
+fn grpc_code(headers: &HeaderMap) -> Option<u8> {
+    let value = headers.get("grpc-status")?;
+    Some(
+        std::str::from_utf8(value.as_bytes())
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(2),
+    )
 }
 
 /// Request bodies up to this size are copied into hyper's write buffer, so an HTTP/1.1

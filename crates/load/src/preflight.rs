@@ -8,11 +8,11 @@
 //! measurable); a request that times out is a note, not a stop (a slow server is a result).
 
 use crate::config::{Config, Protocol};
-use crate::conn::{classify, Conn, Connector, DialError};
+use crate::conn::{classify, read_reply, Conn, Connector, DialError, ReadError};
 use crate::request::Template;
 use crate::target::Target;
 use std::time::Duration;
-use tailguard_record::ErrorKind;
+use tailguard_record::{grpc_name, ErrorKind, Outcome};
 
 /// How many times a failure that may be transient is tried before the run is refused.
 const ATTEMPTS: usize = 3;
@@ -27,7 +27,8 @@ pub(crate) struct Refusal {
 }
 
 /// Sends one request to every target; returns the notes worth printing (a 4xx or 5xx answer, a
-/// slow first response), or the first target that cannot be served.
+/// gRPC status other than OK, a slow first response), or the first target that cannot be
+/// served (for gRPC also: not a gRPC server, or a method it does not implement).
 pub(crate) async fn check(cfg: &Config) -> Result<Vec<String>, Refusal> {
     let any_tls = cfg.targets.iter().any(|t| t.tls);
     let connector = Connector::new(cfg.protocol, cfg.insecure, any_tls, cfg.body.len());
@@ -39,12 +40,13 @@ pub(crate) async fn check(cfg: &Config) -> Result<Vec<String>, Refusal> {
         };
         let template = Template::new(cfg, target).map_err(refuse)?;
         let mut last = None;
+        let grpc = cfg.grpc.as_ref().map(|c| c.method.as_str());
         for _ in 0..ATTEMPTS {
-            match once(&connector, target, &template, cfg.timeout).await {
-                Ok(status) => {
-                    if status >= 400 {
+            match once(&connector, target, &template, cfg.timeout, grpc.is_some()).await {
+                Ok(outcome) => {
+                    if let Some(note) = judge(outcome, grpc).map_err(refuse)? {
                         notes.push(format!(
-                            "note: the pre-flight request to {} was answered {status}; running anyway",
+                            "note: the pre-flight request to {} was answered {note}; running anyway",
                             target.url
                         ));
                     }
@@ -81,12 +83,29 @@ enum Failure {
     SlowAnswer,
 }
 
+/// What an answer means for the run: fine (`None`), worth a note, or a refusal.
+fn judge(outcome: Outcome, grpc: Option<&str>) -> Result<Option<String>, String> {
+    match (outcome, grpc) {
+        (Outcome::Status(s), Some(_)) if (400..500).contains(&s) => Err(format!(
+            "HTTP {s} to a gRPC call: is it a gRPC server? (gRPC answers HTTP 200)"
+        )),
+        (Outcome::Grpc(12), Some(method)) => Err(format!(
+            "the server does not implement {method} (UNIMPLEMENTED); --call names another method"
+        )),
+        (Outcome::Grpc(0), _) => Ok(None),
+        (Outcome::Grpc(code), _) => Ok(Some(grpc_name(code).to_string())),
+        (Outcome::Status(s), _) if s >= 400 => Ok(Some(s.to_string())),
+        _ => Ok(None),
+    }
+}
+
 async fn once(
     connector: &Connector,
     target: &Target,
     template: &Template,
     timeout: Duration,
-) -> Result<u16, Failure> {
+    grpc: bool,
+) -> Result<Outcome, Failure> {
     let mut conn = match tokio::time::timeout(timeout, connector.dial(target)).await {
         Ok(Ok(conn)) => conn,
         Ok(Err(e)) => return Err(explain_dial(&e, target, connector.protocol())),
@@ -97,27 +116,34 @@ async fn once(
             )))
         }
     };
+    let h2 = conn.is_h2();
     let exchange = async {
         conn.ready().await.map_err(|_| None)?;
-        let h2 = conn.is_h2();
         match &mut conn {
             Conn::H1(s) => s.send_request(template.build(h2, None)).await,
             Conn::H2(s) => s.send_request(template.build(h2, None)).await,
         }
         .map_err(Some)
     };
-    let response = match tokio::time::timeout(timeout, exchange).await {
+    let reply = match tokio::time::timeout(timeout, exchange).await {
         Err(_) => return Err(Failure::SlowAnswer),
-        Ok(Ok(response)) => response,
+        Ok(Ok(response)) => tokio::time::timeout(timeout, read_reply(response, grpc)).await,
         Ok(Err(None)) => {
             return Err(Failure::Transient(closed(
                 "before the request could be sent",
                 target,
             )))
         }
-        Ok(Err(Some(e))) => return Err(explain_exchange(&e, target, conn.is_h2())),
+        Ok(Err(Some(e))) => return Err(explain_exchange(&e, target, h2)),
     };
-    Ok(response.status().as_u16())
+    match reply {
+        Err(_) => Err(Failure::SlowAnswer),
+        Ok(Ok(reply)) => Ok(reply.outcome),
+        Ok(Err(ReadError::Http(e))) => Err(explain_exchange(&e, target, h2)),
+        Ok(Err(ReadError::NoGrpcStatus)) => Err(Failure::Fatal(
+            "HTTP 200 without a grpc-status: not a gRPC server".into(),
+        )),
+    }
 }
 
 fn explain_dial(e: &DialError, target: &Target, protocol: Protocol) -> Failure {

@@ -4,7 +4,7 @@ use crate::config::Config;
 use crate::conn::ReqBody;
 use crate::target::Target;
 use bytes::Bytes;
-use http::header::{HeaderValue, HOST, USER_AGENT};
+use http::header::{HeaderValue, CONTENT_TYPE, HOST, TE, USER_AGENT};
 use http::{HeaderMap, Method, Request, Uri, Version};
 use http_body_util::Full;
 
@@ -33,14 +33,23 @@ impl Template {
             Some(h) => h.parse().map_err(|_| format!("bad host {h:?}"))?,
             None => target.authority.clone(),
         };
+        // A gRPC call's path is its method; the URL names only the server.
+        let path = match &cfg.grpc {
+            Some(call) => call.path.clone(),
+            None => target.path.clone(),
+        };
         let absolute = Uri::builder()
             .scheme(if target.tls { "https" } else { "http" })
             .authority(authority)
-            .path_and_query(target.path.clone())
+            .path_and_query(path.clone())
             .build()
             .map_err(|e| e.to_string())?;
-        let origin_form = Uri::from(target.path.clone());
+        let origin_form = Uri::from(path);
         let mut h2_headers = cfg.headers.clone();
+        if cfg.grpc.is_some() {
+            h2_headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+            h2_headers.insert(TE, HeaderValue::from_static("trailers"));
+        }
         if !h2_headers.contains_key(USER_AGENT) {
             h2_headers.insert(USER_AGENT, HeaderValue::from_static(crate::USER_AGENT));
         }
@@ -51,12 +60,19 @@ impl Template {
         h1_headers.insert(HOST, host);
         h2_headers.remove(HOST);
         Ok(Template {
-            method: cfg.method.clone(),
+            method: if cfg.grpc.is_some() {
+                Method::POST
+            } else {
+                cfg.method.clone()
+            },
             origin_form,
             absolute,
             h1_headers,
             h2_headers,
-            body: cfg.body.clone(),
+            body: cfg
+                .grpc
+                .as_ref()
+                .map_or(cfg.body.clone(), |c| c.body.clone()),
         })
     }
 

@@ -80,8 +80,11 @@ impl Report {
 /// # Errors
 /// Bad configuration, unusable URLs, unreachable targets and unwritable output files are
 /// reported before any request is sent.
-pub fn run(cfg: Config, out: &mut dyn Write) -> Result<Report, LoadError> {
+pub fn run(mut cfg: Config, out: &mut dyn Write) -> Result<Report, LoadError> {
     cfg.validate()?;
+    if cfg.grpc.is_some() {
+        cfg.protocol = Protocol::Http2;
+    }
     let threads = match cfg.threads {
         0 => default_threads(
             &cfg.targets,
@@ -123,7 +126,7 @@ async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<R
         let header = interval::header(
             cfg.rate,
             cfg.closed_interval,
-            cfg.method.as_str(),
+            request_name(&cfg),
             cfg.concurrency as u64,
             &urls,
         );
@@ -170,6 +173,13 @@ async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<R
         json,
     };
     finish(&cfg, summary, ends, out)
+}
+
+/// The HTTP method, or the gRPC method called.
+fn request_name(cfg: &Config) -> &str {
+    cfg.grpc
+        .as_ref()
+        .map_or(cfg.method.as_str(), |c| c.method.as_str())
 }
 
 /// How the run is being driven: the pacer (open loop) or the closed-loop control.
@@ -365,6 +375,7 @@ fn shared(cfg: &Config, clock: Clock) -> Result<Shared, LoadError> {
         reuse: cfg.reuse,
         classifier: cfg.classifier,
         on_record: cfg.on_record.clone(),
+        grpc: cfg.grpc.is_some(),
     })
 }
 
@@ -432,7 +443,7 @@ fn summarize(
     RunSummary {
         tool: crate::USER_AGENT.to_string(),
         urls,
-        method: cfg.method.to_string(),
+        method: request_name(cfg).to_string(),
         concurrency: cfg.concurrency as u64,
         arrivals: if cfg.open_loop() {
             cfg.arrivals.to_string()

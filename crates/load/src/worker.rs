@@ -35,6 +35,8 @@ pub(crate) struct Shared {
     pub reuse: bool,
     pub classifier: Classifier,
     pub on_record: Option<RecordHook>,
+    /// Requests are gRPC calls: read `grpc-status`.
+    pub grpc: bool,
 }
 
 /// Closed-loop control: hands out request indexes until the count or the time runs out.
@@ -205,7 +207,7 @@ impl Worker {
         let exchange = async {
             let conn = ready_conn(&mut conns[t], shared, t, id).await?;
             sent = clock.elapsed();
-            conn.exchange(shared.templates[t].build(conn.is_h2(), spare))
+            conn.exchange(shared.templates[t].build(conn.is_h2(), spare), shared.grpc)
                 .await
         };
         let result = tokio::select! {
@@ -216,7 +218,7 @@ impl Worker {
         let (outcome, bytes) = match result {
             Ok(reply) => {
                 self.spare = Some(reply.spare);
-                (Outcome::Status(reply.status), reply.bytes)
+                (reply.outcome, reply.bytes)
             }
             Err(kind) => {
                 self.conns[t] = None;

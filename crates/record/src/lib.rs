@@ -42,7 +42,7 @@ mod outcome;
 mod stats;
 mod summary;
 
-pub use outcome::{Class, Classifier, ErrorKind, Outcome};
+pub use outcome::{grpc_as_http, grpc_name, Class, Classifier, ErrorKind, Outcome, GRPC_NAMES};
 pub use stats::{Stats, LATE_AFTER};
 pub use summary::{IntervalSummary, RunSummary, Totals};
 

@@ -62,8 +62,59 @@ impl fmt::Display for ErrorKind {
 pub enum Outcome {
     /// A complete HTTP response with this status code.
     Status(u16),
+    /// A complete gRPC response (HTTP 200) ending with this `grpc-status` code (0 = OK).
+    Grpc(u8),
     /// No (complete) response.
     Error(ErrorKind),
+}
+
+/// The gRPC status codes' names, by code (`grpc-status`), as the gRPC spec spells them.
+pub const GRPC_NAMES: [&str; 17] = [
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+];
+
+/// The name of gRPC status `code` (`UNKNOWN` beyond the 17 the spec defines, as gRPC reads
+/// an unknown code).
+pub fn grpc_name(code: u8) -> &'static str {
+    GRPC_NAMES
+        .get(usize::from(code))
+        .copied()
+        .unwrap_or("UNKNOWN")
+}
+
+/// The HTTP status a gRPC status stands for, per gRPC's HTTP mapping (`UNAVAILABLE` is 503,
+/// `NOT_FOUND` 404, `RESOURCE_EXHAUSTED` 429...): a gRPC outcome is classed as that status.
+pub fn grpc_as_http(code: u8) -> u16 {
+    match code {
+        0 => 200,
+        1 => 499,
+        3 | 9 | 11 => 400,
+        4 => 504,
+        5 => 404,
+        6 | 10 => 409,
+        7 => 403,
+        8 => 429,
+        12 => 501,
+        14 => 503,
+        16 => 401,
+        _ => 500, // UNKNOWN, INTERNAL, DATA_LOSS and codes gRPC does not define
+    }
 }
 
 /// slow_cooker's three buckets.
@@ -78,7 +129,8 @@ pub enum Class {
 }
 
 /// Decides good, bad or failed. Good = 1xx-4xx, bad = 5xx, failed = no response, as in
-/// slow_cooker; `four_xx_bad` moves 4xx to bad.
+/// slow_cooker; `four_xx_bad` moves 4xx to bad. A gRPC status is classed as the HTTP status
+/// it maps to ([`grpc_as_http`]): `OK` good, `UNAVAILABLE` bad, `INVALID_ARGUMENT` as a 400.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Classifier {
     /// Count 4xx responses as bad.
@@ -90,6 +142,7 @@ impl Classifier {
     pub fn classify(self, outcome: Outcome) -> Class {
         match outcome {
             Outcome::Error(_) => Class::Failed,
+            Outcome::Grpc(code) => self.classify(Outcome::Status(grpc_as_http(code))),
             Outcome::Status(s) if (100..400).contains(&s) => Class::Good,
             Outcome::Status(s) if (400..500).contains(&s) && !self.four_xx_bad => Class::Good,
             Outcome::Status(_) => Class::Bad,
@@ -113,6 +166,11 @@ mod tests {
             (Outcome::Status(99), false, Class::Bad),
             (Outcome::Status(600), false, Class::Bad),
             (Outcome::Error(ErrorKind::Reset), false, Class::Failed),
+            (Outcome::Grpc(0), true, Class::Good),
+            (Outcome::Grpc(14), false, Class::Bad),
+            (Outcome::Grpc(3), false, Class::Good),
+            (Outcome::Grpc(3), true, Class::Bad),
+            (Outcome::Grpc(200), false, Class::Bad),
         ];
         for (outcome, four_xx_bad, want) in table {
             let c = Classifier { four_xx_bad };
@@ -122,5 +180,15 @@ mod tests {
                 "{outcome:?} four_xx_bad={four_xx_bad}"
             );
         }
+    }
+
+    #[test]
+    fn grpc_names_and_mapping_follow_the_spec() {
+        assert_eq!(grpc_name(0), "OK");
+        assert_eq!(grpc_name(14), "UNAVAILABLE");
+        assert_eq!(grpc_name(16), "UNAUTHENTICATED");
+        assert_eq!(grpc_name(99), "UNKNOWN");
+        assert_eq!(grpc_as_http(12), 501);
+        assert_eq!(grpc_as_http(4), 504);
     }
 }

@@ -10,6 +10,8 @@ use tailguard_histogram::Histogram;
 pub const LATE_AFTER: Duration = Duration::from_millis(1);
 
 const STATUS_SLOTS: usize = 600;
+/// gRPC codes 0 to 16, and one slot for any other.
+const GRPC_SLOTS: usize = 18;
 
 /// Histograms and counters over a set of records: one interval of one worker, or a whole run.
 ///
@@ -41,6 +43,8 @@ pub struct Stats {
     /// The latest actual send time of any request, on the run's clock.
     pub last_sent: Duration,
     status: Vec<u64>,
+    /// Per gRPC status code; the last slot counts codes gRPC does not define.
+    grpc: [u64; GRPC_SLOTS],
     errors: [u64; ErrorKind::ALL.len()],
     per_target: Vec<u64>,
 }
@@ -66,6 +70,7 @@ impl Stats {
             bytes: 0,
             last_sent: Duration::ZERO,
             status: vec![0; STATUS_SLOTS],
+            grpc: [0; GRPC_SLOTS],
             errors: [0; ErrorKind::ALL.len()],
             per_target: Vec::new(),
         }
@@ -88,6 +93,10 @@ impl Stats {
         let timed = match rec.outcome {
             Outcome::Status(code) => {
                 self.status[usize::from(code).min(STATUS_SLOTS - 1)] += 1;
+                true
+            }
+            Outcome::Grpc(code) => {
+                self.grpc[usize::from(code).min(GRPC_SLOTS - 1)] += 1;
                 true
             }
             Outcome::Error(kind) => {
@@ -141,6 +150,9 @@ impl Stats {
         for (a, b) in self.errors.iter_mut().zip(&other.errors) {
             *a += b;
         }
+        for (a, b) in self.grpc.iter_mut().zip(&other.grpc) {
+            *a += b;
+        }
         if other.per_target.len() > self.per_target.len() {
             self.per_target.resize(other.per_target.len(), 0);
         }
@@ -165,6 +177,7 @@ impl Stats {
         self.queued = 0;
         self.status.iter_mut().for_each(|c| *c = 0);
         self.errors = [0; ErrorKind::ALL.len()];
+        self.grpc = [0; GRPC_SLOTS];
         self.per_target.iter_mut().for_each(|c| *c = 0);
     }
 
@@ -174,6 +187,17 @@ impl Stats {
             .filter(|&i| self.status[i] > 0)
             .map(|i| (i as u16, self.status[i]))
             .collect()
+    }
+
+    /// Counts per gRPC status name, only the statuses that occurred (codes gRPC does not define
+    /// count as `UNKNOWN`).
+    pub fn grpc_statuses(&self) -> BTreeMap<&'static str, u64> {
+        let mut out = BTreeMap::new();
+        for (code, &n) in self.grpc.iter().enumerate().filter(|(_, n)| **n > 0) {
+            let name = crate::outcome::grpc_name(u8::try_from(code).unwrap_or(u8::MAX));
+            *out.entry(name).or_insert(0) += n;
+        }
+        out
     }
 
     /// Counts per error kind, only the kinds that occurred.

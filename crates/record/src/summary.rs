@@ -60,10 +60,17 @@ impl Totals {
             send_lag_us: stats.send_lag.percentiles(),
             late_sends: stats.late,
             bytes: stats.bytes,
+            // HTTP statuses by number, gRPC statuses by name (`OK`, `UNAVAILABLE`).
             status_codes: stats
                 .status_codes()
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), v))
+                .chain(
+                    stats
+                        .grpc_statuses()
+                        .into_iter()
+                        .map(|(k, v)| (k.to_string(), v)),
+                )
                 .collect(),
             errors: stats
                 .errors()

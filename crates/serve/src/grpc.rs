@@ -5,6 +5,11 @@
 //!   backend}`): decided like any request. A 5xx outcome becomes gRPC status `UNAVAILABLE`
 //!   (HTTP status 200 with `grpc-status: 14`, as gRPC carries errors in trailers); close and
 //!   reset end the connection. This is the service fortio's `grpcping` plays in seed 003.
+//! - `/fgrpc.PingServer/Ping`, fortio's ping (`PingMessage{seq, ts, payload, delayNanos}`),
+//!   decided the same way, so `fortio load -grpc -ping` can drive a `tailguard serve`. The answer
+//!   echoes `seq`, `payload` and `delayNanos` and sets `ts` to the server's clock in Unix
+//!   nanoseconds, as fortio's server does. `delayNanos` sets the latency only under
+//!   `--overrides` (as `?delay=` does for HTTP), at most 10 s.
 //! - `/grpc.health.v1.Health/*` from tonic-health, always `SERVING` (a paused or down backend
 //!   does not answer at all).
 //!
@@ -15,6 +20,10 @@
 //! service Ping { rpc Ping(PingRequest) returns (PingResponse); }
 //! message PingRequest { bytes payload = 1; }
 //! message PingResponse { bytes payload = 1; string backend = 2; }
+//!
+//! package fgrpc;  // fortio's
+//! service PingServer { rpc Ping(PingMessage) returns (PingMessage); }
+//! message PingMessage { int64 seq = 1; int64 ts = 2; string payload = 3; int64 delayNanos = 4; }
 //! ```
 
 use crate::service::{BackendService, RespBody};
@@ -34,6 +43,29 @@ use tonic_health::server::{HealthReporter, HealthService};
 
 /// The ping method's path.
 pub const PING_PATH: &str = "/tailguard.serve.v1.Ping/Ping";
+
+/// fortio's ping method's path.
+pub const FORTIO_PING_PATH: &str = "/fgrpc.PingServer/Ping";
+
+/// The longest `delayNanos` a fortio ping may ask for.
+const MAX_PING_DELAY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// fortio's ping message, both ways.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PingMessage {
+    /// Sequence number, echoed.
+    #[prost(int64, tag = "1")]
+    pub seq: i64,
+    /// The sender's clock (Unix nanoseconds); the answer carries the server's.
+    #[prost(int64, tag = "2")]
+    pub ts: i64,
+    /// Extra data, echoed.
+    #[prost(string, tag = "3")]
+    pub payload: String,
+    /// How long the server should wait before answering (honoured under `--overrides`).
+    #[prost(int64, tag = "4")]
+    pub delay_nanos: i64,
+}
 
 /// Ping request.
 #[derive(Clone, PartialEq, prost::Message)]
@@ -80,7 +112,7 @@ pub async fn handle(
             Err(never) => match never {},
         };
     }
-    if path != PING_PATH {
+    if path != PING_PATH && path != FORTIO_PING_PATH {
         return Status::unimplemented(format!("no method {path}"))
             .into_http()
             .map(Either::Right);
@@ -93,40 +125,98 @@ pub async fn handle(
                 .map(Either::Right)
         }
     };
+    if path == FORTIO_PING_PATH {
+        let ping = Ping {
+            svc,
+            arrival,
+            decision,
+            answer: fortio_answer,
+        };
+        let codec = tonic_prost::ProstCodec::<PingMessage, PingMessage>::default();
+        return tonic::server::Grpc::new(codec)
+            .unary(ping, req)
+            .await
+            .map(Either::Right);
+    }
     let ping = Ping {
         svc,
         arrival,
         decision,
+        answer: tailguard_answer,
     };
     let codec = tonic_prost::ProstCodec::<PingResponse, PingRequest>::default();
     let mut grpc = tonic::server::Grpc::new(codec);
     grpc.unary(ping, req).await.map(Either::Right)
 }
 
-/// One ping call with its decision already made.
-struct Ping {
+/// The answer to a tailguard ping, and no latency of its own.
+fn tailguard_answer(
+    request: PingRequest,
+    backend: String,
+    _: bool,
+) -> (PingResponse, Option<std::time::Duration>) {
+    let response = PingResponse {
+        payload: request.payload,
+        backend,
+    };
+    (response, None)
+}
+
+/// The answer to a fortio ping, and the latency it asks for when overrides are on.
+fn fortio_answer(
+    request: PingMessage,
+    _: String,
+    overrides: bool,
+) -> (PingMessage, Option<std::time::Duration>) {
+    let delay = (overrides && request.delay_nanos > 0).then(|| {
+        std::time::Duration::from_nanos(request.delay_nanos.unsigned_abs()).min(MAX_PING_DELAY)
+    });
+    let response = PingMessage {
+        ts: unix_nanos(),
+        ..request
+    };
+    (response, delay)
+}
+
+/// The wall clock in Unix nanoseconds (fortio's ping carries it; never used for timing).
+#[allow(clippy::disallowed_methods)] // A timestamp for the peer, not a measurement.
+fn unix_nanos() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
+/// One ping call with its decision already made; `answer` builds the response from the
+/// request (and may ask for a latency of its own).
+struct Ping<Req, Resp> {
     svc: BackendService,
     arrival: Instant,
     decision: Decision,
+    answer: fn(Req, String, bool) -> (Resp, Option<std::time::Duration>),
 }
 
-type PingFuture =
-    Pin<Box<dyn Future<Output = Result<tonic::Response<PingResponse>, Status>> + Send>>;
+type PingFuture<Resp> = Pin<Box<dyn Future<Output = Result<tonic::Response<Resp>, Status>> + Send>>;
 
-impl UnaryService<PingRequest> for Ping {
-    type Response = PingResponse;
-    type Future = PingFuture;
+impl<Req, Resp> UnaryService<Req> for Ping<Req, Resp>
+where
+    Req: Send + 'static,
+    Resp: Send + 'static,
+{
+    type Response = Resp;
+    type Future = PingFuture<Resp>;
 
-    fn call(&mut self, request: tonic::Request<PingRequest>) -> Self::Future {
+    fn call(&mut self, request: tonic::Request<Req>) -> Self::Future {
         let svc = self.svc.clone();
-        let (arrival, decision) = (self.arrival, self.decision);
+        let (arrival, mut decision, answer) = (self.arrival, self.decision, self.answer);
         Box::pin(async move {
             let backend = svc.backend.name().to_owned();
+            let overrides = svc.backend.shared.overrides;
+            let (response, delay) = answer(request.into_inner(), backend.clone(), overrides);
+            if let Some(delay) = delay {
+                decision.latency = delay;
+            }
             match svc.act(arrival, decision).await {
-                Some(status) if status < 500 => Ok(tonic::Response::new(PingResponse {
-                    payload: request.into_inner().payload,
-                    backend,
-                })),
+                Some(status) if status < 500 => Ok(tonic::Response::new(response)),
                 Some(status) => Err(Status::unavailable(format!(
                     "{backend} failed on purpose (HTTP {status})"
                 ))),

@@ -51,9 +51,25 @@ pub struct Args {
     /// :authority (HTTP/2), as in curl.
     #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
     headers: Vec<String>,
-    /// Request body, or @FILE to read it from a file.
+    /// Request body, or @FILE to read it from a file; with --grpc, the request message as JSON.
     #[arg(long)]
     data: Option<String>,
+    /// Make gRPC unary calls (HTTP/2: h2c on http://, ALPN on https://) instead of HTTP
+    /// requests; outcomes are counted by gRPC status.
+    #[arg(long, conflicts_with_all = ["http1", "method"])]
+    grpc: bool,
+    /// The gRPC method, package.Service/Method [default: grpc.health.v1.Health/Check]. Built in:
+    /// grpc.health.v1.Health/Check (alias health), tailguard.serve.v1.Ping/Ping (ping),
+    /// fgrpc.PingServer/Ping (fortio); others from --proto.
+    #[arg(long, requires = "grpc", value_name = "METHOD")]
+    call: Option<String>,
+    /// A .proto file declaring the --call method, compiled at start (repeatable).
+    #[arg(long, requires = "grpc", value_name = "FILE")]
+    proto: Vec<PathBuf>,
+    /// A directory the --proto files' imports are looked up in (repeatable; each file's own
+    /// directory is always searched).
+    #[arg(long, requires = "proto", value_name = "DIR")]
+    import_path: Vec<PathBuf>,
     /// Per-request timeout, from the actual send.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     timeout: Duration,
@@ -175,7 +191,22 @@ fn config(args: Args) -> anyhow::Result<Config> {
         let (name, value) = parse_header(h)?;
         cfg.headers.append(name, value);
     }
-    cfg.body = body(args.data.as_deref())?;
+    if args.grpc {
+        let data = match args.data.as_deref() {
+            Some(d) => Some(
+                String::from_utf8(body(Some(d))?.to_vec()).context("--data is not UTF-8 JSON")?,
+            ),
+            None => None,
+        };
+        cfg.grpc = Some(tailguard_load::grpc::resolve(
+            args.call.as_deref(),
+            &args.proto,
+            &args.import_path,
+            data.as_deref(),
+        )?);
+    } else {
+        cfg.body = body(args.data.as_deref())?;
+    }
     cfg.host = args.host;
     cfg.rate = args.rate;
     cfg.arrivals = args.arrivals;
@@ -191,7 +222,7 @@ fn config(args: Args) -> anyhow::Result<Config> {
     cfg.interval = args.interval;
     cfg.timeout = args.timeout;
     cfg.reuse = !args.no_reuse;
-    cfg.protocol = match (args.http1, args.h2) {
+    cfg.protocol = match (args.http1, args.h2 || args.grpc) {
         (true, _) => Protocol::Http1,
         (_, true) => Protocol::Http2,
         _ => Protocol::Auto,

@@ -1,0 +1,271 @@
+//! `tailguard load --grpc` against a real `tailguard serve` (h2c) and through a real
+//! `tailguard proxy` with TLS: every call counted, outcomes by gRPC status, the pre-flight
+//! naming a server that is not gRPC or lacks the method.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+use tailguard_testsupport::{Deadline, TestServer};
+
+const DEADLINE: Duration = Duration::from_secs(15);
+
+/// A `tailguard` child process, killed on drop.
+struct Running {
+    child: Child,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `tailguard ARGS` and returns it with the first line (stdout, or stderr when
+/// `on_stderr`) that contains `marker`.
+fn start(args: &[&str], marker: &str, on_stderr: bool) -> (Running, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tailguard"));
+    command.args(args).stdin(Stdio::null());
+    if on_stderr {
+        command.stdout(Stdio::null()).stderr(Stdio::piped());
+    } else {
+        command.stdout(Stdio::piped()).stderr(Stdio::null());
+    }
+    let mut child = command.spawn().expect("run tailguard");
+    let stream: Box<dyn std::io::Read + Send> = if on_stderr {
+        Box::new(child.stderr.take().unwrap())
+    } else {
+        Box::new(child.stdout.take().unwrap())
+    };
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let running = Running { child };
+    let until = Deadline::after(DEADLINE);
+    loop {
+        match rx.recv_timeout(until.left()) {
+            Ok(line) if line.contains(marker) => return (running, line),
+            Ok(_) => {}
+            Err(e) => panic!("no line with {marker:?} from {args:?}: {e}"),
+        }
+    }
+}
+
+/// A one-backend `tailguard serve` on a free port; returns it and its address.
+fn serve(extra: &[&str]) -> (Running, SocketAddr) {
+    let mut args = vec!["serve", "--listen", "127.0.0.1:0", "--no-control"];
+    args.extend_from_slice(extra);
+    let (running, line) = start(&args, "backend  http://", false);
+    let addr = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|u| u.strip_prefix("http://"))
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    (running, addr)
+}
+
+fn load(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tailguard"))
+        .arg("load")
+        .args(args)
+        .output()
+        .expect("run tailguard load")
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "{:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("stdout is JSON")
+}
+
+#[test]
+fn every_built_in_call_is_counted_by_grpc_status() {
+    let (_serve, addr) = serve(&["--error-rate", "20%", "--seed", "7"]);
+    let url = format!("http://{addr}/");
+    for call in [
+        "grpc.health.v1.Health/Check",
+        "tailguard.serve.v1.Ping/Ping",
+        "fgrpc.PingServer/Ping",
+    ] {
+        let out = load(&[
+            "--grpc", "--call", call, "-r", "0", "-c", "8", "-n", "400", "--json", "-", &url,
+        ]);
+        let run = json(&out);
+        assert_eq!(run["requests"], 400, "{call}");
+        assert_eq!(run["method"], call);
+        let codes = run["status_codes"].as_object().unwrap();
+        let ok = codes["OK"].as_u64().unwrap();
+        let unavailable = codes
+            .get("UNAVAILABLE")
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0);
+        assert_eq!(ok + unavailable, 400, "{call}: {codes:?}");
+        assert_eq!(run["good"].as_u64(), Some(ok), "{call}");
+        assert_eq!(run["bad"].as_u64(), Some(unavailable), "{call}");
+        if call.contains("Health") {
+            assert_eq!(unavailable, 0, "health always answers SERVING");
+        } else {
+            // 20% chosen to fail, seeded: well away from 0 and from 400.
+            assert!((40..130).contains(&unavailable), "{call}: {unavailable}");
+        }
+    }
+}
+
+#[test]
+fn an_open_loop_grpc_run_reports_like_http() {
+    let (_serve, addr) = serve(&["--latency", "2ms"]);
+    let dir = std::env::temp_dir().join(format!("tg-grpc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let hlog = dir.join("run.hlog");
+    let out = load(&[
+        "--grpc",
+        "--call",
+        "fortio",
+        "--data",
+        r#"{"payload": "tailguard"}"#,
+        "-r",
+        "200",
+        "-d",
+        "2s",
+        "-i",
+        "1s",
+        "--hdr-log",
+        hlog.to_str().unwrap(),
+        "--slo",
+        "p50<=50ms,success>=99%",
+        &format!("http://{addr}"),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.starts_with("# sending 200 fgrpc.PingServer/Ping req/s"),
+        "{text}"
+    );
+    assert!(text.contains("# 400 requests in"), "{text}");
+    assert!(text.contains("# status codes: OK=400"), "{text}");
+    assert!(text.contains("# SLO p50<=50ms: met"), "{text}");
+    let log = std::fs::read(&hlog).unwrap();
+    let logged: u64 = tailguard_histogram::log::read(&log)
+        .unwrap()
+        .iter()
+        .filter(|i| i.tag.as_deref() == Some("latency"))
+        .map(|i| i.histogram.count())
+        .sum();
+    assert_eq!(logged, 400);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn grpc_over_tls_through_the_proxy() {
+    let (_serve, backend) = serve(&[]);
+    let dir = std::env::temp_dir().join(format!("tg-grpc-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let (cert_path, key_path) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert_path, cert.cert.pem()).unwrap();
+    std::fs::write(&key_path, cert.key_pair.serialize_pem()).unwrap();
+    let upstream = backend.to_string();
+    let (_proxy, line) = start(
+        &[
+            "proxy",
+            "--listen",
+            "127.0.0.1:0",
+            "--no-admin",
+            "--upstream",
+            &upstream,
+            "--tls-cert",
+            cert_path.to_str().unwrap(),
+            "--tls-key",
+            key_path.to_str().unwrap(),
+        ],
+        "tailguard proxy listening on ",
+        true,
+    );
+    let addr: SocketAddr = line.rsplit(' ').next().unwrap().parse().unwrap();
+    let url = format!("https://localhost:{}/", addr.port());
+    // Untrusted: the pre-flight says so and nothing is sent.
+    let refused = load(&["--grpc", "--call", "ping", "-n", "5", &url]);
+    assert_eq!(refused.status.code(), Some(3));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("--insecure accepts self-signed"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    let out = load(&[
+        "--grpc",
+        "--call",
+        "ping",
+        "--insecure",
+        "-r",
+        "0",
+        "-n",
+        "300",
+        "--json",
+        "-",
+        &url,
+    ]);
+    let run = json(&out);
+    assert_eq!(run["requests"], 300);
+    assert_eq!(run["status_codes"]["OK"], 300);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_pre_flight_names_a_missing_method_and_a_server_that_is_not_grpc() {
+    let (_serve, addr) = serve(&[]);
+    let dir = std::env::temp_dir().join(format!("tg-grpc-proto-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let proto = dir.join("greet.proto");
+    std::fs::write(
+        &proto,
+        "syntax = \"proto3\";\npackage demo;\nmessage Hi { string name = 1; }\n\
+         service Greeter { rpc Say(Hi) returns (Hi); }\n",
+    )
+    .unwrap();
+    let out = load(&[
+        "--grpc",
+        "--proto",
+        proto.to_str().unwrap(),
+        "--call",
+        "demo.Greeter/Say",
+        "--data",
+        r#"{"name": "x"}"#,
+        "-n",
+        "5",
+        &format!("http://{addr}/"),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("the server does not implement demo.Greeter/Say (UNIMPLEMENTED)"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    // An HTTP server answering 200 to anything is not a gRPC server.
+    let http = TestServer::builder().spawn();
+    let out = load(&["--grpc", "-n", "5", &http.url("/")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("without a grpc-status: not a gRPC server"),
+        "{err}"
+    );
+    assert_eq!(http.hits(), 1, "the pre-flight call only");
+}
