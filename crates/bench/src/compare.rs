@@ -94,6 +94,7 @@ fn traffic(scenario: &Scenario, opts: &Options) -> Traffic {
         deadline: scenario.deadline,
         unit: opts.unit,
         drain_limit: Some(DRAIN_LIMIT),
+        grpc: false,
     };
     match scenario.load.shape {
         LoadShape::Open { arrivals, rate } => {

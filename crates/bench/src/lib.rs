@@ -81,6 +81,8 @@ pub struct Options {
     pub proxy_exe: Option<PathBuf>,
     /// `overhead`: include HAProxy and nginx when installed.
     pub peers: bool,
+    /// `overhead`: gRPC ping calls on one HTTP/2 connection instead of HTTP/1.1 requests.
+    pub grpc: bool,
     /// `nagle`: the rates to try (default 10, 100, 1,000 and 10,000 req/s).
     pub rates: Option<Vec<f64>>,
     /// `overhead`: interleaved rounds per phase, each path's median reported (default 3).
@@ -100,6 +102,7 @@ impl Default for Options {
             progress: false,
             proxy_exe: None,
             peers: true,
+            grpc: false,
             rates: None,
             rounds: None,
             stop: Arc::new(AtomicBool::new(false)),

@@ -46,6 +46,9 @@ pub(crate) struct Traffic {
     pub unit: Unit,
     /// Stop this long after the end even if scheduled requests still wait for a connection.
     pub drain_limit: Option<Duration>,
+    /// Make gRPC calls (`tailguard.serve.v1.Ping/Ping`) on one HTTP/2 connection instead of
+    /// HTTP/1.1 requests.
+    pub grpc: bool,
 }
 
 /// Where the traffic goes.
@@ -326,6 +329,13 @@ fn load_config(
     cfg.final_report = false;
     // The bench starts its own servers and counts every request: no uncounted extra one.
     cfg.preflight = false;
+    if traffic.grpc {
+        let call = tailguard_load::grpc::resolve(Some("ping"), &[], &[], None)
+            .map_err(|e| BenchError::Invalid(e.to_string()))?;
+        cfg.grpc = Some(call);
+        cfg.protocol = tailguard_load::Protocol::Http2;
+        cfg.h2_connections = 1;
+    }
     let classifier = Classifier::default();
     let deadline_us = duration_us(traffic.deadline);
     cfg.on_record = Some(Arc::new(move |r: &Record| {

@@ -3,6 +3,12 @@
 //! tailguard) and off. With Nagle on, the second part waits for the client's delayed ACK
 //! (tens of milliseconds) whenever nothing else is in flight: a cliff at low rates that busy
 //! traffic hides.
+//!
+//! Two shapes, two runs. HTTP/1.1 on a pool of four connections: a connection reused within
+//! the delayed-ACK time waits for it, so the cliff is at the *high* rates (Linux ACKs at once
+//! on a connection idle longer). gRPC on one multiplexed HTTP/2 connection, as in the seed: the
+//! held-back part of a response waits until the client sends again (its next call carries the
+//! ACK), at most the delayed-ACK time: long at *low* rates, negligible at high ones.
 
 use crate::live::{self, ArmPlan, FleetSpec, Path, Runtimes, Traffic};
 use crate::{BenchError, Options, Run};
@@ -15,6 +21,9 @@ pub(crate) const CONNECTIONS: usize = 4;
 
 /// The seed's rates.
 pub(crate) const RATES: [f64; 4] = [10.0, 100.0, 1_000.0, 10_000.0];
+
+/// gRPC calls in flight at most on the one connection.
+pub(crate) const STREAMS: usize = 100;
 
 pub(crate) fn run(opts: &Options, rts: &Runtimes, run: &mut Run<'_>) -> Result<(), BenchError> {
     let rates = opts.rates.clone().unwrap_or_else(|| RATES.to_vec());
@@ -47,7 +56,8 @@ pub(crate) fn run(opts: &Options, rts: &Runtimes, run: &mut Run<'_>) -> Result<(
     ];
     let len = opts.duration.unwrap_or(Duration::from_secs(5));
     run.report.load = format!(
-        "open loop at {} req/s, {}s each, one backend writing responses in two parts",
+        "open loop at {} req/s, {}s each, one backend writing responses in two parts; HTTP/1.1 \
+         on {CONNECTIONS} connections, then gRPC on one HTTP/2 connection",
         rates
             .iter()
             .map(|r| r.to_string())
@@ -55,18 +65,25 @@ pub(crate) fn run(opts: &Options, rts: &Runtimes, run: &mut Run<'_>) -> Result<(
             .join(", "),
         len.as_secs_f64()
     );
-    run.console.plan(len.as_secs() * 2 * rates.len() as u64);
-    for rate in rates {
+    run.console.plan(len.as_secs() * 4 * rates.len() as u64);
+    for (grpc, rate) in [false, true]
+        .into_iter()
+        .flat_map(|g| rates.iter().map(move |r| (g, *r)))
+    {
         for (name, fleet) in &arms {
             let plan = ArmPlan {
                 name: (*name).to_owned(),
-                group: format!("{rate} req/s"),
+                group: if grpc {
+                    format!("gRPC {rate} req/s")
+                } else {
+                    format!("{rate} req/s")
+                },
                 path: Path::ClientRoundRobin,
                 fleet,
                 traffic: Traffic {
                     rate,
                     closed_interval: None,
-                    concurrency: CONNECTIONS,
+                    concurrency: if grpc { STREAMS } else { CONNECTIONS },
                     duration: len,
                     arrivals: tailguard_pacing::Arrivals::Constant,
                     method: "GET".to_owned(),
@@ -76,6 +93,7 @@ pub(crate) fn run(opts: &Options, rts: &Runtimes, run: &mut Run<'_>) -> Result<(
                     unit: opts.unit,
                     // A path with Nagle on may fall far behind: bound the wait.
                     drain_limit: Some(Duration::from_secs(3)),
+                    grpc,
                 },
             };
             if run.halt() {

@@ -32,8 +32,15 @@ pub(crate) fn run(opts: &Options, rts: &Runtimes, run: &mut Run<'_>) -> Result<(
                 .to_owned(),
         );
     }
+    if opts.grpc && opts.peers {
+        run.report.notes.push(
+            "gRPC: HAProxy and nginx are configured here for HTTP/1.1 only, so they have no gRPC \
+             arm"
+            .to_owned(),
+        );
+    }
     for peer in Peer::ALL {
-        if !opts.peers {
+        if !opts.peers || opts.grpc {
             break;
         }
         if peer.installed().is_some() {
@@ -61,10 +68,16 @@ pub(crate) fn run(opts: &Options, rts: &Runtimes, run: &mut Run<'_>) -> Result<(
         deadline: Duration::from_secs(1),
         unit: opts.unit,
         drain_limit: Some(Duration::from_secs(15)),
+        grpc: opts.grpc,
+    };
+    let carrier = if opts.grpc {
+        format!("gRPC ping (tailguard.serve.v1.Ping/Ping), {CONNECTIONS} calls in flight on one HTTP/2 connection")
+    } else {
+        format!("{CONNECTIONS} connections")
     };
     run.report.load = format!(
-        "{CONNECTIONS} connections; maximum rate (closed loop) for {}s per path, then 75% of \
-         the lowest maximum (open loop) for {}s per path",
+        "{carrier}; maximum rate (closed loop) for {}s per path, then 75% of the lowest maximum \
+         (open loop) for {}s per path",
         max_len.as_secs_f64(),
         fixed_len.as_secs_f64()
     );

@@ -6,6 +6,11 @@
 //! 2. **Nagle demo** (`--nagle`): a write holding the end of HTTP/1.1 headers and more after
 //!    it is cut there, so a response leaves as two `write` calls (headers, then body). With
 //!    Nagle's algorithm on, the second waits for the peer's delayed ACK: the ~40 ms of seed 001.
+//!    HTTP/2 (gRPC) is cut the same way, after the first HEADERS frame, as a gRPC server that
+//!    flushes a response's headers before its message does. On one multiplexed connection the
+//!    wait then lasts until the client sends again (its next request carries the ACK), at most
+//!    the delayed-ACK time: long at low rates, short at high ones, the seed's gRPC picture.
+//!    The rest of a cut write is not cut again.
 //! 3. **Reset**: when the connection is killed with [`Kill::Reset`], dropping the wrapper sets
 //!    `SO_LINGER` to zero first, so the kernel sends RST instead of FIN.
 
@@ -65,6 +70,8 @@ pub struct GatedIo {
     gate: Arc<Gate>,
     ctl: Arc<ConnCtl>,
     split_writes: bool,
+    /// The last write was cut: the next one (its rest) goes out whole.
+    just_cut: bool,
     read_wait: Option<Wait>,
     write_wait: Option<Wait>,
 }
@@ -86,6 +93,7 @@ impl GatedIo {
             gate,
             ctl,
             split_writes,
+            just_cut: false,
             read_wait: None,
             write_wait: None,
         }
@@ -106,10 +114,35 @@ fn poll_open(gate: &Arc<Gate>, wait: &mut Option<Wait>, cx: &mut Context<'_>) ->
     Poll::Ready(())
 }
 
-/// Where to cut a write for the Nagle demo: just after the first `\r\n\r\n`, if more follows.
+/// Where to cut a write for the Nagle demo, if more follows the cut: an HTTP/1.1 response just
+/// after its head (the first `\r\n\r\n`); HTTP/2 frames just after the first HEADERS frame.
 fn split_point(buf: &[u8]) -> Option<usize> {
-    let end = buf.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+    let end = if buf.starts_with(b"HTTP/") {
+        buf.windows(4).position(|w| w == b"\r\n\r\n")? + 4
+    } else {
+        h2_headers_end(buf)?
+    };
     (end < buf.len()).then_some(end)
+}
+
+/// The end of the first complete HEADERS frame in a run of HTTP/2 frames. (An HTTP/1.1 write
+/// cannot pass for frames: `HTT` read as a frame length is far beyond any frame size.)
+fn h2_headers_end(buf: &[u8]) -> Option<usize> {
+    const HEADERS: u8 = 0x1;
+    let mut at = 0;
+    while buf.len() >= at + 9 {
+        let len =
+            usize::from(buf[at]) << 16 | usize::from(buf[at + 1]) << 8 | usize::from(buf[at + 2]);
+        let end = at + 9 + len;
+        if end > buf.len() {
+            return None;
+        }
+        if buf[at + 3] == HEADERS {
+            return Some(end);
+        }
+        at = end;
+    }
+    None
 }
 
 impl AsyncRead for GatedIo {
@@ -132,7 +165,11 @@ impl AsyncWrite for GatedIo {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         ready!(poll_open(&this.gate, &mut this.write_wait, cx));
-        let part = match this.split_writes.then(|| split_point(buf)).flatten() {
+        let cut = (this.split_writes && !this.just_cut)
+            .then(|| split_point(buf))
+            .flatten();
+        this.just_cut = cut.is_some();
+        let part = match cut {
             Some(cut) => &buf[..cut],
             None => buf,
         };
@@ -183,5 +220,17 @@ mod tests {
         assert_eq!(split_point(b"HTTP/1.1 200 OK\r\n\r\nbody"), Some(19));
         assert_eq!(split_point(b"HTTP/1.1 200 OK\r\n\r\n"), None);
         assert_eq!(split_point(b"just body bytes"), None);
+        // HTTP/2: SETTINGS ack, HEADERS (3 bytes), DATA (2 bytes): cut after the HEADERS frame.
+        let mut frames = vec![0, 0, 0, 4, 1, 0, 0, 0, 0];
+        frames.extend([0, 0, 3, 1, 4, 0, 0, 0, 1, 0x88, 0x5f, 0x8b]);
+        let head_end = frames.len();
+        frames.extend([0, 0, 2, 0, 0, 0, 0, 0, 1, b'o', b'k']);
+        assert_eq!(split_point(&frames), Some(head_end));
+        assert_eq!(split_point(&frames[..head_end]), None, "nothing follows");
+        assert_eq!(
+            split_point(&frames[..head_end - 1]),
+            None,
+            "a partial frame"
+        );
     }
 }

@@ -47,6 +47,10 @@ pub struct Args {
     /// overhead: leave HAProxy and nginx out even when installed.
     #[arg(long)]
     no_peers: bool,
+    /// overhead: gRPC ping calls on one HTTP/2 connection instead of HTTP/1.1 requests (seed 003's
+    /// gRPC half).
+    #[arg(long)]
+    grpc: bool,
     /// overhead: run the tailguard proxy in this process instead of a child process.
     #[arg(long)]
     in_process: bool,
@@ -73,6 +77,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let name = args.name.clone().unwrap_or_default();
+    if args.grpc && name != "overhead" {
+        anyhow::bail!("--grpc applies to the overhead scenario only (nagle runs gRPC by itself)");
+    }
     for path in [&args.json, &args.html].into_iter().flatten() {
         super::check_writable(path)?;
     }
@@ -89,6 +96,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             std::env::current_exe().ok()
         },
         peers: !args.no_peers,
+        grpc: args.grpc,
         rates: (!args.rates.is_empty()).then(|| args.rates.clone()),
         rounds: args.rounds.map(usize::from),
         stop: Arc::new(AtomicBool::new(false)),
