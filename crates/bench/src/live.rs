@@ -188,7 +188,7 @@ pub(crate) fn run_arm(
             vec![addr]
         }
         Path::Peer(peer) => {
-            let c = peers::spawn(*peer, backends[0])?;
+            let c = peers::spawn(*peer, backends[0], plan.traffic.grpc)?;
             let addr = c.addr;
             child = Some(c);
             vec![addr]

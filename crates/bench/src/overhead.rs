@@ -32,15 +32,8 @@ pub(crate) fn run(opts: &Options, rts: &Runtimes, run: &mut Run<'_>) -> Result<(
                 .to_owned(),
         );
     }
-    if opts.grpc && opts.peers {
-        run.report.notes.push(
-            "gRPC: HAProxy and nginx are configured here for HTTP/1.1 only, so they have no gRPC \
-             arm"
-            .to_owned(),
-        );
-    }
     for peer in Peer::ALL {
-        if !opts.peers || opts.grpc {
+        if !opts.peers {
             break;
         }
         if peer.installed().is_some() {
@@ -71,7 +64,10 @@ pub(crate) fn run(opts: &Options, rts: &Runtimes, run: &mut Run<'_>) -> Result<(
         grpc: opts.grpc,
     };
     let carrier = if opts.grpc {
-        format!("gRPC ping (tailguard.serve.v1.Ping/Ping), {CONNECTIONS} calls in flight on one HTTP/2 connection")
+        format!(
+            "gRPC ping (tailguard.serve.v1.Ping/Ping), {CONNECTIONS} calls in flight on one \
+             HTTP/2 connection"
+        )
     } else {
         format!("{CONNECTIONS} connections")
     };

@@ -116,8 +116,9 @@ fn temp_dir(tag: &str) -> Result<PathBuf, BenchError> {
     Ok(dir)
 }
 
-/// Starts `peer` in front of `backend`.
-pub(crate) fn spawn(peer: Peer, backend: SocketAddr) -> Result<Child, BenchError> {
+/// Starts `peer` in front of `backend`: HTTP/1.1 on both sides, or with `grpc` HTTP/2 (h2c)
+/// on both sides.
+pub(crate) fn spawn(peer: Peer, backend: SocketAddr, grpc: bool) -> Result<Child, BenchError> {
     let exe = peer
         .installed()
         .ok_or_else(|| BenchError::Peer(format!("{} is not installed", peer.name())))?;
@@ -127,12 +128,12 @@ pub(crate) fn spawn(peer: Peer, backend: SocketAddr) -> Result<Child, BenchError
     match peer {
         Peer::Haproxy => {
             let cfg = dir.join("haproxy.cfg");
-            std::fs::write(&cfg, haproxy_config(addr, backend))?;
+            std::fs::write(&cfg, haproxy_config(addr, backend, grpc))?;
             cmd.arg("-f").arg(&cfg).arg("-db");
         }
         Peer::Nginx => {
             let cfg = dir.join("nginx.conf");
-            std::fs::write(&cfg, nginx_config(addr, backend, &dir))?;
+            std::fs::write(&cfg, nginx_config(addr, backend, &dir, grpc))?;
             cmd.arg("-p").arg(&dir).arg("-c").arg(&cfg);
         }
     }
@@ -181,16 +182,25 @@ pub(crate) fn spawn_tailguard(exe: &Path, backend: SocketAddr) -> Result<Child, 
     Ok(child)
 }
 
-fn haproxy_config(listen: SocketAddr, backend: SocketAddr) -> String {
+fn haproxy_config(listen: SocketAddr, backend: SocketAddr, grpc: bool) -> String {
+    let h2 = if grpc { " proto h2" } else { "" };
     format!(
         "global\n  nbthread 1\n  maxconn 4096\n\
          defaults\n  mode http\n  timeout connect 5s\n  timeout client 30s\n  timeout server 30s\n  http-reuse always\n\
-         frontend fe\n  bind {listen}\n  default_backend be\n\
-         backend be\n  server s1 {backend}\n"
+         frontend fe\n  bind {listen}{h2}\n  default_backend be\n\
+         backend be\n  server s1 {backend}{h2}\n"
     )
 }
 
-fn nginx_config(listen: SocketAddr, backend: SocketAddr, dir: &Path) -> String {
+fn nginx_config(listen: SocketAddr, backend: SocketAddr, dir: &Path, grpc: bool) -> String {
+    let (listen_opts, pass) = if grpc {
+        (" http2", "grpc_pass grpc://backend;")
+    } else {
+        (
+            "",
+            "proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection \"\";",
+        )
+    };
     format!(
         "worker_processes 1;\ndaemon off;\nerror_log stderr warn;\npid {pid};\n\
          events {{ worker_connections 4096; }}\n\
@@ -198,7 +208,7 @@ fn nginx_config(listen: SocketAddr, backend: SocketAddr, dir: &Path) -> String {
          client_body_temp_path {tmp}; proxy_temp_path {tmp}; fastcgi_temp_path {tmp};\n\
          uwsgi_temp_path {tmp}; scgi_temp_path {tmp};\n\
          upstream backend {{ server {backend}; keepalive 64; }}\n\
-         server {{ listen {listen};\n    location / {{ proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection \"\"; }}\n  }}\n}}\n",
+         server {{ listen {listen}{listen_opts};\n    location / {{ {pass} }}\n  }}\n}}\n",
         pid = dir.join("nginx.pid").display(),
         tmp = dir.display(),
     )
@@ -331,9 +341,12 @@ mod tests {
     fn configs_name_both_addresses() {
         let l: SocketAddr = "127.0.0.1:1".parse().unwrap();
         let b: SocketAddr = "127.0.0.1:2".parse().unwrap();
-        assert!(haproxy_config(l, b).contains("bind 127.0.0.1:1"));
-        assert!(haproxy_config(l, b).contains("server s1 127.0.0.1:2"));
-        let n = nginx_config(l, b, Path::new("/tmp/x"));
+        assert!(haproxy_config(l, b, false).contains("bind 127.0.0.1:1\n"));
+        assert!(haproxy_config(l, b, false).contains("server s1 127.0.0.1:2\n"));
+        assert!(haproxy_config(l, b, true).contains("server s1 127.0.0.1:2 proto h2"));
+        let n = nginx_config(l, b, Path::new("/tmp/x"), false);
         assert!(n.contains("listen 127.0.0.1:1;") && n.contains("server 127.0.0.1:2;"));
+        let g = nginx_config(l, b, Path::new("/tmp/x"), true);
+        assert!(g.contains("listen 127.0.0.1:1 http2;") && g.contains("grpc_pass grpc://backend;"));
     }
 }
