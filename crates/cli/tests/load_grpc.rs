@@ -1,6 +1,7 @@
 //! `tailguard load --grpc` against a real `tailguard serve` (h2c) and through a real
 //! `tailguard proxy` with TLS: every call counted, outcomes by gRPC status, the pre-flight
-//! naming a server that is not gRPC or lacks the method.
+//! naming a server that is not gRPC or lacks the method; and the delayed-ACK note against a
+//! `serve --nagle`.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -268,4 +269,33 @@ fn the_pre_flight_names_a_missing_method_and_a_server_that_is_not_grpc() {
         "{err}"
     );
     assert_eq!(http.hits(), 1, "the pre-flight call only");
+}
+
+#[test]
+fn service_times_at_the_delayed_ack_time_name_nagle() {
+    // One connection, a request due every 20 ms: with Nagle on, each response's body waits for
+    // the client's delayed ACK (about 40 ms); with TCP_NODELAY it does not. (At 50 ms and more
+    // between requests Linux ACKs at once and nothing waits.)
+    let (_nagle, slow) = serve(&["--nagle"]);
+    let (_plain, fast) = serve(&[]);
+    for (addr, noted) in [(slow, true), (fast, false)] {
+        let out = load(&[
+            "-r",
+            "20",
+            "-c",
+            "1",
+            "-n",
+            "40",
+            "-q",
+            &format!("http://{addr}/"),
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        assert_eq!(
+            err.contains("the delayed-ACK time of Linux"),
+            noted,
+            "{addr}: {err}\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
 }

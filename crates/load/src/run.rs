@@ -166,6 +166,9 @@ async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<R
     let cpu = cpu_start
         .zip(selfcheck::cpu_time())
         .map(|(a, b)| b.saturating_sub(a));
+    if let Some(note) = selfcheck::delayed_ack_note(&reporter.total.service) {
+        crate::say(&note);
+    }
     let summary = summarize(&cfg, urls, &reporter, elapsed, cpu);
     let ends = Ending {
         interrupted,

@@ -12,6 +12,9 @@
 //!    the concurrency cap). That is the server being slower than rate x latency allows (the
 //!    wait is counted in latency, as it should be), and the note says to raise `--concurrency`.
 //!    Connection set-up is not such a wait: it is service time.
+//!
+//! At the end of the run one more look, at the service times: a tight cluster at the delayed-ACK
+//! time ([`delayed_ack_note`]) is the mark of Nagle's algorithm meeting delayed ACKs (seed 001).
 
 use std::time::Duration;
 use tailguard_histogram::Histogram;
@@ -98,6 +101,39 @@ impl SelfCheck {
     }
 }
 
+/// Linux delays an ACK by 40 ms at least; a response held back by Nagle's algorithm until that
+/// ACK arrives takes 40 to 44 ms on loopback. The band allows for a busy machine.
+const DELAYED_ACK_BAND_US: (u64, u64) = (38_000, 47_000);
+/// The neighbourhood the band must stand out from.
+const NEIGHBOURS_US: (u64, u64) = (20_000, 100_000);
+
+/// A note when service times cluster at the delayed-ACK time: at least 1% of requests inside
+/// 38-47 ms, and that band at least four times as full as the rest of 20-100 ms, which is
+/// twice its width. A server whose latency merely spreads across tens of milliseconds does not
+/// cluster; one that really takes 40 ms does, so the note says so.
+pub(crate) fn delayed_ack_note(service: &Histogram) -> Option<String> {
+    let n = service.count();
+    if n < 20 {
+        return None;
+    }
+    let share = |lo: u64, hi: u64| {
+        (service.fraction_at_or_below_us(hi) - service.fraction_at_or_below_us(lo)).max(0.0)
+    };
+    let (lo, hi) = DELAYED_ACK_BAND_US;
+    let band = share(lo, hi);
+    let around = share(NEIGHBOURS_US.0, lo) + share(hi, NEIGHBOURS_US.1);
+    (band >= 0.01 && band >= 4.0 * around).then(|| {
+        format!(
+            "note: {:.1}% of responses took 38-47 ms of service time, the delayed-ACK time of \
+             Linux: the mark of Nagle's algorithm (a peer writing a response in parts without \
+             TCP_NODELAY) waiting for the client's delayed ACK, worst at low rates. Unless the \
+             server is meant to take 40 ms, set TCP_NODELAY on it and on any proxy between \
+             (tailguard's own sockets all set it)",
+            band * 100.0
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,5 +203,38 @@ mod tests {
             .collect();
         assert_eq!(capped[1].len() + capped[3].len(), 0);
         assert!(capped[2][0].contains("no longer wait"), "{capped:?}");
+    }
+
+    #[test]
+    fn a_cluster_at_the_delayed_ack_time_is_named() {
+        let mut h = Histogram::new();
+        h.record_n_us(300, 950);
+        h.record_n_us(41_500, 50);
+        let note = delayed_ack_note(&h).expect("5% at 41.5 ms");
+        assert!(note.contains("5.0% of responses took 38-47 ms"), "{note}");
+        assert!(note.contains("Nagle"), "{note}");
+        // Every request waiting (one request at a time, Nagle on): still a cluster.
+        let mut all = Histogram::new();
+        all.record_n_us(43_900, 100);
+        assert!(delayed_ack_note(&all).is_some());
+    }
+
+    #[test]
+    fn a_spread_or_a_fast_server_is_not_a_cluster() {
+        let mut fast = Histogram::new();
+        fast.record_n_us(300, 1_000);
+        assert!(delayed_ack_note(&fast).is_none());
+        // 10% spread evenly over 10-200 ms: the band holds its share, no more.
+        let mut spread = Histogram::new();
+        spread.record_n_us(300, 900);
+        for ms in (10..200).step_by(2) {
+            spread.record_n_us(ms * 1_000, 1);
+        }
+        assert!(delayed_ack_note(&spread).is_none());
+        // A few stragglers at 40 ms among many: under 1%.
+        let mut rare = Histogram::new();
+        rare.record_n_us(300, 1_000);
+        rare.record_n_us(41_000, 5);
+        assert!(delayed_ack_note(&rare).is_none());
     }
 }
