@@ -281,7 +281,7 @@ fn service_times_at_the_delayed_ack_time_name_nagle() {
     for (addr, noted) in [(slow, true), (fast, false)] {
         let out = load(&[
             "-r",
-            "20",
+            "50",
             "-c",
             "1",
             "-n",

@@ -25,3 +25,19 @@ pub mod server;
 pub mod tcp;
 
 pub use tcp::Nagle;
+
+/// `e` and its sources on one line, each once: a source whose text the message already holds
+/// (an error that embeds its cause, as hyper's and io's often do) is not repeated.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}

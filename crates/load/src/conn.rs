@@ -290,18 +290,3 @@ pub(crate) fn classify(err: &hyper::Error) -> ErrorKind {
     }
     ErrorKind::Other
 }
-
-/// A hyper error and its causes on one line (each cause once).
-pub(crate) fn describe(err: &hyper::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let more = cause.to_string();
-        if !text.contains(&more) {
-            text.push_str(": ");
-            text.push_str(&more);
-        }
-        source = cause.source();
-    }
-    text
-}

@@ -200,7 +200,7 @@ fn explain_tls(io: &std::io::Error, target: &Target) -> String {
 
 fn explain_exchange(e: &hyper::Error, target: &Target, h2: bool) -> Failure {
     let kind = classify(e);
-    let detail = crate::conn::describe(e);
+    let detail = tailguard_http::error_chain(e);
     if h2 && !target.tls && matches!(kind, ErrorKind::Protocol | ErrorKind::Other) {
         return Failure::Fatal(format!(
             "no HTTP/2 answer ({detail}): the server may not accept HTTP/2 without TLS (h2c prior knowledge); drop --h2 to speak HTTP/1.1"

@@ -267,7 +267,7 @@ async fn once(
             AttemptOutcome::Reset,
             Ended::Failed(
                 StatusCode::BAD_GATEWAY,
-                format!("upstream {addr}: {}", error_chain(&e)),
+                format!("upstream {addr}: {}", tailguard_http::error_chain(&e)),
             ),
         ),
     };
@@ -417,28 +417,12 @@ fn connect_failure(e: &(dyn std::error::Error + 'static)) -> String {
             return match io.kind() {
                 std::io::ErrorKind::ConnectionRefused => "connection refused".to_owned(),
                 std::io::ErrorKind::TimedOut => io.to_string(),
-                _ => error_chain(e),
+                _ => tailguard_http::error_chain(e),
             };
         }
         next = err.source();
     }
-    error_chain(e)
-}
-
-/// `e` and its sources, each once: a source whose text the message already ends with (an
-/// error that embeds its cause) is not repeated.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.ends_with(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out
+    tailguard_http::error_chain(e)
 }
 
 fn record(p: &Pending, outcome: AttemptOutcome, rtt: Duration, change: Change) {
