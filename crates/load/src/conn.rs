@@ -71,15 +71,23 @@ impl Conn {
         req: Request<ReqBody>,
         grpc: bool,
     ) -> Result<Reply, ErrorKind> {
-        let head = match self {
-            Conn::H1(s) => s.send_request(req).await,
-            Conn::H2(s) => s.send_request(req).await,
-        };
-        let response = head.map_err(|e| classify(&e))?;
+        let response = self.send(req).await.map_err(|e| classify(&e))?;
         read_reply(response, grpc).await.map_err(|e| match e {
             ReadError::Http(e) => classify(&e),
             ReadError::NoGrpcStatus => ErrorKind::Protocol,
         })
+    }
+
+    /// Sends a request and waits for the response head, keeping hyper's error (the pre-flight
+    /// explains it; [`exchange`](Self::exchange) classifies it).
+    pub(crate) async fn send(
+        &mut self,
+        req: Request<ReqBody>,
+    ) -> hyper::Result<Response<Incoming>> {
+        match self {
+            Conn::H1(s) => s.send_request(req).await,
+            Conn::H2(s) => s.send_request(req).await,
+        }
     }
 
     /// A second handle on the same HTTP/2 connection (HTTP/1.1 connections are not shared).

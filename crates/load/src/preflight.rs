@@ -8,7 +8,7 @@
 //! measurable); a request that times out is a note, not a stop (a slow server is a result).
 
 use crate::config::{Config, Protocol};
-use crate::conn::{classify, read_reply, Conn, Connector, DialError, ReadError};
+use crate::conn::{classify, read_reply, Connector, DialError, ReadError};
 use crate::request::Template;
 use crate::target::Target;
 use std::time::Duration;
@@ -119,11 +119,7 @@ async fn once(
     let h2 = conn.is_h2();
     let exchange = async {
         conn.ready().await.map_err(|_| None)?;
-        match &mut conn {
-            Conn::H1(s) => s.send_request(template.build(h2, None)).await,
-            Conn::H2(s) => s.send_request(template.build(h2, None)).await,
-        }
-        .map_err(Some)
+        conn.send(template.build(h2, None)).await.map_err(Some)
     };
     let reply = match tokio::time::timeout(timeout, exchange).await {
         Err(_) => return Err(Failure::SlowAnswer),
