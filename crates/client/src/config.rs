@@ -16,7 +16,7 @@
 
 use std::time::Duration;
 use tailguard_balance::{Policy, PolicyError};
-use tailguard_fleet::duration::format_duration;
+use tailguard_duration::format_duration;
 use tailguard_resilience::{
     AccrualConfig, AccrualError, Backoff, BackoffError, BudgetError, Classifier, HedgeConfig,
     HedgeError, OutlierConfig, OutlierError, RetryBudgetConfig,

@@ -27,27 +27,13 @@
 //! assert_eq!(d.outcome, Outcome::Respond { status: 200 });
 //! ```
 
-use crate::{Effect, Failure, Fault, LatencyDist, Schedule, Window};
+use crate::{Effect, Failure, Fault, LatencyDist, Outcome, Schedule, Window};
 use rand::Rng;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
-
-/// What the backend does with a request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// Answer with this status after the latency.
-    Respond {
-        /// HTTP status.
-        status: u16,
-    },
-    /// Close the connection after the latency, without a response.
-    Close,
-    /// Reset the connection (TCP RST) after the latency.
-    Reset,
-}
 
 /// The decision for one request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

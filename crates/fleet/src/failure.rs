@@ -18,10 +18,24 @@
 //! assert_eq!(always.draw(&mut rng), Outcome::Respond { status: 503 });
 //! ```
 
-use crate::{Outcome, Ratio};
+use crate::Ratio;
 use rand::Rng;
 use serde::{Deserialize, Deserializer};
 use std::fmt;
+
+/// What the backend does with a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Answer with this status after the latency.
+    Respond {
+        /// HTTP status.
+        status: u16,
+    },
+    /// Close the connection after the latency, without a response.
+    Close,
+    /// Reset the connection (TCP RST) after the latency.
+    Reset,
+}
 
 /// A failure mix that cannot be used.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -35,17 +35,16 @@
 pub mod backend;
 mod builtin;
 pub mod dist;
-pub mod duration;
 pub mod error;
 pub mod failure;
 pub mod fleet;
 pub mod ratio;
 pub mod schedule;
 
-pub use backend::{BackendSpec, Body, BodyError, Decision, Outcome};
+pub use backend::{BackendSpec, Body, BodyError, Decision};
 pub use dist::LatencyDist;
 pub use error::FleetError;
-pub use failure::{Failure, FailureError};
+pub use failure::{Failure, FailureError, Outcome};
 pub use fleet::Fleet;
 pub use ratio::{Ratio, RatioError};
 pub use schedule::{Effect, Fault, FaultError, Schedule, Window};

@@ -31,7 +31,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use std::convert::Infallible;
 use std::sync::Arc;
-use tailguard_fleet::duration::{format_duration, parse_duration};
+use tailguard_duration::{format_duration, parse_duration};
 use tailguard_fleet::{Failure, Fault, LatencyDist};
 use tokio::net::TcpListener;
 

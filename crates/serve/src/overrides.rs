@@ -17,7 +17,7 @@
 
 use rand::Rng;
 use std::time::Duration;
-use tailguard_fleet::duration::parse_duration;
+use tailguard_duration::parse_duration;
 use tailguard_fleet::{Decision, Outcome};
 
 /// A query parameter that cannot be used.

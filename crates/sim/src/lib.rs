@@ -44,7 +44,6 @@ pub use scenario::{Overrides, Scenario, ScenarioError};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 /// The duration syntax of scenario and fleet files (`150ms`, `1.5s`), for command-line flags.
-pub use tailguard_fleet::duration::parse_duration;
 /// Open-loop arrival processes.
 pub use tailguard_pacing::Arrivals;
 

@@ -4,7 +4,6 @@
 //! Each shape's parameters are checked here, so the error carries the YAML line and field.
 
 use super::{LatencyDist, PercentileTable, Replay};
-use crate::duration;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -12,6 +11,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
+use tailguard_duration::Dur;
 
 const SHAPES: &[&str] = &[
     "fixed",
@@ -21,16 +21,6 @@ const SHAPES: &[&str] = &[
     "percentiles",
     "replay",
 ];
-
-/// A duration as a map value or list element.
-#[derive(Clone, Copy)]
-struct Dur(Duration);
-
-impl<'de> Deserialize<'de> for Dur {
-    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
-        duration::deserialize(de).map(Dur)
-    }
-}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -86,7 +76,7 @@ impl<'de> Visitor<'de> for DistVisitor {
     }
 
     fn visit_str<E: de::Error>(self, v: &str) -> Result<LatencyDist, E> {
-        duration::parse_duration(v)
+        tailguard_duration::parse_duration(v)
             .map(LatencyDist::Fixed)
             .map_err(E::custom)
     }

@@ -35,11 +35,11 @@ mod table;
 pub use replay::Replay;
 pub use table::PercentileTable;
 
-use crate::duration::format_duration;
 use rand::Rng;
 use rand_distr::{Distribution, LogNormal, Normal};
 use std::fmt;
 use std::time::Duration;
+use tailguard_duration::format_duration;
 
 /// A latency distribution, validated when it was built.
 #[derive(Clone, Debug, PartialEq)]

@@ -6,12 +6,12 @@
 //! cursor. The file holds one value per line, with a unit (`167ms`) or as a bare number in the
 //! file's `unit` (default `ms`); blank lines and lines starting with `#` are skipped.
 
-use crate::duration::{format_duration, parse_duration};
 use rand::Rng;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+use tailguard_duration::{format_duration, parse_duration};
 
 /// A replay source that cannot be used.
 #[derive(Debug, thiserror::Error)]

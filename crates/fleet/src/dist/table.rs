@@ -4,9 +4,9 @@
 //! first value is used and above the last the last value, so `{p50: 10ms, p99: 40ms}` puts half
 //! of the mass at exactly 10 ms and 1% at exactly 40 ms. List `p0` and `p100` to spread them.
 
-use crate::duration::format_duration;
 use std::fmt;
 use std::time::Duration;
+use tailguard_duration::format_duration;
 
 /// A percentile table that cannot be sampled.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

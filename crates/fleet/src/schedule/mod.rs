@@ -81,7 +81,7 @@ impl Schedule {
             }
             None => Err(format!(
                 "no open-ended `at T {wanted}` before {} to end",
-                crate::duration::format_duration(at)
+                tailguard_duration::format_duration(at)
             )),
         }
     }

@@ -3,9 +3,9 @@
 //! All times are elapsed since the fleet started. Intervals are half-open: a window `[a, b)` is
 //! active at `a` and no longer at `b`.
 
-use crate::duration::format_duration;
 use std::fmt;
 use std::time::Duration;
+use tailguard_duration::format_duration;
 
 /// A time window relative to the fleet's start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 use super::Report;
 use crate::ArmResult;
 use std::fmt::Write as _;
-use tailguard_fleet::duration::format_duration;
+use tailguard_duration::format_duration;
 use tailguard_histogram::QUANTILES;
 use tailguard_report::Unit;
 

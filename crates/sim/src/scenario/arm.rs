@@ -21,12 +21,12 @@
 //! `success-rate-windowed` (`threshold`, `window`, `min_requests`). Backoff kinds: `constant`
 //! (`delay`), `exponential`, `equal-jittered`, `full-jittered` (`start`, `max`).
 
-use super::Dur;
 use crate::client::{ArmConfig, RetryConfig, Timeouts};
 use serde::Deserialize;
 use std::time::Duration;
 use tailguard_balance::load::PeakEwmaConfig;
 use tailguard_balance::{ApertureConfig, Choices, LoadKind, Policy};
+use tailguard_duration::Dur;
 use tailguard_resilience::{
     AccrualConfig, Backoff, Classifier, HedgeConfig, OutlierConfig, RetryBudgetConfig, TripPolicy,
 };

@@ -16,11 +16,11 @@
 //!   duration: 60s
 //! ```
 
-use super::Dur;
 use serde::Deserialize;
 use std::fmt;
 use std::time::Duration;
-use tailguard_fleet::duration::format_duration;
+use tailguard_duration::format_duration;
+use tailguard_duration::Dur;
 use tailguard_pacing::Arrivals;
 use tailguard_resilience::Method;
 

@@ -44,6 +44,7 @@ use serde::Deserialize;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use tailguard_duration::Dur;
 use tailguard_fleet::{Fleet, FleetError};
 
 /// A scenario that cannot be read.
@@ -117,16 +118,6 @@ pub struct Scenario {
     pub deadline: Duration,
     /// The arms to compare, in report order.
     pub arms: Vec<ArmConfig>,
-}
-
-/// A duration written as in fleet files (`150ms`, `1.5s`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Dur(pub(crate) Duration);
-
-impl<'de> Deserialize<'de> for Dur {
-    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
-        tailguard_fleet::duration::deserialize(de).map(Dur)
-    }
 }
 
 /// `fleet:` as written: a name (built-in or file) or an inline fleet.

@@ -1,15 +1,17 @@
-//! Durations written the way people write them: `167ms`, `1.5s`, `250us`, `2m`.
+//! Durations written the way people write them: `167ms`, `1.5s`, `250us`, `2m`, `1m30s`.
 //!
-//! Fleet files, fault strings and `?delay=` all use this one syntax, so a value means the same
-//! thing wherever it is typed. Unlike `humantime`, decimals are allowed (`0.5s`), which
-//! distribution parameters need. A bare `0` is accepted (it needs no unit); any other bare
-//! number is rejected because `150` could be milliseconds or seconds.
+//! Every place tailguard reads a duration uses this one syntax: command-line flags, fleet and
+//! scenario files, fault strings and `?delay=`, so a value means the same thing wherever it is
+//! typed. Decimals are allowed (`0.5s`), which distribution parameters need, and parts add up
+//! (`1m30s`, `1h 15m`). A bare `0` is accepted (it needs no unit); any other bare number is
+//! rejected because `150` could be milliseconds or seconds.
 //!
 //! # Example
 //! ```
 //! use std::time::Duration;
-//! use tailguard_fleet::duration::{format_duration, parse_duration};
+//! use tailguard_duration::{format_duration, parse_duration};
 //! assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+//! assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
 //! assert_eq!(format_duration(Duration::from_millis(167)), "167ms");
 //! ```
 
@@ -42,7 +44,8 @@ pub enum DurationError {
     TooLarge(String),
 }
 
-/// Parses `<decimal><unit>` with unit ns, us (or µs), ms, s, m (or min) or h.
+/// Parses one or more `<decimal><unit>` parts (summed) with unit ns, us (or µs), ms, s, m (or
+/// min) or h; spaces between parts and before a unit are allowed.
 ///
 /// # Errors
 /// [`DurationError`] naming what is wrong with `text`.
@@ -51,35 +54,44 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     if text.is_empty() {
         return Err(DurationError::Empty);
     }
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| DurationError::Number(text.to_owned()))?;
-    let unit = unit.trim();
-    let nanos_per_unit = match unit {
-        "" if value == 0.0 => 0.0,
-        "" => return Err(DurationError::NoUnit(text.to_owned())),
-        "ns" => 1.0,
-        "us" | "µs" => 1e3,
-        "ms" => 1e6,
-        "s" => 1e9,
-        "m" | "min" => 60e9,
-        "h" => 3600e9,
-        _ => {
-            return Err(DurationError::Unit {
-                text: text.to_owned(),
-                unit: unit.to_owned(),
-            })
-        }
-    };
-    let nanos = (value * nanos_per_unit).round();
-    if !nanos.is_finite() || nanos >= u64::MAX as f64 {
+    let mut rest = text;
+    let mut total_nanos = 0.0;
+    while !rest.is_empty() {
+        let split = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let (number, after) = rest.split_at(split);
+        let value: f64 = number
+            .parse()
+            .map_err(|_| DurationError::Number(text.to_owned()))?;
+        let after = after.trim_start();
+        let unit_len = after
+            .find(|c: char| !c.is_alphabetic())
+            .unwrap_or(after.len());
+        let (unit, after) = after.split_at(unit_len);
+        let nanos_per_unit = match unit {
+            "" if value == 0.0 && text == number => 0.0,
+            "" => return Err(DurationError::NoUnit(text.to_owned())),
+            "ns" => 1.0,
+            "us" | "µs" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            "m" | "min" => 60e9,
+            "h" => 3600e9,
+            _ => {
+                return Err(DurationError::Unit {
+                    text: text.to_owned(),
+                    unit: unit.to_owned(),
+                })
+            }
+        };
+        total_nanos += (value * nanos_per_unit).round();
+        rest = after.trim_start();
+    }
+    if !total_nanos.is_finite() || total_nanos >= u64::MAX as f64 {
         return Err(DurationError::TooLarge(text.to_owned()));
     }
-    Ok(Duration::from_nanos(nanos as u64))
+    Ok(Duration::from_nanos(total_nanos as u64))
 }
 
 /// Formats with the largest unit that keeps the value whole (`2s`, `167ms`, `250us`), else in
@@ -116,6 +128,22 @@ pub fn deserialize<'de, D: Deserializer<'de>>(de: D) -> Result<Duration, D::Erro
     // A visitor (rather than parsing after deserializing a String) so the YAML reader still
     // knows the position when the error is raised.
     de.deserialize_any(DurationVisitor)
+}
+
+/// A duration field of a serde type, written as in [`parse_duration`] (or the number `0`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Dur(pub Duration);
+
+impl<'de> serde::Deserialize<'de> for Dur {
+    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        deserialize(de).map(Dur)
+    }
+}
+
+impl From<Dur> for Duration {
+    fn from(d: Dur) -> Duration {
+        d.0
+    }
 }
 
 struct DurationVisitor;
@@ -161,6 +189,24 @@ mod tests {
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
         assert_eq!(parse_duration(" 7 ns ").unwrap(), Duration::from_nanos(7));
+    }
+
+    #[test]
+    fn adds_up_parts() {
+        assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("1h 15m").unwrap(), Duration::from_secs(4500));
+        assert_eq!(
+            parse_duration("1s500ms").unwrap(),
+            Duration::from_millis(1500)
+        );
+        assert_eq!(
+            parse_duration("1s 500"),
+            Err(DurationError::NoUnit("1s 500".into()))
+        );
+        assert_eq!(
+            parse_duration("0 0"),
+            Err(DurationError::NoUnit("0 0".into()))
+        );
     }
 
     #[test]
