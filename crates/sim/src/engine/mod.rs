@@ -6,7 +6,7 @@
 //!    clients in turn, or closed-loop workers (worker `w` belongs to client `w % clients`) that
 //!    send, wait for the response, and wait out their interval;
 //! 2. the clients: one [`Client`] per client-side balancer, the same request path the proxy
-//!    runs (pick, accrual, retries, hedges, timeouts; see `request.rs`);
+//!    runs (pick, accrual, retries, hedges, timeouts; see the request's life below);
 //! 3. the endpoints: each asks the fleet model what a request does (`is_down`, `paused_until`,
 //!    `decide`), optionally behind a capacity limit with a FIFO queue (see `server.rs`).
 //!
@@ -28,11 +28,12 @@ use queue::{Event, Queue};
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use request::{Attempt, Request};
-use server::Server;
-use slab::Slab;
+use server::{Endpoints, Step};
+use slab::{Key, Slab};
 use std::time::Duration;
 use tailguard_histogram::Histogram;
 use tailguard_pacing::Schedule;
+use tailguard_resilience::AttemptOutcome;
 
 /// A scenario that cannot run.
 #[derive(Debug, thiserror::Error)]
@@ -66,7 +67,7 @@ struct Engine<'a> {
     queue: Queue,
     clients: Vec<Client>,
     rng: Xoshiro256PlusPlus,
-    servers: Vec<Server>,
+    endpoints: Endpoints,
     requests: Slab<Request>,
     attempts: Slab<Attempt>,
     arrivals: Option<Schedule>,
@@ -108,9 +109,8 @@ impl<'a> Engine<'a> {
                 arm: config.name.clone(),
                 source,
             })?;
-        let servers = (0..n)
-            .map(|i| Server::new(stream_seed(scenario.seed, scenario.fleet.backend_seed(i))))
-            .collect();
+        let seeds = (0..n).map(|i| stream_seed(scenario.seed, scenario.fleet.backend_seed(i)));
+        let endpoints = Endpoints::new(seeds, scenario.servers.concurrency);
         let workers = match scenario.load.shape {
             LoadShape::Closed { workers, .. } => workers as usize,
             LoadShape::Open { .. } => 0,
@@ -123,7 +123,7 @@ impl<'a> Engine<'a> {
             used: vec![false; clients.len() * n],
             clients,
             rng,
-            servers,
+            endpoints,
             requests: Slab::new(),
             attempts: Slab::new(),
             arrivals: arrival_schedule(scenario)?,
@@ -166,6 +166,23 @@ impl<'a> Engine<'a> {
             Event::RequestTimeout(r) => self.on_request_timeout(r),
             Event::Retry(r) => self.on_retry(r),
         }
+    }
+
+    /// An endpoint finished an attempt: it frees the slot, and the outcome reaches the client
+    /// if it still waits for it.
+    fn on_done(&mut self, attempt: Key, endpoint: usize, slot: bool) {
+        let step = Step {
+            now: self.now,
+            queue: &mut self.queue,
+            attempts: &mut self.attempts,
+        };
+        self.endpoints
+            .on_done(&self.scenario.fleet, endpoint, slot, step);
+        let outcome = match self.attempts.get(attempt) {
+            Some(a) if a.live => a.outcome,
+            _ => return,
+        };
+        self.complete_attempt(attempt, outcome);
     }
 
     fn schedule_arrival(&mut self) {
@@ -216,6 +233,225 @@ impl<'a> Engine<'a> {
         let used = self.used.iter().filter(|&&u| u).count();
         self.out.endpoints_per_client = used as f64 / self.clients.len() as f64;
         self.out
+    }
+}
+
+// A request's life: attempts, retries, hedges, timeouts, and the final outcome.
+// 1. A request arrives: the client deposits into its budgets, a total timeout is armed, and
+//    the first attempt goes out.
+// 2. Each attempt goes to the endpoint the client picks; an attempt timeout is armed; the
+//    first attempt also arms the hedge timer when the arm hedges and the method may be
+//    repeated.
+// 3. An attempt ends (response, refusal, reset, timeout). A success ends the request. A
+//    retryable failure is retried on another endpoint when retries remain, the total deadline
+//    has not passed and the budget allows; otherwise the request fails once nothing else is in
+//    flight for it.
+// 4. The hedge timer fires while the request is still waiting: one backup attempt to another
+//    endpoint, if the hedge budget allows. The first success wins.
+// 5. The request ends: its latency is recorded, its other attempts are cancelled (the
+//    balancer and accrual hear of it), and a closed-loop worker schedules its next send.
+impl Engine<'_> {
+    /// Step 1.
+    fn new_request(&mut self, client: usize, worker: Option<u32>) {
+        self.clients[client].on_request(self.now);
+        let key = self.requests.insert(Request {
+            client,
+            worker,
+            scheduled: self.now,
+            head: None,
+            outstanding: 0,
+            pending_retries: 0,
+            retries: 0,
+            hedged: false,
+            last_endpoint: usize::MAX,
+        });
+        if let Some(total) = self.arm_config().timeouts.total {
+            self.queue
+                .push(self.now + total, Event::RequestTimeout(key));
+        }
+        self.send_attempt(key, None);
+    }
+
+    /// Step 2.
+    fn send_attempt(&mut self, key: Key, avoid: Option<usize>) {
+        let now = self.now;
+        let attempt_timeout = self.arm_config().timeouts.attempt;
+        let Some(req) = self.requests.get_mut(key) else {
+            return;
+        };
+        let client = &mut self.clients[req.client];
+        let endpoint = client.pick(now, avoid, &mut self.rng);
+        let ticket = client.on_send(endpoint, now);
+        let first = req.head.is_none();
+        let attempt = self.attempts.insert(Attempt {
+            request: key,
+            endpoint,
+            sent: now,
+            ticket,
+            outcome: AttemptOutcome::Timeout,
+            live: true,
+            previous: req.head,
+        });
+        req.head = Some(attempt);
+        req.outstanding += 1;
+        req.last_endpoint = endpoint;
+        let n = self.out.attempts.len();
+        self.used[req.client * n + endpoint] = true;
+        self.out.attempts[endpoint] += 1;
+        if let Some(t) = attempt_timeout {
+            self.queue.push(now + t, Event::AttemptTimeout(attempt));
+        }
+        if first {
+            self.arm_hedge(key);
+        }
+        let step = Step {
+            now: self.now,
+            queue: &mut self.queue,
+            attempts: &mut self.attempts,
+        };
+        self.endpoints
+            .accept(&self.scenario.fleet, endpoint, attempt, step);
+    }
+
+    fn arm_hedge(&mut self, key: Key) {
+        let method = self.scenario.load.method;
+        if !self.arm_config().classifier.retries(method) {
+            return;
+        }
+        let Some(req) = self.requests.get(key) else {
+            return;
+        };
+        if let Some(delay) = self.clients[req.client].hedge_delay(self.now) {
+            self.queue.push(self.now + delay, Event::Hedge(key));
+        }
+    }
+
+    /// Step 3: an endpoint's answer (or a timeout) reaches the client.
+    fn complete_attempt(&mut self, attempt: Key, outcome: AttemptOutcome) {
+        let Some(a) = self.attempts.get_mut(attempt).filter(|a| a.live) else {
+            return;
+        };
+        a.live = false;
+        let (key, endpoint, sent, ticket) = (a.request, a.endpoint, a.sent, a.ticket);
+        let Some(req) = self.requests.get_mut(key) else {
+            return;
+        };
+        req.outstanding -= 1;
+        let method = self.scenario.load.method;
+        let class = self.clients[req.client].on_complete(
+            endpoint,
+            ticket,
+            sent,
+            method,
+            outcome,
+            self.now,
+            &mut self.rng,
+        );
+        if class.success {
+            self.finish_request(key, true);
+        } else if !(class.retryable && self.try_retry(key, endpoint)) {
+            let req = &self.requests.get(key).expect("still open");
+            if req.outstanding == 0 && req.pending_retries == 0 {
+                self.finish_request(key, false);
+            }
+        }
+    }
+
+    /// Step 3: retry `key` away from `failed` if the arm, the deadline and the budget allow.
+    fn try_retry(&mut self, key: Key, failed: usize) -> bool {
+        let Some(retry) = self.arm_config().retries else {
+            return false;
+        };
+        let total = self.arm_config().timeouts.total;
+        let req = self.requests.get_mut(key).expect("still open");
+        let time_left = total.is_none_or(|t| self.now < req.scheduled + t);
+        if req.retries >= retry.max_retries || !time_left {
+            return false;
+        }
+        if !self.clients[req.client].may_retry(self.now) {
+            return false;
+        }
+        req.retries += 1;
+        match retry.backoff {
+            Some(b) => {
+                req.pending_retries += 1;
+                let delay = b.delay(req.retries, &mut self.rng);
+                self.queue.push(self.now + delay, Event::Retry(key));
+            }
+            None => self.send_attempt(key, Some(failed)),
+        }
+        true
+    }
+
+    fn on_retry(&mut self, key: Key) {
+        let Some(req) = self.requests.get_mut(key) else {
+            return;
+        };
+        req.pending_retries -= 1;
+        let avoid = req.last_endpoint;
+        self.send_attempt(key, Some(avoid));
+    }
+
+    /// Step 4.
+    fn on_hedge(&mut self, key: Key) {
+        let Some(req) = self.requests.get_mut(key) else {
+            return;
+        };
+        if req.hedged || req.outstanding == 0 {
+            return;
+        }
+        if self.clients[req.client].may_hedge(self.now) {
+            req.hedged = true;
+            let avoid = req.last_endpoint;
+            self.send_attempt(key, Some(avoid));
+        }
+    }
+
+    fn on_attempt_timeout(&mut self, attempt: Key) {
+        self.complete_attempt(attempt, AttemptOutcome::Timeout);
+    }
+
+    fn on_request_timeout(&mut self, key: Key) {
+        if self.requests.get(key).is_some() {
+            self.finish_request(key, false);
+        }
+    }
+
+    /// Step 5.
+    fn finish_request(&mut self, key: Key, success: bool) {
+        let req = self.requests.remove(key).expect("finished once");
+        let latency = self.now.saturating_sub(req.scheduled);
+        self.out.latency.record(latency);
+        self.out.requests += 1;
+        if success {
+            self.out.successes += 1;
+            if latency <= self.scenario.deadline {
+                self.out.within_deadline += 1;
+            }
+        }
+        let mut next = req.head;
+        while let Some(k) = next {
+            let a = self
+                .attempts
+                .remove(k)
+                .expect("attempts live as long as their request");
+            if a.live {
+                self.clients[req.client].on_cancel(a.endpoint, a.ticket, a.sent, self.now);
+            }
+            next = a.previous;
+        }
+        if let Some(worker) = req.worker {
+            self.worker_next(worker);
+        }
+    }
+
+    /// Requests that can never end (an endpoint paused for good, and no timeout) fail when the
+    /// event queue runs dry.
+    fn abandon_stuck(&mut self) {
+        let stuck: Vec<Key> = self.requests.keys().collect();
+        for key in stuck {
+            self.finish_request(key, false);
+        }
     }
 }
 

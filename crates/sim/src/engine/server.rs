@@ -12,14 +12,14 @@
 //! An abandoned attempt already in service keeps its slot until it completes: the endpoint
 //! does not know the client gave up.
 
-use super::queue::Event;
-use super::slab::Key;
-use super::Engine;
+use super::queue::{Event, Queue};
+use super::request::Attempt;
+use super::slab::{Key, Slab};
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use std::collections::VecDeque;
 use std::time::Duration;
-use tailguard_fleet::Outcome;
+use tailguard_fleet::{Fleet, Outcome};
 use tailguard_resilience::AttemptOutcome;
 
 /// Pauses chained back to back are followed this many times before giving up on a response.
@@ -27,77 +27,93 @@ const MAX_PAUSE_CHAIN: usize = 64;
 
 /// One endpoint's random stream and capacity state.
 #[derive(Debug)]
-pub(crate) struct Server {
+struct Server {
     rng: Xoshiro256PlusPlus,
     busy: u32,
     waiting: VecDeque<Key>,
 }
 
-impl Server {
-    pub(crate) fn new(seed: u64) -> Self {
-        Self {
-            rng: Xoshiro256PlusPlus::seed_from_u64(seed),
-            busy: 0,
-            waiting: VecDeque::new(),
-        }
-    }
+/// The engine's state that an endpoint step reads and writes.
+pub(super) struct Step<'e> {
+    pub(super) now: Duration,
+    pub(super) queue: &'e mut Queue,
+    pub(super) attempts: &'e mut Slab<Attempt>,
 }
 
-impl Engine<'_> {
+/// Every endpoint of the fleet.
+#[derive(Debug)]
+pub(super) struct Endpoints {
+    servers: Vec<Server>,
+    /// Each endpoint's capacity (`None`: unlimited).
+    concurrency: Option<u32>,
+}
+
+impl Endpoints {
+    /// One endpoint per seed.
+    pub(super) fn new(seeds: impl IntoIterator<Item = u64>, concurrency: Option<u32>) -> Self {
+        let servers = seeds
+            .into_iter()
+            .map(|seed| Server {
+                rng: Xoshiro256PlusPlus::seed_from_u64(seed),
+                busy: 0,
+                waiting: VecDeque::new(),
+            })
+            .collect();
+        Self {
+            servers,
+            concurrency,
+        }
+    }
+
     /// Steps 1 and 2.
-    pub(super) fn server_accept(&mut self, endpoint: usize, attempt: Key) {
-        if self.scenario.fleet.backends[endpoint].is_down(self.now) {
-            if let Some(a) = self.attempts.get_mut(attempt) {
+    pub(super) fn accept(&mut self, fleet: &Fleet, endpoint: usize, attempt: Key, step: Step<'_>) {
+        if fleet.backends[endpoint].is_down(step.now) {
+            if let Some(a) = step.attempts.get_mut(attempt) {
                 a.outcome = AttemptOutcome::Refused;
             }
-            let event = done(attempt, endpoint, false);
-            self.queue.push(self.now, event);
+            step.queue.push(step.now, done(attempt, endpoint, false));
             return;
         }
-        match self.scenario.servers.concurrency {
+        match self.concurrency {
             Some(limit) if self.servers[endpoint].busy >= limit => {
                 self.servers[endpoint].waiting.push_back(attempt);
             }
-            _ => self.start_service(endpoint, attempt),
+            _ => self.start_service(fleet, endpoint, attempt, step),
         }
     }
 
     /// Step 3.
-    fn start_service(&mut self, endpoint: usize, attempt: Key) {
-        let spec = &self.scenario.fleet.backends[endpoint];
+    fn start_service(&mut self, fleet: &Fleet, endpoint: usize, attempt: Key, step: Step<'_>) {
+        let spec = &fleet.backends[endpoint];
         let server = &mut self.servers[endpoint];
-        let start = spec.paused_until(self.now).unwrap_or(self.now);
+        let start = spec.paused_until(step.now).unwrap_or(step.now);
         let decision = spec.decide(start, &mut server.rng);
-        let slot = self.scenario.servers.concurrency.is_some();
+        let slot = self.concurrency.is_some();
         server.busy += u32::from(slot);
-        if let Some(a) = self.attempts.get_mut(attempt) {
+        if let Some(a) = step.attempts.get_mut(attempt) {
             a.outcome = match decision.outcome {
                 Outcome::Respond { status } => AttemptOutcome::Status(status),
                 Outcome::Close | Outcome::Reset => AttemptOutcome::Reset,
             };
         }
         if let Some(at) = response_time(spec, start, decision.latency) {
-            self.queue.push(at, done(attempt, endpoint, slot));
+            step.queue.push(at, done(attempt, endpoint, slot));
         }
     }
 
-    /// The endpoint finished an attempt: free its slot, serve the next in line, and deliver
-    /// the outcome if the client still waits for it.
-    pub(super) fn on_done(&mut self, attempt: Key, endpoint: usize, slot: bool) {
-        if slot {
-            self.servers[endpoint].busy -= 1;
-            while let Some(next) = self.servers[endpoint].waiting.pop_front() {
-                if self.attempts.get(next).is_some_and(|a| a.live) {
-                    self.start_service(endpoint, next);
-                    break;
-                }
+    /// The endpoint finished an attempt: free its slot and serve the next in line (the engine
+    /// then delivers the outcome if the client still waits for it).
+    pub(super) fn on_done(&mut self, fleet: &Fleet, endpoint: usize, slot: bool, step: Step<'_>) {
+        if !slot {
+            return;
+        }
+        self.servers[endpoint].busy -= 1;
+        while let Some(next) = self.servers[endpoint].waiting.pop_front() {
+            if step.attempts.get(next).is_some_and(|a| a.live) {
+                self.start_service(fleet, endpoint, next, step);
+                break;
             }
         }
-        let outcome = match self.attempts.get(attempt) {
-            Some(a) if a.live => a.outcome,
-            _ => return,
-        };
-        self.complete_attempt(attempt, outcome);
     }
 }
 
