@@ -38,8 +38,6 @@ use tokio::time::Instant;
 use tonic::codegen::Service;
 use tonic::server::UnaryService;
 use tonic::Status;
-use tonic_health::pb::health_server::HealthServer;
-use tonic_health::server::{HealthReporter, HealthService};
 
 /// The ping method's path.
 pub const PING_PATH: &str = "/tailguard.serve.v1.Ping/Ping";
@@ -87,19 +85,14 @@ pub struct PingResponse {
 }
 
 /// True for gRPC requests.
-pub fn is_grpc<B>(req: &Request<B>) -> bool {
+pub(crate) fn is_grpc<B>(req: &Request<B>) -> bool {
     req.headers()
         .get(CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
 }
 
-/// A health server reporting `SERVING`.
-pub fn health_server() -> HealthServer<HealthService> {
-    HealthServer::new(HealthService::from_health_reporter(HealthReporter::new()))
-}
-
 /// Routes one gRPC request.
-pub async fn handle(
+pub(crate) async fn handle(
     svc: BackendService,
     req: Request<Incoming>,
     arrival: Instant,

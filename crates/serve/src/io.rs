@@ -25,12 +25,10 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
-/// How a connection is being ended by the backend.
+/// How a connection is being ended by the backend (0 in [`ConnCtl`]: not killed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Kill {
-    /// Not killed.
-    None = 0,
     /// Close (FIN) without a response.
     Close = 1,
     /// Reset (RST).

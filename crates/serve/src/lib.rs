@@ -9,8 +9,9 @@
 //!
 //! Layers, bottom up: [`io`] (pause gating, Nagle demo writes, resets), [`timer`]
 //! (microsecond-precise latency waits), [`gate`] and [`driver`] (run state from the schedule),
-//! [`listener`] (accept, down/up), [`service`] (decide, wait, answer), [`overrides`]
-//! (`?delay=`), [`h2c`] and [`grpc`], [`control`] and [`metrics`].
+//! [`listener`] (accept, down/up), `route` (each request to its protocol: gRPC, h2c upgrade,
+//! plain HTTP), [`service`] (the one core: decide, wait, answer), [`grpc`], [`overrides`]
+//! (`?delay=`), [`control`] and [`metrics`].
 //!
 //! # Example
 //! ```
@@ -30,18 +31,18 @@
 /// The behaviour model, re-exported so the CLI needs only this crate.
 pub use tailguard_fleet as fleet;
 
-pub mod control;
-pub mod driver;
-pub mod gate;
+mod control;
+mod driver;
+mod gate;
 pub mod grpc;
-pub mod h2c;
-pub mod io;
-pub mod listener;
-pub mod metrics;
-pub mod overrides;
-pub mod service;
-pub mod state;
-pub mod timer;
+mod io;
+mod listener;
+mod metrics;
+mod overrides;
+mod route;
+mod service;
+mod state;
+mod timer;
 
 use control::Control;
 use metrics::Metrics;

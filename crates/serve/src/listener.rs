@@ -6,7 +6,7 @@
 
 use crate::gate::RunState;
 use crate::io::{ConnCtl, GatedIo};
-use crate::service::BackendService;
+use crate::route::Router;
 use crate::state::Backend;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
@@ -90,7 +90,7 @@ pub async fn serve_connection(backend: Arc<Backend>, stream: TcpStream) {
         ctl.clone(),
         backend.shared.nagle,
     );
-    let svc = BackendService::new(backend.clone(), ctl.clone());
+    let svc = Router::new(backend.clone(), ctl.clone());
     let mut conn = tokio::spawn(async move {
         // hyper takes a PING or HEADERS where the client's first SETTINGS frame belongs; the
         // check refuses that with GOAWAY.

@@ -7,23 +7,19 @@
 //! 3. Sleep until `arrival + latency` (failures take the latency too, as in seed 000).
 //! 4. Answer with the status and body, or tell the connection task to close or reset.
 //!
-//! gRPC requests (`content-type: application/grpc*`) go to [`crate::grpc`], and an HTTP/1.1
-//! `Upgrade: h2c` request to [`crate::h2c`]. On HTTP/2, close and reset end the whole
-//! connection (every stream on it), as a crashing process would.
+//! This is the one core every protocol answers through: [`crate::route`] sends plain HTTP
+//! here, and gRPC through [`crate::grpc`], which uses the same decision and wait. On HTTP/2,
+//! close and reset end the whole connection (every stream on it), as a crashing process would.
 //!
-//! A zero-latency answer is built inside `call` and returned as a ready future (no allocation);
+//! A zero-latency answer is built at once and returned as a ready future (no allocation);
 //! anything that waits is boxed.
-//!
-//! A HEAD request gets the GET's answer without its body, so that HTTP/2 ends its stream with
-//! the HEADERS frame (hyper's HTTP/2 server would send a body it is given, even for HEAD).
 
 use crate::io::{ConnCtl, Kill};
 use crate::overrides::Overrides;
 use crate::state::Backend;
-use crate::{grpc, h2c};
 use bytes::Bytes;
 use http::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
-use http::{Method, StatusCode};
+use http::StatusCode;
 use http_body_util::{BodyExt, Either, Full};
 use hyper::body::{Body, Incoming};
 use hyper::{Request, Response};
@@ -46,7 +42,8 @@ pub const BACKEND_HEADER: &str = "x-tailguard-backend";
 /// tell the backend's intended wait from everything else it measured.
 pub const LATENCY_HEADER: &str = "x-tailguard-latency-us";
 
-/// One connection's service (cloned for h2 streams and an h2c upgrade; they share the RNG).
+/// The core of one connection's service: decides, waits and answers (cloned for h2 streams and
+/// an h2c upgrade; they share the RNG).
 #[derive(Clone, Debug)]
 pub struct BackendService {
     pub(crate) backend: Arc<Backend>,
@@ -197,7 +194,7 @@ impl Future for RespFuture {
 
 impl RespFuture {
     /// The same answer, made [`headless`] when it is ready.
-    fn headless(self) -> Self {
+    pub(crate) fn headless(self) -> Self {
         match self {
             RespFuture::Ready(resp) => RespFuture::Ready(resp.map(headless)),
             RespFuture::Waiting(fut) => {
@@ -207,29 +204,10 @@ impl RespFuture {
     }
 }
 
-impl hyper::service::Service<Request<Incoming>> for BackendService {
-    type Response = Response<RespBody>;
-    type Error = Infallible;
-    type Future = RespFuture;
-
-    fn call(&self, req: Request<Incoming>) -> Self::Future {
-        if req.method() == Method::HEAD {
-            return self.answer(req).headless();
-        }
-        self.answer(req)
-    }
-}
-
 impl BackendService {
-    /// The answer to any method, body included.
-    fn answer(&self, req: Request<Incoming>) -> RespFuture {
-        let arrival = Instant::now();
-        if grpc::is_grpc(&req) {
-            return RespFuture::Waiting(Box::pin(grpc::handle(self.clone(), req, arrival)));
-        }
-        if h2c::is_upgrade(&req) {
-            return RespFuture::Waiting(Box::pin(h2c::upgrade(self.clone(), req)));
-        }
+    /// The plain-HTTP answer to any method, body included, for a request that arrived at
+    /// `arrival`.
+    pub(crate) fn answer(&self, req: Request<Incoming>, arrival: Instant) -> RespFuture {
         let plan = match self.plan(&req, arrival) {
             Ok(plan) => plan,
             Err(message) => return RespFuture::Ready(Some(self.bad_request(message))),

@@ -16,7 +16,7 @@ use tailguard_fleet::{BackendSpec, Body};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tonic_health::pb::health_server::HealthServer;
-use tonic_health::server::HealthService;
+use tonic_health::server::{HealthReporter, HealthService};
 
 /// Settings shared by every backend of a fleet.
 #[derive(Clone, Copy, Debug)]
@@ -81,7 +81,8 @@ impl Backend {
             counters,
             changed: Notify::new(),
             listening: tokio::sync::watch::Sender::new(true),
-            health: crate::grpc::health_server(),
+            // Always `SERVING`: a paused or down backend does not answer at all.
+            health: HealthServer::new(HealthService::from_health_reporter(HealthReporter::new())),
             spec: RwLock::new(spec.clone()),
             original: spec,
             seed,
