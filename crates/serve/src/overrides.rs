@@ -7,13 +7,6 @@
 //! - `status=503` or `status=503:10,429:5`: answer with that status;
 //! - `close=5`, `reset=5`: percent of requests closed / reset without a response;
 //! - `size=1024`: answer with that many bytes.
-//!
-//! # Example
-//! ```
-//! use tailguard_serve::overrides::Overrides;
-//! let o = Overrides::parse("delay=150ms&status=503:10").unwrap();
-//! assert_eq!(o.size, None);
-//! ```
 
 use rand::Rng;
 use std::time::Duration;
@@ -153,6 +146,12 @@ fn pick<T: Copy, R: Rng + ?Sized>(list: &[(T, f64)], rng: &mut R) -> Option<T> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn parses_the_documented_example() {
+        let o = super::Overrides::parse("delay=150ms&status=503:10").unwrap();
+        assert_eq!(o.size, None);
+    }
+
     use super::*;
     use rand::SeedableRng;
     use rand_xoshiro::Xoshiro256PlusPlus;

@@ -7,18 +7,6 @@
 //! condition variable with a timeout (a high-resolution kernel timer, tens of microseconds of
 //! slack) and wakes the task at its deadline. No CPU is spent spinning. The thread is shared
 //! by the process and started on first use.
-//!
-//! # Example
-//! ```
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() {
-//! use std::time::Duration;
-//! use tokio::time::Instant;
-//! let deadline = Instant::now() + Duration::from_millis(5);
-//! tailguard_serve::timer::sleep_until(deadline, true).await;
-//! assert!(Instant::now() >= deadline);
-//! # }
-//! ```
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -156,5 +144,15 @@ impl Wheel {
                 None => self.wake.wait(queue).unwrap_or_else(|p| p.into_inner()),
             };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_precise_sleep_never_wakes_early() {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(5);
+        super::sleep_until(deadline, true).await;
+        assert!(tokio::time::Instant::now() >= deadline);
     }
 }
