@@ -6,7 +6,7 @@
 
 use crate::listener::stopped;
 use crate::metrics::EndpointLabels;
-use crate::Shared;
+use crate::shared::Shared;
 use bytes::Bytes;
 use http::{header, Request, Response, StatusCode};
 use http_body_util::Full;

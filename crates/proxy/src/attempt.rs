@@ -14,7 +14,7 @@
 //! - an attempt that found its endpoint at its connection limit is the proxy's own limit: 503,
 //!   cancelled;
 //! - an attempt abandoned midway (the total timeout fired, or the client went away) is
-//!   cancelled when its [`Pending`] drops, so the balancer's pending count never leaks.
+//!   cancelled when its [`InFlight`] drops, so the balancer's pending count never leaks.
 //!
 //! # gRPC
 //! A gRPC call's outcome is its `grpc-status`. A trailers-only response carries it in its
@@ -25,14 +25,15 @@
 //! streams on and the attempt's outcome is reported when they come
 //! ([`crate::response_body`]).
 
-use crate::clock::Clock;
-use crate::endpoints::{Change, Endpoints};
+use crate::endpoints::Endpoints;
+use crate::in_flight::InFlight;
 use crate::request_body::FaultCell;
 use crate::response::Reply;
 use crate::response_body::{Deferred, Watched};
 use crate::service::Service;
+use crate::shared::Shared;
 use crate::upstream::{ProxyBody, SendError, UpstreamBody};
-use crate::{grpc, hygiene, Shared};
+use crate::{grpc, hygiene};
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
@@ -43,11 +44,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
-use tailguard_resilience::{AttemptOutcome, Class, Method, Ticket};
+use tailguard_resilience::{AttemptOutcome, Class, Method};
 
 /// A request body, as attempts use it.
 #[derive(Debug)]
-pub enum Attempt {
+pub enum AttemptBody {
     /// Buffered: every attempt sends a copy.
     Replayable(Bytes),
     /// Streamed: only the attempt that sends it can use it; attempts that found no connection
@@ -55,11 +56,13 @@ pub enum Attempt {
     Streaming(Option<ProxyBody>),
 }
 
-impl Attempt {
+impl AttemptBody {
     fn take(&mut self) -> ProxyBody {
         match self {
-            Attempt::Replayable(b) => Full::new(b.clone()).map_err(|never| match never {}).boxed(),
-            Attempt::Streaming(b) => b.take().unwrap_or_else(|| {
+            AttemptBody::Replayable(b) => {
+                Full::new(b.clone()).map_err(|never| match never {}).boxed()
+            }
+            AttemptBody::Streaming(b) => b.take().unwrap_or_else(|| {
                 // Unreachable: a streamed body is never retried; send nothing rather than panic.
                 Full::new(Bytes::new())
                     .map_err(|never| match never {})
@@ -72,19 +75,19 @@ impl Attempt {
     /// an attempt took it (an attempt that found no connection never does).
     fn available(&self) -> bool {
         match self {
-            Attempt::Replayable(_) => true,
-            Attempt::Streaming(b) => b.is_some(),
+            AttemptBody::Replayable(_) => true,
+            AttemptBody::Streaming(b) => b.is_some(),
         }
     }
 }
 
-/// A request ready for its attempts.
+/// A request ready for its attempts (cleaned, its body prepared; not sent yet).
 #[derive(Debug)]
-pub struct Sent {
+pub struct Outgoing {
     /// Method, path, cleaned headers, upstream version.
     pub parts: http::request::Parts,
     /// The body.
-    pub body: Attempt,
+    pub body: AttemptBody,
     /// The method as the classifier sees it.
     pub method: Method,
     /// Over HTTP/2.
@@ -93,42 +96,6 @@ pub struct Sent {
     pub reply: Reply,
     /// Where a streamed body writes the client's fault (`None`: a buffered body).
     pub fault: Option<FaultCell>,
-}
-
-/// One attempt in flight: reports its outcome once ([`Pending::finish`]), or, dropped
-/// unfinished, its cancellation.
-#[derive(Debug)]
-pub struct Pending {
-    shared: Arc<Shared>,
-    service: Arc<Service>,
-    endpoints: Arc<Endpoints>,
-    attempt: Option<(usize, Option<Ticket>)>,
-    slot: usize,
-    method: Method,
-    sent: Duration,
-    clock: Clock,
-}
-
-impl Pending {
-    /// Reports `outcome` with the round trip `rtt` to the balancer, accrual and metrics.
-    pub fn finish(mut self, outcome: AttemptOutcome, rtt: Duration) -> Class {
-        let attempt = self.attempt.take().expect("finished once");
-        let now = self.clock.now();
-        let sent = now.saturating_sub(rtt);
-        let (class, change) = self
-            .endpoints
-            .complete(attempt, sent, self.method, outcome, now);
-        record(&self, outcome, rtt, change);
-        class
-    }
-}
-
-impl Drop for Pending {
-    fn drop(&mut self) {
-        if let Some(a) = self.attempt.take() {
-            self.endpoints.cancel(a, self.sent, self.clock.now());
-        }
-    }
 }
 
 enum Ended {
@@ -140,11 +107,11 @@ enum Ended {
 pub async fn run(
     shared: &Arc<Shared>,
     service: &Arc<Service>,
-    mut sent: Sent,
+    mut request: Outgoing,
 ) -> Response<ProxyBody> {
     let endpoints = service.endpoints();
     if endpoints.is_empty() {
-        return sent
+        return request
             .reply
             .error(StatusCode::SERVICE_UNAVAILABLE, "no endpoints");
     }
@@ -153,17 +120,17 @@ pub async fn run(
     let retries = service.config.arm.retries;
     let (mut avoid, mut tries) = (None, 0u32);
     loop {
-        let (slot, class, ended) = once(shared, service, &endpoints, &mut sent, avoid).await;
+        let (slot, class, ended) = once(shared, service, &endpoints, &mut request, avoid).await;
         let may = !class.success
             && class.retryable
-            && sent.body.available()
+            && request.body.available()
             && retries.is_some_and(|r| tries < r.max_retries);
         if !may {
-            return finish(ended, sent.reply);
+            return finish(ended, request.reply);
         }
         if !endpoints.may_retry(clock.now()) {
             service.handles(&shared.metrics).budget_exhausted.inc();
-            return finish(ended, sent.reply);
+            return finish(ended, request.reply);
         }
         drop(ended);
         service.handles(&shared.metrics).retries.inc();
@@ -189,20 +156,20 @@ async fn once(
     shared: &Arc<Shared>,
     service: &Arc<Service>,
     endpoints: &Arc<Endpoints>,
-    sent: &mut Sent,
+    request: &mut Outgoing,
     avoid: Option<usize>,
 ) -> (usize, Class, Ended) {
     let clock = shared.clock;
     let now = clock.now();
     let (slot, ticket) = endpoints.send(now, avoid).expect("checked non-empty");
     let addr = endpoints.addr(slot);
-    let pending = Pending {
+    let pending = InFlight {
         shared: Arc::clone(shared),
         service: Arc::clone(service),
         endpoints: Arc::clone(endpoints),
         attempt: Some((slot, ticket)),
         slot,
-        method: sent.method,
+        method: request.method,
         sent: now,
         clock,
     };
@@ -214,18 +181,24 @@ async fn once(
         .timeouts
         .attempt
         .map(|t| tokio::time::Instant::now() + t);
-    let result = match within(deadline, service.upstreams.checkout(sent.h2, addr)).await {
+    let result = match within(deadline, service.upstreams.checkout(request.h2, addr)).await {
         None => None,
         Some(Err(e)) => Some(Err(e)),
         Some(Ok(conn)) => {
-            let req = build(&sent.parts, sent.body.take(), endpoints, slot, sent.h2);
+            let req = build(
+                &request.parts,
+                request.body.take(),
+                endpoints,
+                slot,
+                request.h2,
+            );
             within(deadline, conn.send(req)).await
         }
     };
     let rtt = || clock.now().saturating_sub(now);
     // The client's body failed, so the upstream request did, or the endpoint answered a
     // request it never got whole: the client's fault either way.
-    if let (Some(_), Some(fault)) = (&result, client_fault(sent)) {
+    if let (Some(_), Some(fault)) = (&result, client_fault(request)) {
         drop(pending);
         shared
             .metrics
@@ -243,7 +216,7 @@ async fn once(
         ),
         Some(Ok(resp)) => {
             let rtt = rtt();
-            return respond(service, sent, slot, resp, pending, rtt);
+            return respond(service, request, slot, resp, pending, rtt);
         }
         Some(Err(e @ SendError::Exhausted(_))) => {
             // Nothing was sent: not the endpoint's failure, so the attempt is cancelled (the
@@ -281,25 +254,25 @@ const FAILED_HERE: Class = Class {
     retryable: false,
 };
 
-fn client_fault(sent: &Sent) -> Option<crate::request_body::ClientFault> {
-    sent.fault.as_ref().and_then(|c| c.get().cloned())
+fn client_fault(request: &Outgoing) -> Option<crate::request_body::ClientFault> {
+    request.fault.as_ref().and_then(|c| c.get().cloned())
 }
 
 /// A response came: classify it (a gRPC call by its status, peeked if need be), report it,
 /// and wrap its body for the trip downstream.
 fn respond(
     service: &Service,
-    sent: &Sent,
+    request: &Outgoing,
     slot: usize,
     resp: Response<UpstreamBody>,
-    pending: Pending,
+    pending: InFlight,
     rtt: Duration,
 ) -> (usize, Class, Ended) {
     let (mut parts, mut body) = resp.into_parts();
     hygiene::strip_hop_by_hop(&mut parts.headers);
     hygiene::add_via(&mut parts.headers, parts.version);
     let idle = service.config.body.response_idle;
-    let grpc_call = sent.reply == Reply::Grpc && parts.status == StatusCode::OK;
+    let grpc_call = request.reply == Reply::Grpc && parts.status == StatusCode::OK;
     let mut peeked = VecDeque::new();
     let verdict = if !grpc_call {
         Some(AttemptOutcome::Status(parts.status.as_u16()))
@@ -423,32 +396,4 @@ fn connect_failure(e: &(dyn std::error::Error + 'static)) -> String {
         next = err.source();
     }
     tailguard_http::error_chain(e)
-}
-
-fn record(p: &Pending, outcome: AttemptOutcome, rtt: Duration, change: Change) {
-    let m = &p.shared.metrics;
-    let service = &p.service.config.name;
-    let handles = p.endpoints.handles(p.slot, m, service);
-    handles.latency.observe(rtt.as_secs_f64());
-    let status = match outcome {
-        AttemptOutcome::Status(s) => Some(s),
-        AttemptOutcome::Grpc(code) => {
-            m.grpc_attempt(service, p.endpoints.addr(p.slot), code);
-            Some(tailguard_resilience::grpc_http_status(code))
-        }
-        _ => None,
-    };
-    handles.attempts(m, status).inc();
-    let state = match change {
-        Change::None => return,
-        Change::Tripped => "dead",
-        Change::Revived => "alive",
-    };
-    let endpoint = p.endpoints.addr(p.slot);
-    if change == Change::Tripped {
-        tracing::info!(%endpoint, %service, "failure accrual: endpoint out of rotation");
-    } else {
-        tracing::info!(%endpoint, %service, "failure accrual: endpoint back in rotation");
-    }
-    m.accrual.get_or_create(&handles.labels(state)).inc();
 }

@@ -2,15 +2,6 @@
 //! balancer and resilience code takes.
 //!
 //! Built on `tokio::time::Instant`, so tests running on paused time drive the same code.
-//!
-//! # Example
-//! ```
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() {
-//! let clock = tailguard_proxy::clock::Clock::start();
-//! assert!(clock.now() < std::time::Duration::from_secs(1));
-//! # }
-//! ```
 
 use std::time::Duration;
 use tokio::time::Instant;
@@ -32,5 +23,14 @@ impl Clock {
     /// Time since [`Clock::start`].
     pub fn now(&self) -> Duration {
         self.start.elapsed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_new_clock_starts_near_zero() {
+        let clock = super::Clock::start();
+        assert!(clock.now() < std::time::Duration::from_secs(1));
     }
 }

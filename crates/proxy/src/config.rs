@@ -57,13 +57,69 @@ pub enum Discovery {
     /// DNS A/AAAA or SRV records, re-resolved periodically; every address is used.
     Dns {
         /// What to resolve.
-        name: crate::dns::DnsName,
+        name: DnsName,
         /// The name server (`None`: the system's).
         server: Option<SocketAddr>,
         /// How often to re-resolve.
         interval: Duration,
     },
 }
+
+/// What to resolve ([`crate::dns`] resolves it).
+///
+/// # Example
+/// ```
+/// use tailguard_proxy::config::DnsName;
+/// let a = DnsName::parse("web.internal:8080").unwrap();
+/// assert_eq!(a, DnsName::A { host: "web.internal".into(), port: 8080 });
+/// let srv = DnsName::parse("_http._tcp.web.internal").unwrap();
+/// assert!(matches!(srv, DnsName::Srv { .. }));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DnsName {
+    /// A and AAAA records of `host`, each at `port`.
+    A {
+        /// The name.
+        host: String,
+        /// The port every address gets.
+        port: u16,
+    },
+    /// SRV records of `name` (`_service._proto.domain`), each target resolved to its addresses.
+    Srv {
+        /// The SRV name.
+        name: String,
+    },
+}
+
+impl DnsName {
+    /// Parses `host:port` (A/AAAA) or `_service._proto.domain` (SRV).
+    ///
+    /// # Errors
+    /// [`DnsNameError`] for anything else.
+    pub fn parse(text: &str) -> Result<Self, DnsNameError> {
+        if text.starts_with('_') {
+            return Ok(DnsName::Srv {
+                name: text.to_owned(),
+            });
+        }
+        let (host, port) = text
+            .rsplit_once(':')
+            .ok_or_else(|| DnsNameError(text.to_owned()))?;
+        let port = port.parse().map_err(|_| DnsNameError(text.to_owned()))?;
+        if host.is_empty() {
+            return Err(DnsNameError(text.to_owned()));
+        }
+        Ok(DnsName::A {
+            host: host.to_owned(),
+            port,
+        })
+    }
+}
+
+/// Neither `host:port` nor `_service._proto.domain`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is neither `host:port` nor an SRV name `_service._proto.domain`")]
+pub struct DnsNameError(String);
 
 /// The HTTP version spoken to upstreams.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -1,20 +1,21 @@
 //! File discovery, like Linkerd 1's fs namer: one `host:port [weight]` per line (`#` starts a
 //! comment), re-read every `interval` and applied without restart when its content changes.
 //! A file that does not parse is reported and ignored; the previous endpoints stay.
-//!
-//! # Example
-//! ```
-//! use tailguard_proxy::discovery::parse_upstreams;
-//! let list = parse_upstreams("127.0.0.1:9001\n127.0.0.1:9002 3 # heavier\n").unwrap();
-//! assert_eq!(list.len(), 2);
-//! assert_eq!(list[1].weight, 3);
-//! ```
 
 use crate::config::{Upstream, MAX_WEIGHT};
-use crate::service::Service;
 use std::path::Path;
-use std::sync::{Arc, Weak};
 use std::time::Duration;
+
+/// Where a discovery source's endpoint lists go. The source only finds lists; the owner of the
+/// service they feed applies them (in the proxy: [`crate::start`], for a service of the
+/// running configuration).
+pub trait Target: Send + 'static {
+    /// Whether the target is still there (a reload may have replaced its service); checked
+    /// before each look, and the source stops when it is gone.
+    fn alive(&self) -> bool;
+    /// Applies a changed endpoint list.
+    fn apply(&self, next: &[Upstream]);
+}
 
 /// A discovery input that does not parse.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -67,21 +68,21 @@ pub fn parse_upstreams(text: &str) -> Result<Vec<Upstream>, DiscoveryError> {
         .collect()
 }
 
-/// Watches `path` for `service` until the service is dropped (a reload replaced it).
+/// Watches `path` for `target` while it is there.
 pub async fn watch_file(
-    service: Weak<Service>,
+    target: impl Target,
     path: std::path::PathBuf,
     interval: Duration,
     last: Vec<Upstream>,
 ) {
-    poll(service, interval, last, || read(&path)).await;
+    poll(target, interval, last, || read(&path)).await;
 }
 
 /// The loop every discovery source shares: every `interval`, ask `fetch` for the endpoint
-/// list (`None`: keep the current one) and apply it when it changed, until the service is
-/// dropped.
+/// list (`None`: keep the current one) and hand it to `target` when it changed, while the
+/// target is there.
 pub(crate) async fn poll<F, Fut>(
-    service: Weak<Service>,
+    target: impl Target,
     interval: Duration,
     mut last: Vec<Upstream>,
     mut fetch: F,
@@ -93,11 +94,11 @@ pub(crate) async fn poll<F, Fut>(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let Some(service) = service.upgrade() else {
+        if !target.alive() {
             return;
-        };
+        }
         if let Some(next) = fetch().await.filter(|n| *n != last) {
-            apply(&service, &next);
+            target.apply(&next);
             last = next;
         }
     }
@@ -120,17 +121,15 @@ async fn read(path: &Path) -> Option<Vec<Upstream>> {
     }
 }
 
-fn apply(service: &Arc<Service>, next: &[Upstream]) {
-    match service.set_upstreams(next) {
-        Ok(()) => {
-            tracing::info!(service = %service.config.name, endpoints = next.len(), "endpoints updated")
-        }
-        Err(err) => tracing::warn!(%err, "endpoints not updated"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn parses_the_documented_example() {
+        let list = parse_upstreams("127.0.0.1:9001\n127.0.0.1:9002 3 # heavier\n").unwrap();
+        assert_eq!(list.len(), 2);
+        assert_eq!(list[1].weight, 3);
+    }
+
     use super::*;
 
     #[test]

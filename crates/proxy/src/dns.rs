@@ -3,84 +3,28 @@
 //! note on round robin). Resolved with hickory-resolver, against the system's name servers or
 //! a configured one. A failed resolution keeps the previous endpoints.
 //!
-//! # Example
-//! ```
-//! use tailguard_proxy::dns::DnsName;
-//! let a = DnsName::parse("web.internal:8080").unwrap();
-//! assert_eq!(a, DnsName::A { host: "web.internal".into(), port: 8080 });
-//! let srv = DnsName::parse("_http._tcp.web.internal").unwrap();
-//! assert!(matches!(srv, DnsName::Srv { .. }));
-//! ```
+//! The names themselves ([`DnsName`]) are configuration; this module resolves them.
 
-use crate::config::Upstream;
-use crate::service::Service;
+use crate::config::{DnsName, Upstream};
+use crate::discovery::Target;
 use hickory_resolver::config::{ConnectionConfig, NameServerConfig, ResolverConfig};
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use hickory_resolver::proto::rr::RData;
 use hickory_resolver::TokioResolver;
 use std::net::SocketAddr;
-use std::sync::Weak;
 use std::time::Duration;
 
-/// What to resolve.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum DnsName {
-    /// A and AAAA records of `host`, each at `port`.
-    A {
-        /// The name.
-        host: String,
-        /// The port every address gets.
-        port: u16,
-    },
-    /// SRV records of `name` (`_service._proto.domain`), each target resolved to its addresses.
-    Srv {
-        /// The SRV name.
-        name: String,
-    },
-}
-
-/// A DNS name or resolution that failed.
+/// A resolution that failed.
 #[derive(Debug, thiserror::Error)]
-pub enum DnsError {
-    /// Neither `host:port` nor `_service._proto.domain`.
-    #[error("`{0}` is neither `host:port` nor an SRV name `_service._proto.domain`")]
-    Name(String),
-    /// The resolver could not be built or the lookup failed.
-    #[error("{0}")]
-    Resolve(String),
-}
-
-impl DnsName {
-    /// Parses `host:port` (A/AAAA) or `_service._proto.domain` (SRV).
-    ///
-    /// # Errors
-    /// [`DnsError::Name`] for anything else.
-    pub fn parse(text: &str) -> Result<Self, DnsError> {
-        if text.starts_with('_') {
-            return Ok(DnsName::Srv {
-                name: text.to_owned(),
-            });
-        }
-        let (host, port) = text
-            .rsplit_once(':')
-            .ok_or_else(|| DnsError::Name(text.to_owned()))?;
-        let port = port.parse().map_err(|_| DnsError::Name(text.to_owned()))?;
-        if host.is_empty() {
-            return Err(DnsError::Name(text.to_owned()));
-        }
-        Ok(DnsName::A {
-            host: host.to_owned(),
-            port,
-        })
-    }
-}
+#[error("{0}")]
+pub struct DnsError(String);
 
 /// A resolver over `server` (UDP then TCP), or the system's name servers when `None`.
 ///
 /// # Errors
 /// When the system configuration cannot be read.
 pub fn resolver(server: Option<SocketAddr>) -> Result<TokioResolver, DnsError> {
-    let fail = |e: hickory_resolver::net::NetError| DnsError::Resolve(e.to_string());
+    let fail = |e: hickory_resolver::net::NetError| DnsError(e.to_string());
     let provider = TokioRuntimeProvider::default();
     let Some(server) = server else {
         return TokioResolver::builder(provider)
@@ -106,7 +50,7 @@ pub fn resolver(server: Option<SocketAddr>) -> Result<TokioResolver, DnsError> {
 /// # Errors
 /// When the lookup fails, or no SRV target of the lowest priority resolves.
 pub async fn resolve(resolver: &TokioResolver, name: &DnsName) -> Result<Vec<Upstream>, DnsError> {
-    let fail = |e: hickory_resolver::net::NetError| DnsError::Resolve(e.to_string());
+    let fail = |e: hickory_resolver::net::NetError| DnsError(e.to_string());
     let mut out = Vec::new();
     match name {
         DnsName::A { host, port } => {
@@ -151,10 +95,10 @@ pub async fn resolve(resolver: &TokioResolver, name: &DnsName) -> Result<Vec<Ups
     Ok(out)
 }
 
-/// Re-resolves `name` every `interval` for `service` until the service is dropped. An empty
-/// answer or a failed lookup keeps the current endpoints.
+/// Re-resolves `name` every `interval` for `target` while it is there. An empty answer or a
+/// failed lookup keeps the current endpoints.
 pub async fn watch(
-    service: Weak<Service>,
+    target: impl Target,
     resolver: TokioResolver,
     name: DnsName,
     interval: Duration,
@@ -170,5 +114,5 @@ pub async fn watch(
             }
         }
     };
-    crate::discovery::poll(service, interval, last, fetch).await;
+    crate::discovery::poll(target, interval, last, fetch).await;
 }

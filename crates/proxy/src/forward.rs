@@ -17,13 +17,13 @@
 //!    retryable attempt is retried while the budget allows. The whole request is bounded by
 //!    the total timeout and by the client's `grpc-timeout`, whichever is sooner.
 
-use crate::attempt::{self, Attempt, Sent};
+use crate::attempt::{self, AttemptBody, Outgoing};
 use crate::request_body::{BodyRules, ClientBody, ClientFault};
 use crate::response::Reply;
-pub use crate::response::{local, ERROR_HEADER};
 use crate::service::{host_only, route, Service};
+use crate::shared::Shared;
 use crate::upstream::ProxyBody;
-use crate::{grpc, hygiene, Shared};
+use crate::{grpc, hygiene};
 use bytes::Bytes;
 use http::header::{HeaderValue, HOST};
 use http::{Request, Response, StatusCode, Version};
@@ -37,8 +37,6 @@ use tailguard_resilience::Method;
 /// The client of a downstream connection.
 #[derive(Clone, Debug)]
 pub struct Peer {
-    /// Its address.
-    pub addr: SocketAddr,
     /// Its IP as the `X-Forwarded-For` entry, formatted once per connection.
     pub forwarded_for: HeaderValue,
     /// How long it may take to send a request body the proxy buffers (the header read
@@ -50,7 +48,6 @@ impl Peer {
     /// The client at `addr`, given `read_timeout` for a body the proxy buffers.
     pub fn new(addr: SocketAddr, read_timeout: Duration) -> Self {
         Self {
-            addr,
             forwarded_for: hygiene::client_value(addr.ip()),
             read_timeout,
         }
@@ -90,7 +87,7 @@ pub async fn handle(
             StatusCode::SERVICE_UNAVAILABLE,
             "too many requests in flight",
         ),
-        Some(_permit) => forward(&shared, &service, peer, req, reply).await,
+        Some(_admitted) => forward(&shared, &service, peer, req, reply).await,
     };
     let m = &shared.metrics;
     let handles = service.handles(m);
@@ -155,7 +152,7 @@ async fn forward(
                     return reply.error(fault.status(), &fault.to_string());
                 }
             };
-        let sent = Sent {
+        let sent = Outgoing {
             parts,
             body,
             method,
@@ -204,10 +201,10 @@ async fn prepare_body(
     limit: usize,
     read_timeout: Duration,
     rules: BodyRules,
-) -> Result<(Attempt, Option<crate::request_body::FaultCell>), ClientFault> {
+) -> Result<(AttemptBody, Option<crate::request_body::FaultCell>), ClientFault> {
     if body.is_end_stream() {
         // The common case (a GET): no timer, no collecting, nothing to watch.
-        return Ok((Attempt::Replayable(Bytes::new()), None));
+        return Ok((AttemptBody::Replayable(Bytes::new()), None));
     }
     let exact = body.size_hint().exact();
     let fits = exact.is_some_and(|n| n <= limit as u64);
@@ -215,10 +212,10 @@ async fn prepare_body(
         let cell = crate::request_body::FaultCell::default();
         let watched = ClientBody::new(body, Arc::clone(&cell), rules);
         let boxed = watched.map_err(Into::into).boxed();
-        return Ok((Attempt::Streaming(Some(boxed)), Some(cell)));
+        return Ok((AttemptBody::Streaming(Some(boxed)), Some(cell)));
     }
     match tokio::time::timeout(read_timeout, Limited::new(body, limit).collect()).await {
-        Ok(Ok(collected)) => Ok((Attempt::Replayable(collected.to_bytes()), None)),
+        Ok(Ok(collected)) => Ok((AttemptBody::Replayable(collected.to_bytes()), None)),
         Ok(Err(err)) => Err(match err.downcast::<hyper::Error>() {
             Ok(e) => ClientFault::from_read(&e),
             Err(other) => ClientFault::Malformed(other.to_string()),

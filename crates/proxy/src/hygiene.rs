@@ -8,18 +8,6 @@
 //! 5. dot-segments in the path, plain or percent-encoded (`/api/%2e%2e/x`), are resolved
 //!    (RFC 3986 5.2.4), so routing and the backend see the same path; one that climbs above
 //!    the root is refused with 400.
-//!
-//! # Example
-//! ```
-//! use http::HeaderMap;
-//! let mut h = HeaderMap::new();
-//! h.insert("connection", "close, x-secret".parse().unwrap());
-//! h.insert("x-secret", "1".parse().unwrap());
-//! h.insert("keep-alive", "timeout=5".parse().unwrap());
-//! h.insert("accept", "*/*".parse().unwrap());
-//! tailguard_proxy::hygiene::strip_hop_by_hop(&mut h);
-//! assert_eq!(h.len(), 1);
-//! ```
 
 use http::header::{
     HeaderName, HeaderValue, CONNECTION, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION, TE, TRAILER,
@@ -79,14 +67,6 @@ pub struct AboveRoot;
 ///
 /// # Errors
 /// [`AboveRoot`] when a `..` has no segment left to remove.
-///
-/// ```
-/// use tailguard_proxy::hygiene::normalize_path;
-/// assert_eq!(normalize_path("/api/../echo").unwrap().as_deref(), Some("/echo"));
-/// assert_eq!(normalize_path("/api/%2E%2e/echo").unwrap().as_deref(), Some("/echo"));
-/// assert_eq!(normalize_path("/api/x").unwrap(), None);
-/// assert!(normalize_path("/../etc").is_err());
-/// ```
 pub fn normalize_path(path: &str) -> Result<Option<String>, AboveRoot> {
     let suspicious = path.contains("/.") || path.contains("%2e") || path.contains("%2E");
     let Some(rest) = path.strip_prefix('/').filter(|_| suspicious) else {
@@ -184,11 +164,6 @@ pub fn client_value(client: IpAddr) -> HeaderValue {
     HeaderValue::from_str(&client.to_string()).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
-/// Appends the client's address to `X-Forwarded-For`.
-pub fn add_forwarded_for(headers: &mut HeaderMap, client: IpAddr) {
-    append_forwarded_for(headers, &client_value(client));
-}
-
 /// Appends `client` (from [`client_value`]) to `X-Forwarded-For`; a copy of it when the
 /// request has none (no formatting per request).
 pub fn append_forwarded_for(headers: &mut HeaderMap, client: &HeaderValue) {
@@ -211,6 +186,32 @@ pub fn append_forwarded_for(headers: &mut HeaderMap, client: &HeaderValue) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn strips_hop_by_hop_headers_and_those_connection_names() {
+        let mut h = http::HeaderMap::new();
+        h.insert("connection", "close, x-secret".parse().unwrap());
+        h.insert("x-secret", "1".parse().unwrap());
+        h.insert("keep-alive", "timeout=5".parse().unwrap());
+        h.insert("accept", "*/*".parse().unwrap());
+        super::strip_hop_by_hop(&mut h);
+        assert_eq!(h.len(), 1);
+    }
+
+    #[test]
+    fn normalizes_the_documented_paths() {
+        use super::normalize_path;
+        assert_eq!(
+            normalize_path("/api/../echo").unwrap().as_deref(),
+            Some("/echo")
+        );
+        assert_eq!(
+            normalize_path("/api/%2E%2e/echo").unwrap().as_deref(),
+            Some("/echo")
+        );
+        assert_eq!(normalize_path("/api/x").unwrap(), None);
+        assert!(normalize_path("/../etc").is_err());
+    }
+
     use super::*;
 
     #[test]

@@ -18,8 +18,8 @@
 
 use crate::config::Limits;
 use crate::forward;
+use crate::shared::Shared;
 use crate::upstream::ProxyBody;
-use crate::Shared;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Empty};

@@ -12,7 +12,6 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
 use std::sync::OnceLock;
-use std::time::Duration;
 
 /// Labels of a per-service series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -306,20 +305,4 @@ impl EndpointHandles {
             class: class.to_owned(),
         }
     }
-}
-
-/// The class label of a status code.
-pub fn status_class(status: u16) -> &'static str {
-    match status {
-        100..=199 => "1xx",
-        200..=299 => "2xx",
-        300..=399 => "3xx",
-        400..=499 => "4xx",
-        _ => "5xx",
-    }
-}
-
-/// Seconds as the histograms take them.
-pub fn secs(d: Duration) -> f64 {
-    d.as_secs_f64()
 }

@@ -3,17 +3,6 @@
 //! trailers-only response (HTTP 200, `grpc-status`, `grpc-message`), since a gRPC client reads
 //! the call's outcome from `grpc-status` and turns any other HTTP status into UNKNOWN or
 //! UNAVAILABLE without the reason.
-//!
-//! # Example
-//! ```
-//! use http::StatusCode;
-//! use tailguard_proxy::response::{local, Reply};
-//! let plain = local(StatusCode::GATEWAY_TIMEOUT, "total timeout");
-//! assert_eq!(plain.status(), 504);
-//! let grpc = Reply::Grpc.error(StatusCode::GATEWAY_TIMEOUT, "total timeout");
-//! assert_eq!(grpc.status(), 200);
-//! assert_eq!(grpc.headers()["grpc-status"], "4"); // DEADLINE_EXCEEDED
-//! ```
 
 use crate::upstream::ProxyBody;
 use bytes::Bytes;
@@ -106,6 +95,16 @@ fn percent_encode(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn answers_plain_or_as_grpc() {
+        use http::StatusCode;
+        let plain = super::local(StatusCode::GATEWAY_TIMEOUT, "total timeout");
+        assert_eq!(plain.status(), 504);
+        let grpc = super::Reply::Grpc.error(StatusCode::GATEWAY_TIMEOUT, "total timeout");
+        assert_eq!(grpc.status(), 200);
+        assert_eq!(grpc.headers()["grpc-status"], "4"); // DEADLINE_EXCEEDED
+    }
+
     use super::*;
     use hyper::body::Body;
 

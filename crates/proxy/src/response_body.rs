@@ -8,8 +8,8 @@
 //! attempt is reported as a timeout: the endpoint's fault. A body dropped before its end (the
 //! client went away) reports a deferred attempt as cancelled.
 
-use crate::attempt::Pending;
 use crate::idle::IdleTimer;
+use crate::in_flight::InFlight;
 use crate::upstream::UpstreamBody;
 use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
@@ -31,7 +31,7 @@ pub struct ResponseIdle(pub Duration);
 #[derive(Debug)]
 pub struct Deferred {
     /// The attempt.
-    pub pending: Pending,
+    pub pending: InFlight,
     /// From send to response headers.
     pub rtt: Duration,
 }

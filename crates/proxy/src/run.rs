@@ -4,7 +4,7 @@
 //! on a blocking thread, never on the runtime that serves requests.
 
 use crate::config::Config;
-use crate::{start, StartError};
+use crate::start::{start, StartError};
 use std::path::PathBuf;
 use tokio::signal::unix::{signal, SignalKind};
 

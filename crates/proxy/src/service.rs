@@ -73,11 +73,14 @@ impl Service {
             .get_or_init(|| ServiceHandles::new(metrics, &self.config.name))
     }
 
-    /// A permit to send one more request, or `None` when the service is at its limit.
-    pub fn admit(&self) -> Option<Option<tokio::sync::OwnedSemaphorePermit>> {
+    /// A place for one more request in flight, or `None` when the service is at its limit.
+    pub fn admit(&self) -> Option<Admitted> {
         match &self.limit {
-            None => Some(None),
-            Some(s) => Arc::clone(s).try_acquire_owned().ok().map(Some),
+            None => Some(Admitted { _place: None }),
+            Some(s) => Arc::clone(s)
+                .try_acquire_owned()
+                .ok()
+                .map(|p| Admitted { _place: Some(p) }),
         }
     }
 
@@ -95,6 +98,12 @@ impl Service {
             .is_none_or(|p| prefix_matches(p, path));
         host_ok && path_ok
     }
+}
+
+/// A request admitted under its service's in-flight limit; the place frees when it drops.
+#[derive(Debug)]
+pub struct Admitted {
+    _place: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 /// The first service of `services` taking `host` and `path`.

@@ -1,14 +1,6 @@
 //! TLS on the proxy listener (rustls with the ring provider): the certificate chain and key
 //! are read from PEM files once at start (and again on reload), and ALPN offers `h2` and
 //! `http/1.1`, so HTTP/2 and HTTP/1.1 clients share one port as they do in cleartext.
-//!
-//! # Example
-//! ```no_run
-//! use tailguard_proxy::config::TlsConfig;
-//! let tls = TlsConfig { cert: "cert.pem".into(), key: "key.pem".into() };
-//! let acceptor = tailguard_proxy::tls::acceptor(&tls).expect("readable PEM files");
-//! # let _ = acceptor;
-//! ```
 
 use crate::config::TlsConfig;
 use rustls::pki_types::pem::PemObject;

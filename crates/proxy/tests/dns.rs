@@ -7,8 +7,9 @@ mod support;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 use support::{client, eventually, send, start, Backend};
+use tailguard_proxy::config::DnsName;
 use tailguard_proxy::config::{Discovery, ServiceConfig};
-use tailguard_proxy::dns::{resolve, resolver, DnsName};
+use tailguard_proxy::dns::{resolve, resolver};
 
 struct Dnsmasq {
     child: Child,

@@ -37,7 +37,7 @@ async fn upstream_sockets_have_nodelay() {
     let listener = tailguard_http::tcp::bind("127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
-    let connector = tailguard_proxy::upstream::Connector::default();
+    let connector = tailguard_proxy::Connector::default();
     let io = connector
         .connect(listener.local_addr().unwrap())
         .await

@@ -62,7 +62,7 @@ async fn ping(addr: SocketAddr) -> usize {
 fn share(proxy: &tailguard_proxy::Proxy, bad: SocketAddr) -> f64 {
     let shared = proxy.shared();
     let views = shared.services()[0].endpoints().views(shared.clock.now());
-    let tried = |v: &tailguard_proxy::endpoints::EndpointView| v.successes + v.failures;
+    let tried = |v: &tailguard_proxy::EndpointView| v.successes + v.failures;
     let all: u64 = views.iter().map(tried).sum();
     let to_bad: u64 = views
         .iter()

@@ -5,7 +5,7 @@ mod support;
 use std::time::Duration;
 use support::{client, send, start};
 use tailguard_proxy::config::{ServiceConfig, Upstream};
-use tailguard_proxy::forward::ERROR_HEADER;
+use tailguard_proxy::ERROR_HEADER;
 use tailguard_testsupport::TestServer;
 
 fn limited(server: &TestServer, max: usize, wait: Duration) -> ServiceConfig {

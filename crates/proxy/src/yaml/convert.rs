@@ -156,7 +156,7 @@ fn namer(n: &super::Namer, key: &dyn Fn(&str) -> String) -> Result<Discovery, Ya
         }
         "io.l5d.dns" | "io.l5d.dnssrv" => {
             let text = n.name.as_deref().ok_or_else(|| required("name"))?;
-            let name = crate::dns::DnsName::parse(text)
+            let name = crate::config::DnsName::parse(text)
                 .map_err(|e| err(key("namer.name"), e.to_string()))?;
             Ok(Discovery::Dns {
                 name,

@@ -1,0 +1,75 @@
+//! One attempt in flight, as the balancer, failure accrual and metrics hear of it: its outcome
+//! once, with its round trip, or its cancellation when it is dropped unfinished (the total
+//! timeout fired, or the client went away), so the balancer's pending count never leaks.
+
+use crate::clock::Clock;
+use crate::endpoints::{Change, Endpoints};
+use crate::service::Service;
+use crate::shared::Shared;
+use std::sync::Arc;
+use std::time::Duration;
+use tailguard_resilience::{AttemptOutcome, Class, Method, Ticket};
+
+/// One attempt in flight: reports its outcome once ([`InFlight::finish`]), or, dropped
+/// unfinished, its cancellation.
+#[derive(Debug)]
+pub struct InFlight {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) service: Arc<Service>,
+    pub(crate) endpoints: Arc<Endpoints>,
+    pub(crate) attempt: Option<(usize, Option<Ticket>)>,
+    pub(crate) slot: usize,
+    pub(crate) method: Method,
+    pub(crate) sent: Duration,
+    pub(crate) clock: Clock,
+}
+
+impl InFlight {
+    /// Reports `outcome` with the round trip `rtt` to the balancer, accrual and metrics.
+    pub fn finish(mut self, outcome: AttemptOutcome, rtt: Duration) -> Class {
+        let attempt = self.attempt.take().expect("finished once");
+        let now = self.clock.now();
+        let sent = now.saturating_sub(rtt);
+        let (class, change) = self
+            .endpoints
+            .complete(attempt, sent, self.method, outcome, now);
+        record(&self, outcome, rtt, change);
+        class
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Some(a) = self.attempt.take() {
+            self.endpoints.cancel(a, self.sent, self.clock.now());
+        }
+    }
+}
+
+fn record(p: &InFlight, outcome: AttemptOutcome, rtt: Duration, change: Change) {
+    let m = &p.shared.metrics;
+    let service = &p.service.config.name;
+    let handles = p.endpoints.handles(p.slot, m, service);
+    handles.latency.observe(rtt.as_secs_f64());
+    let status = match outcome {
+        AttemptOutcome::Status(s) => Some(s),
+        AttemptOutcome::Grpc(code) => {
+            m.grpc_attempt(service, p.endpoints.addr(p.slot), code);
+            Some(tailguard_resilience::grpc_http_status(code))
+        }
+        _ => None,
+    };
+    handles.attempts(m, status).inc();
+    let state = match change {
+        Change::None => return,
+        Change::Tripped => "dead",
+        Change::Revived => "alive",
+    };
+    let endpoint = p.endpoints.addr(p.slot);
+    if change == Change::Tripped {
+        tracing::info!(%endpoint, %service, "failure accrual: endpoint out of rotation");
+    } else {
+        tracing::info!(%endpoint, %service, "failure accrual: endpoint back in rotation");
+    }
+    m.accrual.get_or_create(&handles.labels(state)).inc();
+}

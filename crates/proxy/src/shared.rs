@@ -1,0 +1,39 @@
+//! The state every connection of a running proxy shares.
+
+use crate::clock::Clock;
+use crate::metrics::Metrics;
+use crate::service::Service;
+use crate::tls;
+use std::sync::{Arc, RwLock};
+
+/// State shared by every connection.
+#[derive(Debug)]
+pub struct Shared {
+    /// The proxy's clock.
+    pub clock: Clock,
+    /// Every metric.
+    pub metrics: Metrics,
+    pub(crate) services: RwLock<Arc<Vec<Arc<Service>>>>,
+    /// Set when shutdown begins: `/ready` answers 503 while requests in flight finish.
+    pub(crate) draining: std::sync::atomic::AtomicBool,
+    /// The listener's TLS acceptor (`None`: cleartext), read per accepted connection, so a
+    /// reload's new certificate serves the next connection.
+    pub(crate) tls: tls::Current,
+}
+
+impl Shared {
+    /// The TLS acceptor for the next connection, if the listener serves TLS.
+    pub fn tls(&self) -> Option<tokio_rustls::TlsAcceptor> {
+        self.tls.get()
+    }
+
+    /// Whether the proxy is draining (shutting down).
+    pub fn draining(&self) -> bool {
+        self.draining.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The current services, in routing order.
+    pub fn services(&self) -> Arc<Vec<Arc<Service>>> {
+        Arc::clone(&self.services.read().unwrap_or_else(|p| p.into_inner()))
+    }
+}

@@ -1,0 +1,318 @@
+//! Starting, reloading and stopping a proxy: the owner of the running configuration's
+//! services, which applies what their discovery sources find.
+
+use crate::clock::Clock;
+use crate::config::{self, Config, ConfigError, Discovery, Limits, Upstream};
+use crate::metrics::Metrics;
+use crate::service::Service;
+use crate::shared::Shared;
+use crate::{admin, discovery, dns, listener, tls, yaml};
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock, Weak};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// Why the proxy did not start or reload.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The configuration file could not be read or parsed.
+    #[error(transparent)]
+    Yaml(#[from] yaml::YamlError),
+    /// A listener could not bind.
+    #[error("cannot listen on {addr} ({what}): {source}")]
+    Bind {
+        /// `proxy` or `admin`.
+        what: &'static str,
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A discovery file could not be read at start.
+    #[error("services[{service}].namer: {path}: {reason}")]
+    Discovery {
+        /// The service.
+        service: String,
+        /// The file.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The TLS certificate or key is unusable.
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
+    /// The async runtime could not start.
+    #[error("cannot start the runtime: {0}")]
+    Runtime(std::io::Error),
+    /// A reload changed keys that only a restart applies (named as in the file); nothing of
+    /// it was applied.
+    #[error("{} only take effect on a restart; nothing was reloaded", .0.join(", "))]
+    RestartNeeded(Vec<&'static str>),
+}
+
+/// A running proxy; stops with [`Proxy::shutdown`].
+#[derive(Debug)]
+pub struct Proxy {
+    addr: SocketAddr,
+    admin: Option<SocketAddr>,
+    shared: Arc<Shared>,
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+    /// The admin server stops last, so health checks see the drain.
+    admin_stop: watch::Sender<bool>,
+    admin_task: Option<JoinHandle<()>>,
+    /// The configuration started with: a reload must not change what only a restart applies.
+    started: Config,
+    max_connections: usize,
+}
+
+/// Validates `config`, binds its listeners and starts serving.
+///
+/// # Errors
+/// [`StartError`] when the configuration is invalid or a listener cannot bind.
+pub async fn start(config: Config) -> Result<Proxy, StartError> {
+    config.validate()?;
+    let acceptor = config.tls.as_ref().map(tls::acceptor).transpose()?;
+    let clock = Clock::start();
+    let services = build_services(&config, clock).await?;
+    let bind = |what, addr| async move {
+        tailguard_http::tcp::bind(addr)
+            .await
+            .map_err(|source| StartError::Bind { what, addr, source })
+    };
+    let listener = bind("proxy", config.listen).await?;
+    let admin = match config.admin {
+        Some(a) => Some(bind("admin", a).await?),
+        None => None,
+    };
+    let shared = Arc::new(Shared {
+        clock,
+        metrics: Metrics::new(),
+        services: RwLock::new(Arc::new(services)),
+        draining: std::sync::atomic::AtomicBool::new(false),
+        tls: tls::Current::new(acceptor),
+    });
+    let addr = listener.local_addr().map_err(|source| StartError::Bind {
+        what: "proxy",
+        addr: config.listen,
+        source,
+    })?;
+    let (stop, stopped) = watch::channel(false);
+    let max_connections = connection_limit(&config.limits);
+    let tasks = vec![tokio::spawn(listener::serve(
+        listener,
+        Arc::clone(&shared),
+        config.limits,
+        max_connections,
+        stopped.clone(),
+    ))];
+    let (admin_stop, admin_stopped) = watch::channel(false);
+    let mut admin_addr = None;
+    let mut admin_task = None;
+    if let Some(l) = admin {
+        admin_addr = l.local_addr().ok();
+        let serve = admin::serve(l, Arc::clone(&shared), admin_stopped);
+        admin_task = Some(tokio::spawn(serve));
+    }
+    drop(stopped);
+    Ok(Proxy {
+        addr,
+        admin: admin_addr,
+        shared,
+        stop,
+        tasks,
+        admin_stop,
+        admin_task,
+        started: config,
+        max_connections,
+    })
+}
+
+/// Builds every service and starts the watchers of file-discovered ones.
+async fn build_services(config: &Config, clock: Clock) -> Result<Vec<Arc<Service>>, StartError> {
+    let mut out = Vec::new();
+    for (i, sc) in config.services.iter().enumerate() {
+        let (upstreams, resolver) = match &sc.discovery {
+            Discovery::Static(list) => (list.clone(), None),
+            Discovery::File { path, .. } => (read_discovery(&sc.name, path).await?, None),
+            Discovery::Dns { name, server, .. } => {
+                let (list, r) = first_resolution(&sc.name, name, *server).await?;
+                (list, Some(r))
+            }
+        };
+        let arm_error = |source| ConfigError::Arm {
+            service: sc.name.clone(),
+            key: "client",
+            source,
+        };
+        let service =
+            Service::new(sc.clone(), &upstreams, clock, i as u64 + 1).map_err(arm_error)?;
+        let service = Arc::new(service);
+        let feed = Feed(Arc::downgrade(&service));
+        match (&sc.discovery, resolver) {
+            (Discovery::File { path, interval }, _) => {
+                let watch = discovery::watch_file(feed, path.clone(), *interval, upstreams);
+                tokio::spawn(watch);
+            }
+            (Discovery::Dns { name, interval, .. }, Some(r)) => {
+                tokio::spawn(dns::watch(feed, r, name.clone(), *interval, upstreams));
+            }
+            _ => {}
+        }
+        out.push(service);
+    }
+    Ok(out)
+}
+
+/// A service of the running configuration, as its discovery source's target: there until a
+/// reload replaces the service.
+struct Feed(Weak<Service>);
+
+impl discovery::Target for Feed {
+    fn alive(&self) -> bool {
+        self.0.strong_count() > 0
+    }
+
+    fn apply(&self, next: &[Upstream]) {
+        let Some(service) = self.0.upgrade() else {
+            return;
+        };
+        match service.set_upstreams(next) {
+            Ok(()) => {
+                tracing::info!(service = %service.config.name, endpoints = next.len(), "endpoints updated")
+            }
+            Err(err) => tracing::warn!(%err, "endpoints not updated"),
+        }
+    }
+}
+
+async fn read_discovery(
+    service: &str,
+    path: &std::path::Path,
+) -> Result<Vec<config::Upstream>, StartError> {
+    let fail = |reason: String| StartError::Discovery {
+        service: service.to_owned(),
+        path: path.display().to_string(),
+        reason,
+    };
+    let text = tokio::fs::read_to_string(path)
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    discovery::parse_upstreams(&text).map_err(|e| fail(e.to_string()))
+}
+
+async fn first_resolution(
+    service: &str,
+    name: &config::DnsName,
+    server: Option<SocketAddr>,
+) -> Result<(Vec<config::Upstream>, hickory_resolver::TokioResolver), StartError> {
+    let fail = |reason: String| StartError::Discovery {
+        service: service.to_owned(),
+        path: format!("{name:?}"),
+        reason,
+    };
+    let resolver = dns::resolver(server).map_err(|e| fail(e.to_string()))?;
+    // A name that does not resolve yet is not a configuration error (the service may not be
+    // deployed, or DNS may be down for a moment): start with no endpoints (503 and /ready 503
+    // until it resolves) rather than refuse to start or to reload every other service.
+    let list = match dns::resolve(&resolver, name).await {
+        Ok(list) => list,
+        Err(err) => {
+            tracing::warn!(%err, ?name, %service, "DNS name does not resolve yet; no endpoints");
+            Vec::new()
+        }
+    };
+    Ok((list, resolver))
+}
+
+/// The connection limit under the process's descriptor limit; a configured limit the
+/// descriptors cannot back is kept, with a warning (accepts then pause when they run out).
+fn connection_limit(limits: &Limits) -> usize {
+    let nofile = tailguard_http::fds::current().map_or(u64::MAX, |n| n.soft);
+    let n = limits.connections(nofile);
+    let budget = tailguard_http::fds::connection_budget(nofile, 2);
+    if n > budget {
+        tracing::warn!(
+            "limits.maxConnections {n} needs about {} file descriptors, the limit is {nofile}; \
+             raise `ulimit -n`",
+            2 * n
+        );
+    }
+    n
+}
+
+impl Proxy {
+    /// The proxy listener's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The admin server's address, if it runs.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin
+    }
+
+    /// State shared by every connection (metrics, services).
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// The connection limit in force ([`Limits::connections`] under the descriptor limit at
+    /// start).
+    pub fn max_connections(&self) -> usize {
+        self.max_connections
+    }
+
+    /// Replaces the services and the listener's TLS certificate with those of `config`
+    /// (validated and read first). Requests in flight finish on the services they started
+    /// with, and open connections keep their certificate.
+    ///
+    /// # Errors
+    /// When `config` is invalid, its certificate unusable, or it changes the listener or admin
+    /// address or a limit ([`StartError::RestartNeeded`], naming the keys); the running
+    /// configuration is then kept whole.
+    pub async fn reload(&self, config: &Config) -> Result<(), StartError> {
+        config.validate()?;
+        // An address the listener was given as port 0 may come back as the port it bound.
+        let mut started = self.started.clone();
+        if config.listen == self.addr {
+            started.listen = self.addr;
+        }
+        if config.admin.is_some() && config.admin == self.admin {
+            started.admin = self.admin;
+        }
+        let changed = started.restart_keys_changed(config);
+        if !changed.is_empty() {
+            return Err(StartError::RestartNeeded(changed));
+        }
+        let acceptor = config.tls.as_ref().map(tls::acceptor).transpose()?;
+        let services = build_services(config, self.shared.clock).await?;
+        self.shared.tls.set(acceptor);
+        *self
+            .shared
+            .services
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = Arc::new(services);
+        Ok(())
+    }
+
+    /// Stops accepting, lets open connections finish (up to the drain limit), and returns.
+    /// Meanwhile the admin server keeps answering, `/ready` with 503 (`draining`), so a load
+    /// balancer's health check sees the proxy leave rather than a refused connection.
+    pub async fn shutdown(self) {
+        self.shared
+            .draining
+            .store(true, std::sync::atomic::Ordering::Release);
+        let _ = self.stop.send(true);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+        let _ = self.admin_stop.send(true);
+        if let Some(t) = self.admin_task {
+            let _ = t.await;
+        }
+    }
+}
