@@ -1,9 +1,11 @@
 //! Balancer scenarios (the `sim` format): every selected arm live, in turn, each on a fresh
 //! fleet, then the simulator's prediction for the same arms and load next to the live rows.
 
+use crate::error::BenchError;
 use crate::live::{self, ArmPlan, FleetSpec, Path, Runtimes, Traffic};
+use crate::options::Options;
 use crate::results::SimPrediction;
-use crate::{BenchError, Options, Run};
+use crate::run::Run;
 use std::time::Duration;
 
 /// How long an arm may run past its end to finish what was scheduled.
@@ -185,7 +187,7 @@ pub(crate) fn run(
 
 /// Seed 004's point, when an arm shows it: intervals far apart that one end-of-run figure
 /// (the mean most of all) blurs into one number.
-fn hidden_by_totals(arm: &crate::ArmRun) -> Option<String> {
+fn hidden_by_totals(arm: &crate::results::ArmRun) -> Option<String> {
     let full: Vec<u64> = arm
         .intervals
         .iter()

@@ -19,96 +19,22 @@ pub mod saved;
 pub mod table;
 
 mod compare;
+mod error;
 mod live;
 mod nagle;
+mod options;
 mod overhead;
 mod peers;
+mod run;
 
 pub use console::Console;
+pub use error::BenchError;
+pub use options::Options;
 pub use peers::Peer;
 pub use results::{ArmRun, BenchReport, IntervalPoint, ProxyCost, SimPrediction};
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
-use tailguard_report::Unit;
+use run::Run;
 use tailguard_sim::Scenario;
-
-/// Why a bench run could not start or finish.
-#[derive(Debug, thiserror::Error)]
-pub enum BenchError {
-    /// The scenario name or file is unusable.
-    #[error(transparent)]
-    Scenario(#[from] tailguard_sim::ScenarioError),
-    /// A flag value is unusable.
-    #[error("{0}")]
-    Invalid(String),
-    /// The fleet could not start.
-    #[error("fleet: {0}")]
-    Fleet(#[from] tailguard_serve::ServeError),
-    /// The tailguard proxy could not start.
-    #[error("proxy: {0}")]
-    Proxy(#[from] tailguard_proxy::StartError),
-    /// A peer proxy could not start.
-    #[error("{0}")]
-    Peer(String),
-    /// The load generator refused or failed.
-    #[error("load: {0}")]
-    Load(#[from] tailguard_load::LoadError),
-    /// A runtime, socket or file operation failed.
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
-}
-
-/// How to run a scenario.
-#[derive(Clone, Debug)]
-pub struct Options {
-    /// Arms to run by name (`all` for every arm); `None`: the scenario's seed comparison.
-    pub arms: Option<Vec<String>>,
-    /// Load length per arm (per phase and rate for `overhead` and `nagle`).
-    pub duration: Option<Duration>,
-    /// Interval report period (default 5 s, 1 s for `gc-pause`).
-    pub interval: Option<Duration>,
-    /// Latency units.
-    pub unit: Unit,
-    /// Run the simulator on the same arms and show its prediction.
-    pub predict: bool,
-    /// Draw a progress bar on stderr (when it is a terminal).
-    pub progress: bool,
-    /// `overhead`: run the tailguard arm as this binary's `proxy` subcommand in a child process
-    /// (its own CPU and memory); `None`: in this process (CPU only).
-    pub proxy_exe: Option<PathBuf>,
-    /// `overhead`: include HAProxy and nginx when installed.
-    pub peers: bool,
-    /// `overhead`: gRPC ping calls on one HTTP/2 connection instead of HTTP/1.1 requests.
-    pub grpc: bool,
-    /// `nagle`: the rates to try (default 10, 100, 1,000 and 10,000 req/s).
-    pub rates: Option<Vec<f64>>,
-    /// `overhead`: interleaved rounds per phase, each path's median reported (default 3).
-    pub rounds: Option<usize>,
-    /// Set to stop between arms (Ctrl-C); the load generator stops itself on Ctrl-C.
-    pub stop: Arc<AtomicBool>,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            arms: None,
-            duration: None,
-            interval: None,
-            unit: Unit::Auto,
-            predict: true,
-            progress: false,
-            proxy_exe: None,
-            peers: true,
-            grpc: false,
-            rates: None,
-            rounds: None,
-            stop: Arc::new(AtomicBool::new(false)),
-        }
-    }
-}
 
 /// The scenarios `bench` knows by name.
 pub const BUILTINS: [(&str, &str); 6] = [
@@ -137,40 +63,6 @@ pub const BUILTINS: [(&str, &str); 6] = [
         "sim's scale scenario live: 1,000 backends at 50,000 req/s from one client (beyond this machine: `tailguard sim herd` is the model)",
     ),
 ];
-
-/// A run in progress: the report so far and where to talk.
-#[derive(Debug)]
-pub(crate) struct Run<'a> {
-    pub report: BenchReport,
-    pub console: &'a Console,
-    stop: Arc<AtomicBool>,
-}
-
-impl Run<'_> {
-    /// True once Ctrl-C asked to stop.
-    pub fn stopped(&self) -> bool {
-        self.stop.load(Ordering::Relaxed)
-    }
-
-    /// Adds a finished arm (and its note); true when the run must stop (Ctrl-C).
-    pub(crate) fn record(&mut self, done: live::Outcome) -> bool {
-        self.report.arms.push(done.arm);
-        self.report.notes.extend(done.note);
-        if done.interrupted || self.stopped() {
-            self.report.interrupted = true;
-        }
-        self.report.interrupted
-    }
-
-    /// True (and the report marked interrupted) once Ctrl-C asked to stop: checked before
-    /// each arm so none starts after the request.
-    pub fn halt(&mut self) -> bool {
-        if self.stopped() {
-            self.report.interrupted = true;
-        }
-        self.report.interrupted
-    }
-}
 
 /// Runs scenario `name` (built-in or a YAML file of the `sim` format) live, talking to
 /// `console`. An interrupted run returns what it measured, with `interrupted` set.

@@ -1,9 +1,9 @@
 //! Running one arm live: a fresh fleet, the path the traffic takes, the load, the figures.
 
 use crate::console::{Console, LoadLines};
+use crate::error::BenchError;
 use crate::peers::{self, Peer};
 use crate::results::{curve, ArmRun, IntervalPoint, ProxyCost};
-use crate::BenchError;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};

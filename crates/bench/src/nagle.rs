@@ -10,8 +10,10 @@
 //! held-back part of a response waits until the client sends again (its next call carries the
 //! ACK), at most the delayed-ACK time: long at *low* rates, negligible at high ones.
 
+use crate::error::BenchError;
 use crate::live::{self, ArmPlan, FleetSpec, Path, Runtimes, Traffic};
-use crate::{BenchError, Options, Run};
+use crate::options::Options;
+use crate::run::Run;
 use std::time::Duration;
 use tailguard_fleet::Fleet;
 

@@ -2,10 +2,12 @@
 //! (direct, tailguard, and HAProxy and nginx when installed), then every path at 75% of the
 //! lowest maximum, open loop: latency, proxy CPU per request and proxy memory.
 
+use crate::error::BenchError;
 use crate::live::{self, ArmPlan, FleetSpec, Path, Runtimes, Traffic};
+use crate::options::Options;
 use crate::peers::Peer;
 use crate::results::ArmRun;
-use crate::{BenchError, Options, Run};
+use crate::run::Run;
 use std::time::Duration;
 use tailguard_fleet::Fleet;
 

@@ -2,7 +2,7 @@
 //! cost, read from `/proc`. Every child is killed and reaped when its [`Child`] is dropped, so
 //! an error or Ctrl-C leaves nothing running.
 
-use crate::BenchError;
+use crate::error::BenchError;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
