@@ -34,6 +34,7 @@
 //! ```
 
 use crate::load::{Estimator, Load, Snapshot};
+use crate::pair::distinct_pair;
 use crate::{Balance, MAX_EFFORT};
 use rand::seq::SliceRandom;
 use rand::{Rng, RngCore};
@@ -167,14 +168,11 @@ impl<E: Load> Aperture<E> {
         rng: &mut dyn RngCore,
     ) -> Option<usize> {
         let a = self.aperture();
-        let pa = rng.random_range(0..a);
         if a == 1 {
-            return Some(self.ring[pa]).filter(|&i| ready(i));
+            let only = rng.random_range(0..a);
+            return Some(self.ring[only]).filter(|&i| ready(i));
         }
-        let mut pb = rng.random_range(0..a - 1);
-        if pb >= pa {
-            pb += 1;
-        }
+        let (pa, pb) = distinct_pair(a, rng);
         let (first, second) = (self.ring[pa], self.ring[pb]);
         let mut best: Option<(usize, f64)> = None;
         for i in [first, second] {

@@ -30,6 +30,7 @@
 //! ```
 
 use crate::load::{Estimator, Load, Snapshot};
+use crate::pair::distinct_pair;
 use crate::{all_ready, Balance, MAX_EFFORT};
 use rand::{Rng, RngCore};
 use std::time::Duration;
@@ -116,11 +117,7 @@ impl<E: Load> BestOf<E> {
         match self.d {
             1 => Some(rng.random_range(0..n)).filter(|&i| ready(i)),
             2 => {
-                let a = rng.random_range(0..n);
-                let mut b = rng.random_range(0..n - 1);
-                if b >= a {
-                    b += 1;
-                }
+                let (a, b) = distinct_pair(n, rng);
                 self.cheapest(now, [a, b].into_iter().filter(|&i| ready(i)))
             }
             d => {

@@ -37,6 +37,7 @@ pub mod balancer;
 pub mod best_of;
 pub mod heap;
 pub mod load;
+pub mod pair;
 pub mod policy;
 pub mod random;
 pub mod round_robin;
