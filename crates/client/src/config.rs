@@ -16,11 +16,11 @@
 
 use std::time::Duration;
 use tailguard_balance::{Policy, PolicyError};
-use tailguard_duration::format_duration;
 use tailguard_resilience::{
     AccrualConfig, AccrualError, Backoff, BackoffError, BudgetError, Classifier, HedgeConfig,
     HedgeError, OutlierConfig, OutlierError, RetryBudgetConfig,
 };
+use tailguard_text::duration::format_duration;
 
 /// Per-attempt and per-request deadlines.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -5,30 +5,15 @@
 
 use serde::de::DeserializeOwned;
 use std::path::PathBuf;
+use tailguard_text::yaml::DocumentError;
 
 /// Why a fleet (or a part of one) could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum FleetError {
-    /// The text is not valid YAML or does not match the fleet schema.
-    #[error("{origin}:{line}:{column}: {message}")]
-    Parse {
-        /// File name (or `--latency`, `control`, ...) the text came from.
-        origin: String,
-        /// 1-based line.
-        line: usize,
-        /// 1-based column.
-        column: usize,
-        /// The field path and what is wrong, e.g. `backends[2].latency: unknown variant`.
-        message: String,
-    },
-    /// A problem without a position (an empty document, for instance).
-    #[error("{origin}: {message}")]
-    Invalid {
-        /// Where the text came from.
-        origin: String,
-        /// What is wrong.
-        message: String,
-    },
+    /// The text is not valid YAML or does not match the fleet schema (its message starts
+    /// with where: `fleet.yaml:7:14: backends[2].latency: ...`).
+    #[error(transparent)]
+    Document(#[from] DocumentError),
     /// The fleet file could not be read.
     #[error("cannot read fleet file {path}: {source}")]
     Read {
@@ -47,30 +32,7 @@ pub enum FleetError {
     },
 }
 
-/// Deserializes `text` as YAML, turning serde's error into a [`FleetError`] naming `origin`.
+/// Deserializes `text` as YAML, naming `origin` in the error.
 pub(crate) fn from_yaml<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T, FleetError> {
-    serde_yaml_ng::from_str(text).map_err(|err| yaml_error(&err, origin))
-}
-
-fn yaml_error(err: &serde_yaml_ng::Error, origin: &str) -> FleetError {
-    let text = err.to_string();
-    match err.location() {
-        Some(loc) => {
-            // serde_yaml_ng appends " at line L column C"; the position goes in front instead.
-            let message = match text.rfind(" at line ") {
-                Some(cut) => text[..cut].to_owned(),
-                None => text,
-            };
-            FleetError::Parse {
-                origin: origin.to_owned(),
-                line: loc.line(),
-                column: loc.column(),
-                message,
-            }
-        }
-        None => FleetError::Invalid {
-            origin: origin.to_owned(),
-            message: text,
-        },
-    }
+    Ok(tailguard_text::yaml::from_yaml(text, origin)?)
 }

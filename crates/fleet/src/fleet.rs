@@ -122,7 +122,7 @@ impl Fleet {
     /// Parses fleet YAML; `origin` (usually the file name) starts every error message.
     ///
     /// # Errors
-    /// [`FleetError::Parse`] naming origin, line, column and field.
+    /// [`FleetError::Document`] naming origin, line, column and field.
     pub fn from_yaml_str(text: &str, origin: &str) -> Result<Fleet, FleetError> {
         from_yaml(text, origin)
     }

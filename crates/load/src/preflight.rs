@@ -57,7 +57,7 @@ pub(crate) async fn check(cfg: &Config) -> Result<Vec<String>, Refusal> {
                     notes.push(format!(
                         "note: the pre-flight request to {} had no answer within --timeout {}; running anyway",
                         target.url,
-                        tailguard_duration::format_duration(cfg.timeout)
+                        tailguard_text::duration::format_duration(cfg.timeout)
                     ));
                     last = None;
                     break;
@@ -112,7 +112,7 @@ async fn once(
         Err(_) => {
             return Err(Failure::Fatal(format!(
                 "no connection within --timeout {}",
-                tailguard_duration::format_duration(timeout)
+                tailguard_text::duration::format_duration(timeout)
             )))
         }
     };

@@ -57,6 +57,7 @@ mod convert;
 use crate::config::Config;
 use serde::Deserialize;
 use std::path::Path;
+use tailguard_text::yaml::DocumentError;
 
 pub use convert::{balancer_kind, into_config};
 
@@ -71,9 +72,10 @@ pub enum YamlError {
         /// The OS error.
         source: std::io::Error,
     },
-    /// Not valid YAML, an unknown key, or a value of the wrong type (the message names the key).
-    #[error("configuration: {0}")]
-    Parse(#[from] serde_yaml_ng::Error),
+    /// Not valid YAML, an unknown key, or a value of the wrong type: where (file, line,
+    /// column), then the key.
+    #[error(transparent)]
+    Document(#[from] DocumentError),
     /// A value out of range or an unknown kind.
     #[error("configuration: {key}: {message}")]
     Key {
@@ -165,7 +167,7 @@ pub fn load(path: &Path) -> Result<Config, YamlError> {
     file.take(MAX_BYTES + 1)
         .read_to_string(&mut text)
         .map_err(read_error)?;
-    parse(&text)
+    parse_named(&text, &path.display().to_string())
 }
 
 /// Parses and validates configuration text.
@@ -174,8 +176,13 @@ pub fn load(path: &Path) -> Result<Config, YamlError> {
 /// [`YamlError`] naming the key at fault; [`YamlError::TooLarge`] and
 /// [`YamlError::TooDeep`] before parsing.
 pub fn parse(text: &str) -> Result<Config, YamlError> {
+    parse_named(text, "configuration")
+}
+
+/// [`parse`], naming `origin` (the file) in positioned errors.
+fn parse_named(text: &str, origin: &str) -> Result<Config, YamlError> {
     check_shape(text)?;
-    let file: File = serde_yaml_ng::from_str(text)?;
+    let file: File = tailguard_text::yaml::from_yaml(text, origin)?;
     let config = into_config(file)?;
     config.validate()?;
     Ok(config)

@@ -31,8 +31,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use std::convert::Infallible;
 use std::sync::Arc;
-use tailguard_duration::{format_duration, parse_duration};
 use tailguard_fleet::{Failure, Fault, LatencyDist};
+use tailguard_text::duration::{format_duration, parse_duration};
 use tokio::net::TcpListener;
 
 /// Longest wait for a listener to close or reopen before answering a change.

@@ -10,8 +10,8 @@
 
 use rand::Rng;
 use std::time::Duration;
-use tailguard_duration::parse_duration;
 use tailguard_fleet::{Decision, Outcome};
+use tailguard_text::duration::parse_duration;
 
 /// A query parameter that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

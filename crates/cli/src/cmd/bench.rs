@@ -33,10 +33,10 @@ pub struct Args {
     #[arg(long, value_delimiter = ',')]
     arms: Vec<String>,
     /// Load length per arm (per phase and rate for overhead and nagle), e.g. 30s.
-    #[arg(short, long, value_parser = tailguard_duration::parse_duration)]
+    #[arg(short, long, value_parser = tailguard_text::duration::parse_duration)]
     duration: Option<Duration>,
     /// Interval report period (default 5s; 1s for gc-pause).
-    #[arg(short, long, value_parser = tailguard_duration::parse_duration)]
+    #[arg(short, long, value_parser = tailguard_text::duration::parse_duration)]
     interval: Option<Duration>,
     /// nagle: the rates to try, comma-separated (default 10,100,1000,10000).
     #[arg(long, value_delimiter = ',')]

@@ -13,7 +13,7 @@ use tailguard_report::Unit;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Load length per arm (two arms).
-    #[arg(short, long, default_value = "25s", value_parser = tailguard_duration::parse_duration)]
+    #[arg(short, long, default_value = "25s", value_parser = tailguard_text::duration::parse_duration)]
     duration: Duration,
     /// Where to write the HTML report (default: tailguard-demo.html in the temp directory).
     #[arg(long, value_name = "PATH")]

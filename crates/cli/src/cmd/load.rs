@@ -27,16 +27,16 @@ pub struct Args {
     #[arg(short, long, default_value_t = 10)]
     concurrency: usize,
     /// Closed loop (--rate 0) only: each of the --concurrency workers sends at most once per this interval (slow_cooker's per-worker ticker; a slow response delays the next send).
-    #[arg(long, value_parser = tailguard_duration::parse_duration)]
+    #[arg(long, value_parser = tailguard_text::duration::parse_duration)]
     closed_interval: Option<Duration>,
     /// How long to send (e.g. 30s, 5m). Default 10s unless --total-requests is given.
-    #[arg(short, long, value_parser = tailguard_duration::parse_duration)]
+    #[arg(short, long, value_parser = tailguard_text::duration::parse_duration)]
     duration: Option<Duration>,
     /// Send exactly this many requests, then stop.
     #[arg(short = 'n', long)]
     total_requests: Option<u64>,
     /// Interval report period.
-    #[arg(short, long, default_value = "10s", value_parser = tailguard_duration::parse_duration)]
+    #[arg(short, long, default_value = "10s", value_parser = tailguard_text::duration::parse_duration)]
     interval: Duration,
     /// Arrival process: constant (evenly spaced) or poisson.
     #[arg(long, default_value = "constant")]
@@ -71,7 +71,7 @@ pub struct Args {
     #[arg(long, requires = "proto", value_name = "DIR")]
     import_path: Vec<PathBuf>,
     /// Per-request timeout, from the actual send.
-    #[arg(long, default_value = "10s", value_parser = tailguard_duration::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = tailguard_text::duration::parse_duration)]
     timeout: Duration,
     /// Host header (HTTP/1.1) or :authority (HTTP/2) to send instead of the URL's; wins over
     /// -H 'Host: ...'.

@@ -33,13 +33,13 @@ pub struct Args {
     #[arg(long)]
     no_admin: bool,
     /// Per-attempt timeout, e.g. 1s.
-    #[arg(long, value_parser = tailguard_duration::parse_duration)]
+    #[arg(long, value_parser = tailguard_text::duration::parse_duration)]
     attempt_timeout: Option<Duration>,
     /// How long a new upstream connection may take to establish.
-    #[arg(long, default_value = "1s", value_parser = tailguard_duration::parse_duration)]
+    #[arg(long, default_value = "1s", value_parser = tailguard_text::duration::parse_duration)]
     connect_timeout: Duration,
     /// Total timeout per request, e.g. 3s.
-    #[arg(long, value_parser = tailguard_duration::parse_duration)]
+    #[arg(long, value_parser = tailguard_text::duration::parse_duration)]
     timeout: Option<Duration>,
     /// Do not retry (by default failed reads are retried under a 20% + 10/s budget).
     #[arg(long)]

@@ -4,8 +4,8 @@ use anyhow::Context;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
-use tailguard_duration::parse_duration;
 use tailguard_sim::{render, Arrivals, Overrides, Report, Scenario};
+use tailguard_text::duration::parse_duration;
 
 /// Arguments of `tailguard sim`.
 #[derive(Debug, clap::Args)]

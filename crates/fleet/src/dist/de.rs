@@ -11,7 +11,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
-use tailguard_duration::Dur;
+use tailguard_text::duration::Dur;
 
 const SHAPES: &[&str] = &[
     "fixed",
@@ -76,7 +76,7 @@ impl<'de> Visitor<'de> for DistVisitor {
     }
 
     fn visit_str<E: de::Error>(self, v: &str) -> Result<LatencyDist, E> {
-        tailguard_duration::parse_duration(v)
+        tailguard_text::duration::parse_duration(v)
             .map(LatencyDist::Fixed)
             .map_err(E::custom)
     }

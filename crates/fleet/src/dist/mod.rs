@@ -39,7 +39,7 @@ use rand::Rng;
 use rand_distr::{Distribution, LogNormal, Normal};
 use std::fmt;
 use std::time::Duration;
-use tailguard_duration::format_duration;
+use tailguard_text::duration::format_duration;
 
 /// A latency distribution, validated when it was built.
 #[derive(Clone, Debug, PartialEq)]

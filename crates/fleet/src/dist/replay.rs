@@ -11,7 +11,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use tailguard_duration::{format_duration, parse_duration};
+use tailguard_text::duration::{format_duration, parse_duration};
 
 /// A replay source that cannot be used.
 #[derive(Debug, thiserror::Error)]

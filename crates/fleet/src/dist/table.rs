@@ -6,7 +6,7 @@
 
 use std::fmt;
 use std::time::Duration;
-use tailguard_duration::format_duration;
+use tailguard_text::duration::format_duration;
 
 /// A percentile table that cannot be sampled.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

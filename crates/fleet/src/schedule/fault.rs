@@ -27,7 +27,7 @@ use crate::Ratio;
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
-use tailguard_duration::{format_duration, parse_duration};
+use tailguard_text::duration::{format_duration, parse_duration};
 
 /// A fault sentence that could not be read.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -81,7 +81,7 @@ impl Schedule {
             }
             None => Err(format!(
                 "no open-ended `at T {wanted}` before {} to end",
-                tailguard_duration::format_duration(at)
+                tailguard_text::duration::format_duration(at)
             )),
         }
     }

@@ -5,7 +5,7 @@
 
 use std::fmt;
 use std::time::Duration;
-use tailguard_duration::format_duration;
+use tailguard_text::duration::format_duration;
 
 /// A time window relative to the fleet's start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

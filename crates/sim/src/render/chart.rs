@@ -202,7 +202,7 @@ fn deadline(
     let (x0, x1, y) = (px(0.0), px(f64::from(nines)), py(ms));
     let label = format!(
         "deadline {}",
-        tailguard_duration::format_duration(report.deadline)
+        tailguard_text::duration::format_duration(report.deadline)
     );
     let _ = writeln!(
         out,

@@ -3,9 +3,9 @@
 use super::Report;
 use crate::ArmResult;
 use std::fmt::Write as _;
-use tailguard_duration::format_duration;
 use tailguard_histogram::QUANTILES;
 use tailguard_report::Unit;
+use tailguard_text::duration::format_duration;
 
 /// Endpoint share tables wider than this are summarized instead.
 const SHARE_TABLE_MAX: usize = 12;

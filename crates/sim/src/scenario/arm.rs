@@ -26,10 +26,10 @@ use serde::Deserialize;
 use std::time::Duration;
 use tailguard_balance::load::PeakEwmaConfig;
 use tailguard_balance::{ApertureConfig, Choices, LoadKind, Policy};
-use tailguard_duration::Dur;
 use tailguard_resilience::{
     AccrualConfig, Backoff, Classifier, HedgeConfig, OutlierConfig, RetryBudgetConfig, TripPolicy,
 };
+use tailguard_text::duration::Dur;
 
 /// One arm as written.
 #[derive(Clone, Debug, Deserialize)]

@@ -19,10 +19,10 @@
 use serde::Deserialize;
 use std::fmt;
 use std::time::Duration;
-use tailguard_duration::format_duration;
-use tailguard_duration::Dur;
 use tailguard_pacing::Arrivals;
 use tailguard_resilience::Method;
+use tailguard_text::duration::format_duration;
+use tailguard_text::duration::Dur;
 
 /// How requests arrive.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -44,32 +44,17 @@ use serde::Deserialize;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tailguard_duration::Dur;
 use tailguard_fleet::{Fleet, FleetError};
+use tailguard_text::duration::Dur;
+use tailguard_text::yaml::DocumentError;
 
 /// A scenario that cannot be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
-    /// Not YAML, or not the scenario schema.
-    #[error("{origin}:{line}:{column}: {message}")]
-    Parse {
-        /// Where the text came from.
-        origin: String,
-        /// 1-based line.
-        line: usize,
-        /// 1-based column.
-        column: usize,
-        /// What is wrong.
-        message: String,
-    },
-    /// Parsed, but a value does not fit.
-    #[error("{origin}: {message}")]
-    Invalid {
-        /// Where the text came from.
-        origin: String,
-        /// What is wrong.
-        message: String,
-    },
+    /// Not YAML, not the scenario schema, or a value that does not fit (its message starts
+    /// with where: `scenario.yaml:3:7: arms[1].balancer: ...`).
+    #[error(transparent)]
+    Document(#[from] DocumentError),
     /// The file could not be read.
     #[error("cannot read scenario {path}: {source}")]
     Read {
@@ -230,11 +215,9 @@ impl Scenario {
 }
 
 fn parse(text: &str, origin: &str, dir: Option<&Path>) -> Result<Scenario, ScenarioError> {
-    let spec: ScenarioSpec = serde_yaml_ng::from_str(text).map_err(|e| yaml_error(&e, origin))?;
-    let invalid = |message: String| ScenarioError::Invalid {
-        origin: origin.to_owned(),
-        message,
-    };
+    let spec: ScenarioSpec = tailguard_text::yaml::from_yaml(text, origin)?;
+    let invalid =
+        |message: String| ScenarioError::from(DocumentError::invalid(origin.to_owned(), message));
     let fleet = match spec.fleet {
         FleetRef::Inline(f) => *f,
         FleetRef::Name(name) => match Fleet::builtin(&name) {
@@ -267,28 +250,6 @@ fn parse(text: &str, origin: &str, dir: Option<&Path>) -> Result<Scenario, Scena
         deadline: spec.deadline.map_or(Duration::from_secs(1), |d| d.0),
         arms,
     })
-}
-
-fn yaml_error(err: &serde_yaml_ng::Error, origin: &str) -> ScenarioError {
-    let text = err.to_string();
-    match err.location() {
-        Some(loc) => {
-            // serde_yaml_ng appends " at line L column C": the position goes in front instead.
-            let message = text
-                .rfind(" at line ")
-                .map_or(text.as_str(), |i| &text[..i]);
-            ScenarioError::Parse {
-                origin: origin.to_owned(),
-                line: loc.line(),
-                column: loc.column(),
-                message: message.to_owned(),
-            }
-        }
-        None => ScenarioError::Invalid {
-            origin: origin.to_owned(),
-            message: text,
-        },
-    }
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@
 use super::{LoadShape, Scenario, ScenarioError};
 use std::time::Duration;
 use tailguard_pacing::Arrivals;
+use tailguard_text::yaml::DocumentError;
 
 /// Changes to apply to a scenario; `None` and empty keep the scenario's own value.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -39,11 +40,10 @@ impl Scenario {
     /// Applies `o`.
     ///
     /// # Errors
-    /// [`ScenarioError::Invalid`] for an unknown arm or a bad value.
+    /// [`ScenarioError::Document`] for an unknown arm or a bad value.
     pub fn apply(&mut self, o: &Overrides) -> Result<(), ScenarioError> {
-        let invalid = |message: String| ScenarioError::Invalid {
-            origin: self.name.clone(),
-            message,
+        let invalid = |message: String| {
+            ScenarioError::from(DocumentError::invalid(self.name.clone(), message))
         };
         if let Some(rate) = o.rate {
             if !(rate.is_finite() && rate > 0.0) {

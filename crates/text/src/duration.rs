@@ -9,7 +9,7 @@
 //! # Example
 //! ```
 //! use std::time::Duration;
-//! use tailguard_duration::{format_duration, parse_duration};
+//! use tailguard_text::duration::{format_duration, parse_duration};
 //! assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
 //! assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
 //! assert_eq!(format_duration(Duration::from_millis(167)), "167ms");
