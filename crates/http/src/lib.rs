@@ -10,12 +10,16 @@
 //! which hyper does not) and take `Upgrade: h2c` ([`h2c`], which hyper does not), both reading
 //! from the connection before hyper and putting the bytes back in front ([`rewind`]).
 //!
+//! [`admin`] is the one admin server (the proxy's admin port, `serve`'s control endpoint,
+//! `load --metrics-addr`): TCP_NODELAY, a header read timeout, graceful shutdown.
+//!
 //! [`fds`] raises the descriptor limit at start, sizes connection limits from it, and keeps
 //! accept loops from spinning when descriptors run out. [`exposition`] writes `/metrics` in
 //! the format the scraper asks for (OpenMetrics or Prometheus text), for all three servers.
 
 #![warn(missing_docs)]
 
+pub mod admin;
 pub mod exposition;
 pub mod fds;
 pub mod h2c;

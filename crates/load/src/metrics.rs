@@ -10,7 +10,8 @@ use prometheus_client::registry::Registry;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use tailguard_http::{server, tcp, Nagle};
+use tailguard_http::admin::{self, AdminServer};
+use tailguard_http::tcp;
 use tailguard_record::IntervalSummary;
 
 type Labels = Vec<(&'static str, String)>;
@@ -104,21 +105,13 @@ impl Metrics {
     }
 }
 
-/// Serves `/metrics` (any path, in fact) on `addr` until the run ends.
-pub(crate) async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<SocketAddr> {
+/// Serves `/metrics` (any path, in fact) on `addr` until the returned server is shut down.
+pub(crate) async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<AdminServer> {
     let listener = tcp::bind(addr).await?;
-    let local = listener.local_addr()?;
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = tcp::accept(&listener, Nagle::Off).await {
-            let metrics = metrics.clone();
-            let svc = hyper::service::service_fn(move |req: hyper::Request<_>| {
-                let resp = metrics.response(req.headers());
-                async move { Ok::<_, std::convert::Infallible>(resp) }
-            });
-            tokio::spawn(server::serve_connection(stream, svc));
-        }
-    });
-    Ok(local)
+    admin::serve(listener, move |req: hyper::Request<_>| {
+        let resp = metrics.response(req.headers());
+        async move { resp }
+    })
 }
 
 #[cfg(test)]
@@ -143,9 +136,10 @@ mod tests {
         iv.totals.latency_us.p99 = 2_500;
         iv.totals.errors.insert("timeout".into(), 3);
         metrics.update(&iv);
-        let addr = serve("127.0.0.1:0".parse().unwrap(), metrics)
+        let server = serve("127.0.0.1:0".parse().unwrap(), metrics)
             .await
             .unwrap();
+        let addr = server.addr();
         let (kind, text) =
             tokio::task::spawn_blocking(move || tailguard_testsupport::promtool::scrape(addr))
                 .await

@@ -18,6 +18,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tailguard_histogram::log;
+use tailguard_http::admin::AdminServer;
 use tailguard_pacing::Schedule;
 use tailguard_record::{RunSummary, Stats, Totals};
 use tailguard_report::{interval, text};
@@ -118,7 +119,7 @@ async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<R
     let json = open_json(&cfg)?;
     let hdr = open_hdr_log(&cfg)?;
     preflight(&cfg).await?;
-    let metrics = start_metrics(&cfg).await?;
+    let (metrics, metrics_server) = start_metrics(&cfg).await?.unzip();
     let clock = Clock::start();
     let shared = Arc::new(shared(&cfg, clock)?);
     let urls: Vec<String> = cfg.targets.iter().map(|t| t.url.clone()).collect();
@@ -163,6 +164,9 @@ async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<R
     };
     reporter.close_interval(end, out);
     let output_closed = reporter.output_closed;
+    if let Some(server) = metrics_server {
+        server.shutdown().await;
+    }
     let cpu = cpu_start
         .zip(selfcheck::cpu_time())
         .map(|(a, b)| b.saturating_sub(a));
@@ -413,19 +417,24 @@ fn open_hdr_log(cfg: &Config) -> Result<Option<log::Writer<BufWriter<std::fs::Fi
     Ok(Some(writer))
 }
 
-async fn start_metrics(cfg: &Config) -> Result<Option<Arc<Metrics>>, LoadError> {
+/// The `--metrics-addr` figures and the server showing them.
+async fn start_metrics(cfg: &Config) -> Result<Option<(Arc<Metrics>, AdminServer)>, LoadError> {
     let Some(addr) = cfg.metrics_addr else {
         return Ok(None);
     };
     let m = Arc::new(Metrics::new());
-    let bound = metrics::serve(addr, m.clone())
+    let server = metrics::serve(addr, m.clone())
         .await
         .map_err(|e| LoadError::Output {
             path: format!("metrics address {addr}"),
             reason: e.to_string(),
         })?;
-    let _ = writeln!(std::io::stderr(), "# metrics at http://{bound}/metrics");
-    Ok(Some(m))
+    let _ = writeln!(
+        std::io::stderr(),
+        "# metrics at http://{}/metrics",
+        server.addr()
+    );
+    Ok(Some((m, server)))
 }
 
 fn summarize(

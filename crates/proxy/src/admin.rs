@@ -4,47 +4,23 @@
 //! (JSON: per service, each endpoint's address, pending attempts, balancer cost, success rate
 //! and accrual state).
 
-use crate::listener::stopped;
 use crate::metrics::EndpointLabels;
 use crate::shared::Shared;
 use bytes::Bytes;
 use http::{header, Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::sync::Arc;
-use tailguard_http::tcp::{self, Nagle};
+use tailguard_http::admin::{self, AdminServer};
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 
-/// Serves admin requests until `shutdown` turns true.
-pub async fn serve(
-    listener: TcpListener,
-    shared: Arc<Shared>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    loop {
-        let accepted = tokio::select! {
-            a = tcp::accept(&listener, Nagle::Off) => a,
-            _ = stopped(&mut shutdown) => return,
-        };
-        let Ok((stream, _)) = accepted else { continue };
-        let shared = Arc::clone(&shared);
-        tokio::spawn(async move {
-            let service = service_fn(move |req| {
-                let shared = Arc::clone(&shared);
-                async move { Ok::<_, Infallible>(page(&shared, &req)) }
-            });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service);
-            if let Err(err) = conn.await {
-                tracing::debug!(%err, "admin connection failed");
-            }
-        });
-    }
+/// Serves the admin pages on `listener` (the shared admin server of `tailguard_http`).
+pub(crate) fn serve(listener: TcpListener, shared: Arc<Shared>) -> std::io::Result<AdminServer> {
+    admin::serve(listener, move |req: Request<Incoming>| {
+        let page = page(&shared, &req);
+        async move { page }
+    })
 }
 
 fn page(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {

@@ -9,6 +9,7 @@ use crate::shared::Shared;
 use crate::{admin, discovery, dns, listener, tls, yaml};
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock, Weak};
+use tailguard_http::admin::AdminServer;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -57,13 +58,11 @@ pub enum StartError {
 #[derive(Debug)]
 pub struct Proxy {
     addr: SocketAddr,
-    admin: Option<SocketAddr>,
     shared: Arc<Shared>,
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
     /// The admin server stops last, so health checks see the drain.
-    admin_stop: watch::Sender<bool>,
-    admin_task: Option<JoinHandle<()>>,
+    admin: Option<AdminServer>,
     /// The configuration started with: a reload must not change what only a restart applies.
     started: Config,
     max_connections: usize,
@@ -109,23 +108,24 @@ pub async fn start(config: Config) -> Result<Proxy, StartError> {
         max_connections,
         stopped.clone(),
     ))];
-    let (admin_stop, admin_stopped) = watch::channel(false);
-    let mut admin_addr = None;
-    let mut admin_task = None;
-    if let Some(l) = admin {
-        admin_addr = l.local_addr().ok();
-        let serve = admin::serve(l, Arc::clone(&shared), admin_stopped);
-        admin_task = Some(tokio::spawn(serve));
-    }
+    let admin =
+        match (admin, config.admin) {
+            (Some(l), Some(addr)) => Some(admin::serve(l, Arc::clone(&shared)).map_err(
+                |source| StartError::Bind {
+                    what: "admin",
+                    addr,
+                    source,
+                },
+            )?),
+            _ => None,
+        };
     drop(stopped);
     Ok(Proxy {
         addr,
-        admin: admin_addr,
         shared,
         stop,
         tasks,
-        admin_stop,
-        admin_task,
+        admin,
         started: config,
         max_connections,
     })
@@ -252,7 +252,7 @@ impl Proxy {
 
     /// The admin server's address, if it runs.
     pub fn admin_addr(&self) -> Option<SocketAddr> {
-        self.admin
+        self.admin.as_ref().map(AdminServer::addr)
     }
 
     /// State shared by every connection (metrics, services).
@@ -281,8 +281,8 @@ impl Proxy {
         if config.listen == self.addr {
             started.listen = self.addr;
         }
-        if config.admin.is_some() && config.admin == self.admin {
-            started.admin = self.admin;
+        if config.admin.is_some() && config.admin == self.admin_addr() {
+            started.admin = self.admin_addr();
         }
         let changed = started.restart_keys_changed(config);
         if !changed.is_empty() {
@@ -310,9 +310,8 @@ impl Proxy {
         for t in self.tasks {
             let _ = t.await;
         }
-        let _ = self.admin_stop.send(true);
-        if let Some(t) = self.admin_task {
-            let _ = t.await;
+        if let Some(admin) = self.admin {
+            admin.shutdown().await;
         }
     }
 }

@@ -26,12 +26,11 @@ use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use std::convert::Infallible;
 use std::sync::Arc;
 use tailguard_fleet::{Failure, Fault, LatencyDist};
+use tailguard_http::admin::{self, AdminServer};
 use tailguard_text::duration::{format_duration, parse_duration};
 use tokio::net::TcpListener;
 
@@ -70,29 +69,13 @@ enum Hold {
     For(String),
 }
 
-/// Serves the control endpoint on `listener` until the task is aborted.
-pub async fn serve(control: Arc<Control>, listener: TcpListener) {
-    loop {
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
-            Err(err) => {
-                tracing::debug!(%err, "control accept failed");
-                continue;
-            }
-        };
+/// Serves the control endpoint on `listener` (the shared admin server of `tailguard_http`)
+/// until the returned server is dropped.
+pub(crate) fn serve(control: Arc<Control>, listener: TcpListener) -> std::io::Result<AdminServer> {
+    admin::serve(listener, move |req| {
         let control = control.clone();
-        tokio::spawn(async move {
-            let svc = hyper::service::service_fn(move |req| {
-                let control = control.clone();
-                async move { Ok::<_, Infallible>(control.route(req).await) }
-            });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), svc);
-            if let Err(err) = conn.await {
-                tracing::debug!(%err, "control connection ended with an error");
-            }
-        });
-    }
+        async move { control.route(req).await }
+    })
 }
 
 impl Control {

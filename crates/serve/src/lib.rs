@@ -125,6 +125,8 @@ pub struct Running {
     backends: Vec<Arc<Backend>>,
     control: Option<SocketAddr>,
     tasks: Vec<JoinHandle<()>>,
+    /// The control endpoint's server (stops accepting when dropped).
+    control_server: Option<tailguard_http::admin::AdminServer>,
 }
 
 impl Running {
@@ -203,6 +205,7 @@ pub async fn start(options: ServeOptions) -> Result<Running, ServeError> {
         backends: Vec::new(),
         control: control.as_ref().map(|(_, addr)| *addr),
         tasks: Vec::new(),
+        control_server: None,
     };
     let specs = options.fleet.backends.iter().zip(listeners).enumerate();
     for (i, (spec, (listener, addr))) in specs {
@@ -217,12 +220,12 @@ pub async fn start(options: ServeOptions) -> Result<Running, ServeError> {
         running.tasks.push(tokio::spawn(accept));
         running.backends.push(backend);
     }
-    if let Some((listener, _)) = control {
+    if let Some((listener, addr)) = control {
         let backends = running.backends.clone();
         let ctl = Arc::new(Control { backends, metrics });
-        running
-            .tasks
-            .push(tokio::spawn(control::serve(ctl, listener)));
+        let server =
+            control::serve(ctl, listener).map_err(|source| ServeError::Control { addr, source })?;
+        running.control_server = Some(server);
     }
     Ok(running)
 }
