@@ -204,7 +204,16 @@ impl Histogram {
 
     /// The standard headline percentiles: min, p50, p90, p95, p99, p99.9, p99.99, max.
     pub fn percentiles(&self) -> Percentiles {
-        Percentiles::of(self)
+        Percentiles {
+            min: self.min_us(),
+            p50: self.quantile_us(0.50),
+            p90: self.quantile_us(0.90),
+            p95: self.quantile_us(0.95),
+            p99: self.quantile_us(0.99),
+            p999: self.quantile_us(0.999),
+            p9999: self.quantile_us(0.9999),
+            max: self.max_us(),
+        }
     }
 
     /// The underlying `hdrhistogram` value, for serialization and interop.

@@ -1,6 +1,5 @@
 //! The headline percentiles every tailguard report prints.
 
-use crate::Histogram;
 use serde::{Deserialize, Serialize};
 
 /// The quantiles reported everywhere, with their names: p50 to p99.99.
@@ -37,20 +36,6 @@ pub struct Percentiles {
 }
 
 impl Percentiles {
-    /// Reads the headline percentiles of `h`; all zero when it is empty.
-    pub fn of(h: &Histogram) -> Percentiles {
-        Percentiles {
-            min: h.min_us(),
-            p50: h.quantile_us(0.50),
-            p90: h.quantile_us(0.90),
-            p95: h.quantile_us(0.95),
-            p99: h.quantile_us(0.99),
-            p999: h.quantile_us(0.999),
-            p9999: h.quantile_us(0.9999),
-            max: h.max_us(),
-        }
-    }
-
     /// The value of a named field (`min`, `p50`, ... `max`), for SLO checks and renderers.
     pub fn get(&self, name: &str) -> Option<u64> {
         Some(match name {

@@ -7,7 +7,7 @@
 //! request to the worker runtimes through a shared queue: every request then paid a sleep and
 //! wake-up of the pacer thread, an `eventfd` write to wake a runtime and a futex, 55-58 µs
 //! of CPU per request at 10,000 req/s on one thread, 52-54 µs now: most of it is this VM waking
-//! idle threads (see README).
+//! idle threads (see docs/load.md).
 //!
 //! Why a `timerfd` and not a Tokio timer: Tokio's timer wheel has 1 ms granularity, so a
 //! generator sleeping on it sends in 1 ms bursts and adds up to 1 ms of its own lag to every

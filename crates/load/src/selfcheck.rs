@@ -102,14 +102,15 @@ impl SelfCheck {
 }
 
 /// Linux delays an ACK by 40 ms at least; a response held back by Nagle's algorithm until that
-/// ACK arrives takes 40 to 44 ms on loopback. The band allows for a busy machine.
-const DELAYED_ACK_BAND_US: (u64, u64) = (38_000, 47_000);
+/// ACK arrives takes 40 to 44 ms on loopback, and up to about 50 ms on a busy machine (48 ms
+/// measured on this project's 2-core machine under a parallel build).
+const DELAYED_ACK_BAND_US: (u64, u64) = (38_000, 52_000);
 /// The neighbourhood the band must stand out from.
 const NEIGHBOURS_US: (u64, u64) = (20_000, 100_000);
 
 /// A note when service times cluster at the delayed-ACK time: at least 1% of requests inside
-/// 38-47 ms, and that band at least four times as full as the rest of 20-100 ms, which is
-/// twice its width. A server whose latency merely spreads across tens of milliseconds does not
+/// 38-52 ms, and that band at least four times as full as the rest of 20-100 ms, which is
+/// over four times its width. A server whose latency merely spreads across tens of milliseconds does not
 /// cluster; one that really takes 40 ms does, so the note says so.
 pub(crate) fn delayed_ack_note(service: &Histogram) -> Option<String> {
     let n = service.count();
@@ -124,7 +125,7 @@ pub(crate) fn delayed_ack_note(service: &Histogram) -> Option<String> {
     let around = share(NEIGHBOURS_US.0, lo) + share(hi, NEIGHBOURS_US.1);
     (band >= 0.01 && band >= 4.0 * around).then(|| {
         format!(
-            "note: {:.1}% of responses took 38-47 ms of service time, the delayed-ACK time of \
+            "note: {:.1}% of responses took 38-52 ms of service time, the delayed-ACK time of \
              Linux: the mark of Nagle's algorithm (a peer writing a response in parts without \
              TCP_NODELAY) waiting for the client's delayed ACK, worst at low rates. Unless the \
              server is meant to take 40 ms, set TCP_NODELAY on it and on any proxy between \
@@ -211,12 +212,17 @@ mod tests {
         h.record_n_us(300, 950);
         h.record_n_us(41_500, 50);
         let note = delayed_ack_note(&h).expect("5% at 41.5 ms");
-        assert!(note.contains("5.0% of responses took 38-47 ms"), "{note}");
+        assert!(note.contains("5.0% of responses took 38-52 ms"), "{note}");
         assert!(note.contains("Nagle"), "{note}");
         // Every request waiting (one request at a time, Nagle on): still a cluster.
         let mut all = Histogram::new();
         all.record_n_us(43_900, 100);
         assert!(delayed_ack_note(&all).is_some());
+        // A busy machine: ACKs at 44 to 48 ms (measured under a parallel build).
+        let mut busy = Histogram::new();
+        busy.record_n_us(44_000, 50);
+        busy.record_n_us(48_100, 50);
+        assert!(delayed_ack_note(&busy).is_some());
     }
 
     #[test]

@@ -53,50 +53,15 @@
 //! requests.
 
 mod convert;
+mod error;
+mod file;
 
 use crate::config::Config;
-use serde::Deserialize;
 use std::path::Path;
-use tailguard_text::yaml::DocumentError;
 
 pub use convert::{balancer_kind, into_config};
-
-/// A configuration file that cannot start the proxy.
-#[derive(Debug, thiserror::Error)]
-pub enum YamlError {
-    /// The file could not be read.
-    #[error("{path}: {source}")]
-    Read {
-        /// The file.
-        path: String,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// Not valid YAML, an unknown key, or a value of the wrong type: where (file, line,
-    /// column), then the key.
-    #[error(transparent)]
-    Document(#[from] DocumentError),
-    /// A value out of range or an unknown kind.
-    #[error("configuration: {key}: {message}")]
-    Key {
-        /// The key, e.g. `services[web].client.loadBalancer.kind`.
-        key: String,
-        /// What is wrong.
-        message: String,
-    },
-    /// A constraint across keys.
-    #[error("configuration: {0}")]
-    Invalid(#[from] crate::config::ConfigError),
-    /// Larger than [`MAX_BYTES`].
-    #[error("configuration: larger than {MAX_BYTES} bytes")]
-    TooLarge,
-    /// Flow collections nested deeper than [`MAX_FLOW_DEPTH`].
-    #[error("configuration: line {line}: `[` and `{{` nested deeper than {MAX_FLOW_DEPTH}")]
-    TooDeep {
-        /// The line (from 1) where the limit was passed.
-        line: usize,
-    },
-}
+pub use error::{YamlError, MAX_BYTES, MAX_FLOW_DEPTH};
+pub use file::File;
 
 /// Refuses text too large or too deeply nested to parse quickly. Counts flow brackets outside
 /// comments and quoted scalars; a quote opens a scalar only where a scalar may start.
@@ -145,13 +110,6 @@ fn check_shape(text: &str) -> Result<(), YamlError> {
     Ok(())
 }
 
-/// The largest configuration file read: 1 MiB, a hundred times a large real one.
-pub const MAX_BYTES: u64 = 1 << 20;
-/// The deepest nesting of flow collections (`[`, `{`) accepted: a real file needs 3 or 4.
-/// YAML parsers slow down sharply on deep flow nesting (100 KB of `[` takes seconds), and a
-/// reload must not stall.
-pub const MAX_FLOW_DEPTH: usize = 32;
-
 /// Reads, parses and validates a configuration file.
 ///
 /// # Errors
@@ -186,167 +144,6 @@ fn parse_named(text: &str, origin: &str) -> Result<Config, YamlError> {
     let config = into_config(file)?;
     config.validate()?;
     Ok(config)
-}
-
-/// The file as written.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct File {
-    admin: Option<Addr>,
-    servers: Vec<Server>,
-    #[serde(default)]
-    limits: Limits,
-    services: Vec<ServiceSpec>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Addr {
-    ip: std::net::IpAddr,
-    port: u16,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Server {
-    ip: std::net::IpAddr,
-    port: u16,
-    tls: Option<TlsSpec>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct TlsSpec {
-    cert_path: std::path::PathBuf,
-    key_path: std::path::PathBuf,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct Limits {
-    header_read_timeout_ms: Option<u64>,
-    max_connections: Option<usize>,
-    drain_ms: Option<u64>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct ServiceSpec {
-    name: String,
-    #[serde(default = "any_host")]
-    hosts: Vec<String>,
-    path_prefix: Option<String>,
-    upstreams: Option<Vec<String>>,
-    namer: Option<Namer>,
-    protocol: Option<String>,
-    rewrite_host: Option<String>,
-    retry_buffer_bytes: Option<usize>,
-    max_concurrent_requests: Option<usize>,
-    request_body_idle_timeout_ms: Option<u64>,
-    request_body_min_bytes_per_sec: Option<u64>,
-    response_body_idle_timeout_ms: Option<u64>,
-    response_classifier: Option<Kind>,
-    #[serde(default)]
-    client: ClientSpec,
-    #[serde(default)]
-    service: ServicePart,
-}
-
-fn any_host() -> Vec<String> {
-    vec!["*".to_owned()]
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct Namer {
-    kind: String,
-    path: Option<std::path::PathBuf>,
-    name: Option<String>,
-    server: Option<std::net::SocketAddr>,
-    interval_ms: Option<u64>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct Kind {
-    kind: String,
-    four_xx_is_failure: Option<bool>,
-    retryable_status_codes: Option<Vec<u8>>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct ClientSpec {
-    load_balancer: Option<Balancer>,
-    failure_accrual: Option<Accrual>,
-    request_attempt_timeout_ms: Option<u64>,
-    connect_timeout_ms: Option<u64>,
-    failure_penalty_ms: Option<u64>,
-    host_connection_pool: Option<HostPool>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct HostPool {
-    max_size: Option<usize>,
-    max_wait_ms: Option<u64>,
-    idle_time_ms: Option<u64>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct Balancer {
-    kind: String,
-    decay_time_ms: Option<u64>,
-    default_rtt_ms: Option<u64>,
-    choices: Option<usize>,
-    load: Option<String>,
-    min_aperture: Option<usize>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct Accrual {
-    kind: String,
-    failures: Option<u32>,
-    success_rate: Option<f64>,
-    requests: Option<u32>,
-    window: Option<u64>,
-    backoff: Option<BackoffSpec>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct BackoffSpec {
-    kind: String,
-    ms: Option<u64>,
-    min_ms: Option<u64>,
-    max_ms: Option<u64>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct ServicePart {
-    total_timeout_ms: Option<u64>,
-    retries: Option<Retries>,
-    /// Where Linkerd 1 puts it; the service's own `responseClassifier` is accepted too.
-    response_classifier: Option<Kind>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct Retries {
-    budget: Option<Budget>,
-    backoff: Option<BackoffSpec>,
-    max_retries: Option<u32>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct Budget {
-    min_retries_per_sec: Option<u32>,
-    percent_can_retry: Option<f64>,
-    ttl_secs: Option<u64>,
 }
 
 #[cfg(test)]

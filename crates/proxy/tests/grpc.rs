@@ -2,7 +2,7 @@
 //! as a tonic server answers) next to two healthy ones. The proxy must retry the failures,
 //! and peak EWMA must not mistake the fast failures for a fast endpoint.
 //!
-//! Run with `--nocapture` to print the table the README shows.
+//! Run with `--nocapture` to print the table docs/proxy.md shows.
 
 mod support;
 

@@ -123,6 +123,7 @@ fn h2load_requests(output: &str) -> Vec<u64> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier 2: nginx, curl and h2load"]
 async fn curl_and_h2load_over_http2_reach_an_http1_nginx_without_an_error() {
     let (curl, h2load) = (tool("curl", "curl"), tool("h2load", "nghttp2-client"));
     let nginx = Nginx::start();

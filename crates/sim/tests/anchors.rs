@@ -1,4 +1,4 @@
-//! The findings the README reports, checked on the full built-in scenarios: seed 002's
+//! The findings docs/sim.md reports, checked on the full built-in scenarios: seed 002's
 //! ranking on `slow-middle` and seed 000's on `add-steps`.
 
 use tailguard_sim::{run, ArmResult, Overrides, Report, Scenario};

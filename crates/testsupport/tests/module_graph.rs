@@ -3,8 +3,9 @@
 //! A node is one module file (`lib.rs`/`main.rs` is the crate root, `a/mod.rs` and `a.rs` are
 //! `a`, `a/b.rs` is `a::b`). An edge A -> B means A's code names a path that resolves into B:
 //! `crate::b::..`, `super::..`, `self::..` or a child module's name. What only declares or
-//! re-exports (`mod b;`, `pub use b::X;`) and what only tests compile (`#[cfg(test)]` items)
-//! draw no edge, so a root that only declares and re-exports is not a hub of cycles.
+//! re-exports (`mod b;`, `pub use b::X;` when the module does not use `X` itself) and what only
+//! tests compile (`#[cfg(test)]` items) draw no edge, so a root that only declares and
+//! re-exports is not a hub of cycles.
 //!
 //! Run it with `cargo test -p tailguard-testsupport --test module_graph -- --nocapture`: it
 //! prints each crate's modules in dependency order (a module's line comes after every module
@@ -261,6 +262,14 @@ fn paths(toks: &[Tok], heads: Option<&BTreeSet<String>>) -> Vec<Vec<String>> {
             if toks.get(i) == Some(&Tok::Path) {
                 i += 1;
             } else {
+                // `a::B as C`: the alias follows the path as `as`, `C`.
+                if let (true, Some(Tok::Ident(alias))) =
+                    (is_ident(toks.get(i), "as"), toks.get(i + 1))
+                {
+                    path.push("as".to_owned());
+                    path.push(alias.clone());
+                    i += 2;
+                }
                 out.push(path);
                 return i;
             }
@@ -272,7 +281,8 @@ fn paths(toks: &[Tok], heads: Option<&BTreeSet<String>>) -> Vec<Vec<String>> {
         let starts = match &toks[i] {
             Tok::Ident(s) => {
                 (i == 0 || toks[i - 1] != Tok::Path)
-                    && toks.get(i + 1) == Some(&Tok::Path)
+                    && (toks.get(i + 1) == Some(&Tok::Path)
+                        || (heads.is_none() && is_ident(toks.get(i + 1), "as")))
                     && (s == "crate"
                         || s == "super"
                         || s == "self"
@@ -345,7 +355,14 @@ fn graph(src_dir: &Path) -> Graph {
         .map(|(m, code)| {
             let names = paths(&code.reexports, None)
                 .into_iter()
-                .filter_map(|p| Some((p.last()?.clone(), p)))
+                .filter_map(|mut p| match p.len() {
+                    n if n >= 3 && p[n - 2] == "as" => {
+                        let alias = p.pop()?;
+                        p.pop();
+                        Some((alias, p))
+                    }
+                    _ => Some((p.last()?.clone(), p)),
+                })
                 .collect();
             (m.clone(), names)
         })
@@ -363,9 +380,28 @@ fn graph(src_dir: &Path) -> Graph {
             .collect();
         let mut to = BTreeSet::new();
         for path in paths(&code.uses, Some(&children)) {
-            let at = resolver.resolve(module, &path, 0);
-            if &at != module {
-                to.insert(at);
+            if let Some(at) = resolver.resolve(module, &path, 0) {
+                if &at != module {
+                    to.insert(at);
+                }
+            }
+        }
+        // A name this module re-exports and also uses itself is a use like any other.
+        let used: BTreeSet<&str> = code
+            .uses
+            .iter()
+            .filter_map(|t| match t {
+                Tok::Ident(s) => Some(s.as_str()),
+                _ => None,
+            })
+            .collect();
+        for (name, path) in &reexports[module] {
+            if used.contains(name.as_str()) {
+                if let Some(at) = resolver.resolve(module, path, 0) {
+                    if &at != module {
+                        to.insert(at);
+                    }
+                }
             }
         }
         edges.insert(module.clone(), to);
@@ -380,11 +416,20 @@ struct Resolver<'a> {
 
 impl Resolver<'_> {
     /// The module that `path`, named in `from`, lands in: re-exports are followed to the
-    /// module that defines the name.
-    fn resolve(&self, from: &[String], path: &[String], depth: usize) -> Vec<String> {
+    /// module that defines the name. `None` for a path into another crate.
+    fn resolve(&self, from: &[String], path: &[String], depth: usize) -> Option<Vec<String>> {
         let (mut at, mut rest): (Vec<String>, &[String]) = match path.first().map(String::as_str) {
             Some("crate") => (Vec::new(), &path[1..]),
-            _ => (from.to_vec(), path),
+            Some("super" | "self") => (from.to_vec(), path),
+            Some(head) => {
+                let mut child = from.to_vec();
+                child.push(head.to_owned());
+                if !self.modules.contains(&child) {
+                    return None; // An external crate (or a prelude name).
+                }
+                (from.to_vec(), path)
+            }
+            None => return Some(from.to_vec()),
         };
         while let Some(head) = rest.first() {
             match head.as_str() {
@@ -412,7 +457,7 @@ impl Resolver<'_> {
             }
             break;
         }
-        at
+        Some(at)
     }
 }
 
@@ -545,6 +590,7 @@ fn the_reader_sees_paths_not_comments_strings_or_reexports() {
     let src = r##"
         //! crate::doc::mention
         pub use crate::reexported::Thing;
+        pub use other_crate as renamed;
         mod child;
         use crate::{a::{X, Y}, b};
         use super::sibling;
@@ -559,7 +605,10 @@ fn the_reader_sees_paths_not_comments_strings_or_reexports() {
         .iter()
         .map(|p| p.join("::"))
         .collect();
-    assert_eq!(reexported, ["crate::reexported::Thing"]);
+    assert_eq!(
+        reexported,
+        ["crate::reexported::Thing", "other_crate::as::renamed"]
+    );
     let heads: BTreeSet<String> = ["child".to_string()].into();
     let got: BTreeSet<String> = paths(&code.uses, Some(&heads))
         .iter()

@@ -14,7 +14,7 @@ use tailguard_proxy::Source;
   tailguard proxy --listen 127.0.0.1:4140 --upstream 127.0.0.1:9001,127.0.0.1:9002 --balancer ewma
   tailguard proxy --config proxy.yaml        (SIGHUP reloads it; SIGTERM drains and exits)")]
 pub struct Args {
-    /// A configuration file (Linkerd-1-style keys; see docs/readme/proxy.md).
+    /// A configuration file (Linkerd-1-style keys; see docs/proxy.md).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["upstream", "balancer", "listen", "admin", "no_admin", "attempt_timeout", "timeout", "no_retries", "no_accrual", "tls_cert", "tls_key", "max_connections_per_endpoint", "protocol", "connect_timeout"])]
     config: Option<PathBuf>,
     /// Where to listen (HTTP/1.1 and h2c on one port; with --tls-cert, HTTP/1.1 and h2 over TLS).

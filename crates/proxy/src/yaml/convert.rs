@@ -1,7 +1,8 @@
 //! From the file as written to the typed [`Config`]: defaults, kinds and ranges, each error
 //! naming its key.
 
-use super::{Accrual, BackoffSpec, Balancer, File, Kind, Retries, ServiceSpec, YamlError};
+use super::error::YamlError;
+use super::file::{Accrual, BackoffSpec, Balancer, File, Kind, Namer, Retries, ServiceSpec};
 use crate::config::{
     Config, Discovery, HostHeader, Limits, ServiceConfig, TlsConfig, UpstreamProtocol,
 };
@@ -138,7 +139,7 @@ fn discovery(spec: &ServiceSpec, key: &dyn Fn(&str) -> String) -> Result<Discove
     }
 }
 
-fn namer(n: &super::Namer, key: &dyn Fn(&str) -> String) -> Result<Discovery, YamlError> {
+fn namer(n: &Namer, key: &dyn Fn(&str) -> String) -> Result<Discovery, YamlError> {
     let required = |k: &str| {
         err(
             key(&format!("namer.{k}")),

@@ -1,0 +1,165 @@
+//! The configuration file as written: serde structs mirroring its keys (Linkerd 1's names,
+//! camelCase, unknown keys refused). `convert` turns them into the typed [`crate::config`].
+
+use serde::Deserialize;
+
+/// The file as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct File {
+    pub(super) admin: Option<Addr>,
+    pub(super) servers: Vec<Server>,
+    #[serde(default)]
+    pub(super) limits: Limits,
+    pub(super) services: Vec<ServiceSpec>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Addr {
+    pub(super) ip: std::net::IpAddr,
+    pub(super) port: u16,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Server {
+    pub(super) ip: std::net::IpAddr,
+    pub(super) port: u16,
+    pub(super) tls: Option<TlsSpec>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct TlsSpec {
+    pub(super) cert_path: std::path::PathBuf,
+    pub(super) key_path: std::path::PathBuf,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct Limits {
+    pub(super) header_read_timeout_ms: Option<u64>,
+    pub(super) max_connections: Option<usize>,
+    pub(super) drain_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct ServiceSpec {
+    pub(super) name: String,
+    #[serde(default = "any_host")]
+    pub(super) hosts: Vec<String>,
+    pub(super) path_prefix: Option<String>,
+    pub(super) upstreams: Option<Vec<String>>,
+    pub(super) namer: Option<Namer>,
+    pub(super) protocol: Option<String>,
+    pub(super) rewrite_host: Option<String>,
+    pub(super) retry_buffer_bytes: Option<usize>,
+    pub(super) max_concurrent_requests: Option<usize>,
+    pub(super) request_body_idle_timeout_ms: Option<u64>,
+    pub(super) request_body_min_bytes_per_sec: Option<u64>,
+    pub(super) response_body_idle_timeout_ms: Option<u64>,
+    pub(super) response_classifier: Option<Kind>,
+    #[serde(default)]
+    pub(super) client: ClientSpec,
+    #[serde(default)]
+    pub(super) service: ServicePart,
+}
+
+pub(super) fn any_host() -> Vec<String> {
+    vec!["*".to_owned()]
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct Namer {
+    pub(super) kind: String,
+    pub(super) path: Option<std::path::PathBuf>,
+    pub(super) name: Option<String>,
+    pub(super) server: Option<std::net::SocketAddr>,
+    pub(super) interval_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct Kind {
+    pub(super) kind: String,
+    pub(super) four_xx_is_failure: Option<bool>,
+    pub(super) retryable_status_codes: Option<Vec<u8>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct ClientSpec {
+    pub(super) load_balancer: Option<Balancer>,
+    pub(super) failure_accrual: Option<Accrual>,
+    pub(super) request_attempt_timeout_ms: Option<u64>,
+    pub(super) connect_timeout_ms: Option<u64>,
+    pub(super) failure_penalty_ms: Option<u64>,
+    pub(super) host_connection_pool: Option<HostPool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct HostPool {
+    pub(super) max_size: Option<usize>,
+    pub(super) max_wait_ms: Option<u64>,
+    pub(super) idle_time_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct Balancer {
+    pub(super) kind: String,
+    pub(super) decay_time_ms: Option<u64>,
+    pub(super) default_rtt_ms: Option<u64>,
+    pub(super) choices: Option<usize>,
+    pub(super) load: Option<String>,
+    pub(super) min_aperture: Option<usize>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct Accrual {
+    pub(super) kind: String,
+    pub(super) failures: Option<u32>,
+    pub(super) success_rate: Option<f64>,
+    pub(super) requests: Option<u32>,
+    pub(super) window: Option<u64>,
+    pub(super) backoff: Option<BackoffSpec>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct BackoffSpec {
+    pub(super) kind: String,
+    pub(super) ms: Option<u64>,
+    pub(super) min_ms: Option<u64>,
+    pub(super) max_ms: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct ServicePart {
+    pub(super) total_timeout_ms: Option<u64>,
+    pub(super) retries: Option<Retries>,
+    /// Where Linkerd 1 puts it; the service's own `responseClassifier` is accepted too.
+    pub(super) response_classifier: Option<Kind>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct Retries {
+    pub(super) budget: Option<Budget>,
+    pub(super) backoff: Option<BackoffSpec>,
+    pub(super) max_retries: Option<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct Budget {
+    pub(super) min_retries_per_sec: Option<u32>,
+    pub(super) percent_can_retry: Option<f64>,
+    pub(super) ttl_secs: Option<u64>,
+}
