@@ -36,6 +36,8 @@ pub const PALETTE: [&str; 10] = [
 const TOP: f64 = 36.0;
 const LEFT: f64 = 72.0;
 const RIGHT: f64 = 180.0;
+/// Legend text width per character, a generous average for 12px sans-serif.
+const CHAR_WIDTH: f64 = 7.0;
 const BOTTOM: f64 = 52.0;
 /// About this many ticks on a linear axis.
 const TICKS: usize = 5;
@@ -218,10 +220,28 @@ impl Chart {
         for (i, s) in self.series.iter().enumerate() {
             let color = PALETTE[s.color.unwrap_or(i) % PALETTE.len()];
             frame.line(&mut out, s, self.path(&frame, s), color);
-            legend(&mut out, w - RIGHT + 16.0, TOP + 18.0 * i as f64, s, color);
+            legend(
+                &mut out,
+                w - self.right() + 16.0,
+                TOP + 18.0 * i as f64,
+                s,
+                color,
+            );
         }
         out.push_str("</svg>\n");
         out
+    }
+
+    /// Room right of the plot: enough for the longest legend entry (a 26-unit line sample,
+    /// then the name), and never less than [`RIGHT`].
+    fn right(&self) -> f64 {
+        let longest = self
+            .series
+            .iter()
+            .map(|s| s.name.chars().count())
+            .max()
+            .unwrap_or(0);
+        RIGHT.max(16.0 + 32.0 + CHAR_WIDTH * longest as f64)
     }
 
     /// The path data of one series: `M` at its start and after each gap, `L` between.
@@ -283,7 +303,7 @@ impl Chart {
             y,
             left: LEFT,
             top: TOP,
-            width: self.width - LEFT - RIGHT,
+            width: self.width - LEFT - self.right(),
             height: self.height - TOP - BOTTOM,
         }
     }

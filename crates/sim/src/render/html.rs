@@ -1,7 +1,7 @@
 //! The HTML report: the chart and the text tables on one self-contained page.
 
-use super::chart::escape;
 use super::{svg, text, Report};
+use tailguard_report::svg::escape;
 
 /// A self-contained HTML page (no scripts, no external files).
 pub fn html(report: &Report) -> String {
