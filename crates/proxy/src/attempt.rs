@@ -25,6 +25,7 @@
 //! streams on and the attempt's outcome is reported when they come
 //! ([`crate::response_body`]).
 
+use crate::body::ProxyBody;
 use crate::endpoints::Endpoints;
 use crate::in_flight::InFlight;
 use crate::request_body::FaultCell;
@@ -32,7 +33,7 @@ use crate::response::Reply;
 use crate::response_body::{Deferred, Watched};
 use crate::service::Service;
 use crate::shared::Shared;
-use crate::upstream::{ProxyBody, SendError, UpstreamBody};
+use crate::upstream::{SendError, UpstreamBody};
 use crate::{grpc, hygiene};
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};

@@ -18,11 +18,11 @@
 //!    the total timeout and by the client's `grpc-timeout`, whichever is sooner.
 
 use crate::attempt::{self, AttemptBody, Outgoing};
+use crate::body::ProxyBody;
 use crate::request_body::{BodyRules, ClientBody, ClientFault};
 use crate::response::Reply;
 use crate::service::{host_only, route, Service};
 use crate::shared::Shared;
-use crate::upstream::ProxyBody;
 use crate::{grpc, hygiene};
 use bytes::Bytes;
 use http::header::{HeaderValue, HOST};

@@ -33,6 +33,7 @@
 
 mod admin;
 mod attempt;
+mod body;
 mod clock;
 pub mod config;
 mod discovery;

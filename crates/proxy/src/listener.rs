@@ -16,10 +16,10 @@
 //! would arm and cancel a timer for every request (about 6% of the proxy's CPU per request at
 //! 25,000 req/s).
 
+use crate::body::ProxyBody;
 use crate::config::Limits;
 use crate::forward;
 use crate::shared::Shared;
-use crate::upstream::ProxyBody;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Empty};
@@ -353,7 +353,7 @@ struct Tracked {
 
 impl Body for Tracked {
     type Data = Bytes;
-    type Error = crate::upstream::BoxError;
+    type Error = crate::body::BoxError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,

@@ -4,7 +4,7 @@
 //! the call's outcome from `grpc-status` and turns any other HTTP status into UNKNOWN or
 //! UNAVAILABLE without the reason.
 
-use crate::upstream::ProxyBody;
+use crate::body::ProxyBody;
 use bytes::Bytes;
 use http::header::{HeaderValue, CONTENT_TYPE};
 use http::{Response, StatusCode};

@@ -19,7 +19,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tailguard_resilience::AttemptOutcome;
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use crate::body::BoxError;
 
 /// The upstream stopped sending mid-body.
 #[derive(Debug, thiserror::Error)]

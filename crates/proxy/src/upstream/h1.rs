@@ -1,0 +1,163 @@
+//! HTTP/1.1 upstream connections: keep-alive free lists per endpoint, no task per request.
+
+use super::connect::{Connector, PoolExhausted, SendError};
+use crate::body::ProxyBody;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::Poll;
+use std::time::Duration;
+use tokio::sync::{Notify, OwnedSemaphorePermit};
+use tokio::time::Instant;
+
+/// HTTP/1.1 keep-alive connections per endpoint, handed from request to request without a
+/// task per request: a connection goes back to its endpoint's free list when the response
+/// body has been read to its end (a body dropped midway closes the connection), and the next
+/// request takes the most recently freed one (the warmest).
+#[derive(Debug)]
+pub(super) struct H1Pool {
+    pub(super) per: Mutex<HashMap<SocketAddr, Arc<Free>>>,
+    /// The connection limit and connect timeout, shared with the HTTP/2 pool.
+    pub(super) connector: Connector,
+    pub(super) idle_timeout: Duration,
+    pub(super) sweeping: AtomicBool,
+}
+
+/// The free connections of one endpoint.
+#[derive(Debug, Default)]
+pub(super) struct Free {
+    pub(super) conns: Mutex<Vec<(Sender, Instant)>>,
+    /// Signalled when a connection comes back, for requests waiting at the limit.
+    pub(super) returned: Notify,
+}
+
+pub(super) type Sender = hyper::client::conn::http1::SendRequest<ProxyBody>;
+
+impl Free {
+    pub(super) fn put(&self, tx: Sender) {
+        let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+        conns.push((tx, Instant::now()));
+        drop(conns);
+        self.returned.notify_one();
+    }
+
+    /// The most recently freed live connection, if any. A connection whose task has not yet
+    /// taken in the end of its last exchange gets one turn of the scheduler to do so; one
+    /// still busy after that is dropped.
+    pub(super) async fn take(&self, idle_timeout: Duration) -> Option<Sender> {
+        loop {
+            let (mut tx, since) = {
+                let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+                conns.pop()?
+            };
+            if tx.is_closed() || since.elapsed() >= idle_timeout {
+                continue;
+            }
+            if !tx.is_ready() {
+                tokio::task::yield_now().await;
+                if !tx.is_ready() {
+                    // Still busy: the endpoint answered before it had read the whole request
+                    // body, which is still streaming. It is let go, not put back: putting it
+                    // back would wake a request waiting at the connection limit, which would
+                    // take it again at once, in a loop until its wait ran out. Its task ends
+                    // when the body has been sent, and so frees its permit.
+                    let ready = std::future::poll_fn(|cx| Poll::Ready(tx.poll_ready(cx)));
+                    match ready.await {
+                        Poll::Ready(Ok(())) => {}
+                        Poll::Ready(Err(_)) | Poll::Pending => continue,
+                    }
+                }
+            }
+            return Some(tx);
+        }
+    }
+}
+
+impl H1Pool {
+    pub(super) fn free(self: &Arc<Self>, addr: SocketAddr) -> Arc<Free> {
+        let mut per = self.per.lock().unwrap_or_else(|p| p.into_inner());
+        let free = per.entry(addr).or_default();
+        Arc::clone(free)
+    }
+
+    /// A free connection (`true`), or a new one (`false`) within the connection limit.
+    pub(super) async fn checkout(
+        self: &Arc<Self>,
+        free: &Arc<Free>,
+        addr: SocketAddr,
+    ) -> Result<(Sender, bool), SendError> {
+        let Some(limit) = &self.connector.limit else {
+            if let Some(tx) = free.take(self.idle_timeout).await {
+                return Ok((tx, true));
+            }
+            return Ok((self.dial(addr, None).await?, false));
+        };
+        let semaphore = limit.semaphore(addr);
+        let deadline = tokio::time::Instant::now() + limit.wait;
+        loop {
+            let returned = free.returned.notified();
+            tokio::pin!(returned);
+            returned.as_mut().enable();
+            if let Some(tx) = free.take(self.idle_timeout).await {
+                return Ok((tx, true));
+            }
+            tokio::select! {
+                permit = Arc::clone(&semaphore).acquire_owned() => {
+                    return Ok((self.dial(addr, permit.ok()).await?, false));
+                }
+                () = &mut returned => {}
+                () = tokio::time::sleep_until(deadline) => {
+                    return Err(SendError::Exhausted(PoolExhausted {
+                        max: limit.max,
+                        waited: limit.wait,
+                    }));
+                }
+            }
+        }
+    }
+
+    /// A new connection to `addr`, its task spawned; it holds `permit` until it closes.
+    pub(super) async fn dial(
+        self: &Arc<Self>,
+        addr: SocketAddr,
+        permit: Option<OwnedSemaphorePermit>,
+    ) -> Result<Sender, SendError> {
+        let io = self.connector.dial(addr, permit).await?;
+        let (tx, conn) = hyper::client::conn::http1::Builder::new()
+            .writev(false)
+            .handshake(io)
+            .await
+            .map_err(|e| SendError::Connect(e.into()))?;
+        tokio::spawn(async move {
+            if let Err(err) = conn.await {
+                tracing::debug!(%err, %addr, "upstream connection ended with an error");
+            }
+        });
+        self.sweep();
+        Ok(tx)
+    }
+
+    /// Starts, once, the task closing connections idle for longer than the idle timeout; it
+    /// ends with the pool.
+    pub(super) fn sweep(self: &Arc<Self>) {
+        if self.sweeping.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let pool = Arc::downgrade(self);
+        let every = (self.idle_timeout / 2).max(Duration::from_millis(10));
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(pool) = pool.upgrade() else { return };
+                let per = pool.per.lock().unwrap_or_else(|p| p.into_inner());
+                for free in per.values() {
+                    let mut conns = free.conns.lock().unwrap_or_else(|p| p.into_inner());
+                    conns.retain(|(tx, since)| {
+                        !tx.is_closed() && since.elapsed() < pool.idle_timeout
+                    });
+                }
+            }
+        });
+    }
+}

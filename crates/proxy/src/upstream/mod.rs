@@ -1,0 +1,171 @@
+//! Pooled upstream connections over sockets dialed by [`tailguard_http::tcp::connect`] (so
+//! every upstream socket has `TCP_NODELAY`).
+//!
+//! Each service has its own pools (Linkerd 1's client per service):
+//! - HTTP/1.1 keep-alive: tailguard's own free lists over hyper's connection API. A connection
+//!   is taken by one request at a time and handed back when its response body has been read
+//!   to the end, with no task per request (hyper-util's pool spawns one to wait for the
+//!   connection to be ready again, a large share of a small request's cost). A kept-alive
+//!   connection the endpoint closed before taking the request is retried on another.
+//! - HTTP/2 prior knowledge: one multiplexed connection per endpoint over hyper's connection
+//!   API, shared by every request to that endpoint (requests are balanced per request, not
+//!   per connection), replaced when it closes, kept while the endpoint keeps it. The request's
+//!   authority is its `:authority` (the forwarded host), so the pool is keyed by endpoint
+//!   address, not by URI.
+//!
+//! Only the proxy's own endpoint addresses reach the dialer, so it never resolves names.
+//!
+//! # Connection limit
+//! With [`PoolConfig::max_per_endpoint`] (`hostConnectionPool.maxSize`), every connection
+//! holds one permit of a per-endpoint semaphore (shared by both pools) for as long as it
+//! lives:
+//! 1. a request finding a free connection uses it, as without a limit;
+//! 2. otherwise it waits for whichever comes first: a connection handed back by another
+//!    request, or a permit (a connection closed), with which it dials;
+//! 3. at most `maxSize` connections to an endpoint ever exist;
+//! 4. when neither comes within [`PoolConfig::wait`], the attempt fails with
+//!    [`PoolExhausted`], which the proxy answers with 503 and a reason.
+
+mod body;
+mod connect;
+mod h1;
+mod h2;
+
+use crate::body::ProxyBody;
+pub use body::UpstreamBody;
+pub use connect::{Connector, PoolConfig, SendError};
+
+use body::Back;
+use connect::Limit;
+use h1::{Free, H1Pool, Sender};
+use h2::{H2Pool, H2Sender};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+/// The upstream pools of one service: HTTP/1.1 connections in [`H1Pool`], HTTP/2 in
+/// [`H2Pool`] (one multiplexed connection per endpoint).
+#[derive(Clone, Debug)]
+pub struct Upstreams {
+    http1: Arc<H1Pool>,
+    http2: Arc<H2Pool>,
+}
+
+impl Upstreams {
+    /// Both pools, sharing one connection limit per endpoint when `config` sets one.
+    pub fn new(config: PoolConfig) -> Self {
+        let limit = config.max_per_endpoint.map(|max| {
+            Arc::new(Limit {
+                max,
+                wait: config.wait,
+                per: Mutex::new(HashMap::new()),
+            })
+        });
+        let connector = Connector {
+            limit,
+            connect_timeout: config.connect_timeout,
+        };
+        Self {
+            http1: Arc::new(H1Pool {
+                per: Mutex::new(HashMap::new()),
+                connector: connector.clone(),
+                idle_timeout: config.idle_timeout,
+                sweeping: AtomicBool::new(false),
+            }),
+            http2: Arc::new(H2Pool {
+                connector,
+                per: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// A connection to `addr` ready for a request, over HTTP/2 when `h2`. Nothing has been
+    /// sent yet, so a failure here ([`SendError::is_connect`]) may be retried with any request.
+    ///
+    /// # Errors
+    /// [`SendError::Connect`] or [`SendError::Exhausted`].
+    pub async fn checkout(&self, h2: bool, addr: SocketAddr) -> Result<Checkout<'_>, SendError> {
+        if h2 {
+            let tx = self.http2.checkout(addr).await?;
+            return Ok(Checkout(Held::H2(tx)));
+        }
+        let free = self.http1.free(addr);
+        let (tx, reused) = self.http1.checkout(&free, addr).await?;
+        Ok(Checkout(Held::H1 {
+            tx,
+            reused,
+            free,
+            pool: &self.http1,
+            addr,
+        }))
+    }
+}
+
+/// A connection checked out for one request, from the pools of `'a`.
+#[derive(Debug)]
+pub struct Checkout<'a>(Held<'a>);
+
+#[derive(Debug)]
+enum Held<'a> {
+    H1 {
+        tx: Sender,
+        reused: bool,
+        free: Arc<Free>,
+        /// For a replacement, should the connection turn out closed.
+        pool: &'a Arc<H1Pool>,
+        addr: SocketAddr,
+    },
+    H2(H2Sender),
+}
+
+impl Checkout<'_> {
+    /// Sends `req`: over HTTP/2 in absolute form (its authority the `:authority` sent), over
+    /// HTTP/1.1 in origin form with a `Host` header. A kept-alive HTTP/1.1 connection the
+    /// endpoint closed before taking the request is replaced (nothing was sent).
+    ///
+    /// # Errors
+    /// [`SendError::Http`] when the connection fails with the request on it, or those of a
+    /// replacement connection.
+    pub async fn send(
+        self,
+        mut req: http::Request<ProxyBody>,
+    ) -> Result<http::Response<UpstreamBody>, SendError> {
+        let (mut tx, mut reused, free, pool, addr) = match self.0 {
+            Held::H2(mut tx) => {
+                let resp = tx.send_request(req).await.map_err(SendError::Http)?;
+                return Ok(resp.map(|inner| UpstreamBody { inner, back: None }));
+            }
+            Held::H1 {
+                tx,
+                reused,
+                free,
+                pool,
+                addr,
+            } => (tx, reused, free, pool, addr),
+        };
+        loop {
+            match tx.try_send_request(req).await {
+                Ok(resp) => {
+                    let back = Some(Back { tx, free });
+                    return Ok(resp.map(|inner| UpstreamBody { inner, back }.check_end()));
+                }
+                Err(mut e) => match e.take_message() {
+                    // A kept-alive connection the endpoint closed before it took the request:
+                    // nothing was sent, so it goes on another connection (as hyper-util does).
+                    Some(unsent) if reused => {
+                        req = unsent;
+                        (tx, reused) = pool.checkout(&free, addr).await?;
+                    }
+                    _ => return Err(SendError::Http(e.into_error())),
+                },
+            }
+        }
+    }
+}
+
+impl Default for Upstreams {
+    fn default() -> Self {
+        Self::new(PoolConfig::default())
+    }
+}
