@@ -20,6 +20,7 @@
 #![warn(missing_docs)]
 
 pub mod admin;
+pub mod error;
 pub mod exposition;
 pub mod fds;
 pub mod h2c;
@@ -28,20 +29,5 @@ pub mod rewind;
 pub mod server;
 pub mod tcp;
 
+pub use error::error_chain;
 pub use tcp::Nagle;
-
-/// `e` and its sources on one line, each once: a source whose text the message already holds
-/// (an error that embeds its cause, as hyper's and io's often do) is not repeated.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out
-}

@@ -19,9 +19,9 @@ use hyper::body::Incoming;
 use hyper::client::conn::{http1, http2};
 use hyper::{HeaderMap, Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use std::error::Error as _;
 use std::future::Future;
 use std::pin::Pin;
+use tailguard_http::error;
 use tailguard_http::{tcp, Nagle};
 use tailguard_record::{ErrorKind, Outcome};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -59,8 +59,8 @@ impl Conn {
         match self {
             // After a response, hyper's dispatcher usually wants the next request already.
             Conn::H1(s) if s.is_ready() => Ok(()),
-            Conn::H1(s) => s.ready().await.map_err(|e| classify(&e)),
-            Conn::H2(s) => s.ready().await.map_err(|e| classify(&e)),
+            Conn::H1(s) => s.ready().await.map_err(|e| error::kind(&e)),
+            Conn::H2(s) => s.ready().await.map_err(|e| error::kind(&e)),
         }
     }
 
@@ -71,9 +71,9 @@ impl Conn {
         req: Request<ReqBody>,
         grpc: bool,
     ) -> Result<Reply, ErrorKind> {
-        let response = self.send(req).await.map_err(|e| classify(&e))?;
+        let response = self.send(req).await.map_err(|e| error::kind(&e))?;
         read_reply(response, grpc).await.map_err(|e| match e {
-            ReadError::Http(e) => classify(&e),
+            ReadError::Http(e) => error::kind(&e),
             ReadError::NoGrpcStatus => ErrorKind::Protocol,
         })
     }
@@ -269,32 +269,7 @@ impl DialError {
         match self {
             DialError::Connect(_) => ErrorKind::Connect,
             DialError::ServerName | DialError::Tls(_) | DialError::NoH2 => ErrorKind::Tls,
-            DialError::Http(e) => classify(e),
+            DialError::Http(e) => error::kind(e),
         }
     }
-}
-
-/// Maps a hyper error to the error kind reported for the request.
-pub(crate) fn classify(err: &hyper::Error) -> ErrorKind {
-    if err.is_parse() || err.is_parse_status() || err.is_parse_too_large() {
-        return ErrorKind::Protocol;
-    }
-    let mut source = err.source();
-    while let Some(s) = source {
-        if let Some(io) = s.downcast_ref::<std::io::Error>() {
-            return match io.kind() {
-                std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe => {
-                    ErrorKind::Reset
-                }
-                std::io::ErrorKind::ConnectionRefused => ErrorKind::Connect,
-                std::io::ErrorKind::UnexpectedEof => ErrorKind::Closed,
-                _ => ErrorKind::Other,
-            };
-        }
-        source = s.source();
-    }
-    if err.is_incomplete_message() || err.is_closed() || err.is_canceled() {
-        return ErrorKind::Closed;
-    }
-    ErrorKind::Other
 }

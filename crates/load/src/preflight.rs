@@ -8,7 +8,7 @@
 //! measurable); a request that times out is a note, not a stop (a slow server is a result).
 
 use crate::config::{Config, Protocol};
-use crate::conn::{classify, read_reply, Connector, DialError, ReadError};
+use crate::conn::{read_reply, Connector, DialError, ReadError};
 use crate::request::Template;
 use crate::target::Target;
 use std::time::Duration;
@@ -195,7 +195,7 @@ fn explain_tls(io: &std::io::Error, target: &Target) -> String {
 }
 
 fn explain_exchange(e: &hyper::Error, target: &Target, h2: bool) -> Failure {
-    let kind = classify(e);
+    let kind = tailguard_http::error::kind(e);
     let detail = tailguard_http::error_chain(e);
     if h2 && !target.tls && matches!(kind, ErrorKind::Protocol | ErrorKind::Other) {
         return Failure::Fatal(format!(

@@ -385,16 +385,11 @@ async fn within<T>(
 /// Why no connection was made, in a few words: `connection refused`, `connect timeout (1s)`,
 /// or the whole error chain for anything rarer.
 fn connect_failure(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut next = Some(e);
-    while let Some(err) = next {
-        if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            return match io.kind() {
-                std::io::ErrorKind::ConnectionRefused => "connection refused".to_owned(),
-                std::io::ErrorKind::TimedOut => io.to_string(),
-                _ => tailguard_http::error_chain(e),
-            };
+    match tailguard_http::error::io_cause(e) {
+        Some(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => {
+            "connection refused".to_owned()
         }
-        next = err.source();
+        Some(io) if io.kind() == std::io::ErrorKind::TimedOut => io.to_string(),
+        _ => tailguard_http::error_chain(e),
     }
-    tailguard_http::error_chain(e)
 }
