@@ -24,10 +24,15 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
 
 /// The first I/O error in `e`'s chain (`e` itself included).
 pub fn io_cause<'a>(e: &'a (dyn Error + 'static)) -> Option<&'a io::Error> {
+    first_cause(e)
+}
+
+/// The first error of type `T` in `e`'s chain (`e` itself included).
+fn first_cause<'a, T: Error + 'static>(e: &'a (dyn Error + 'static)) -> Option<&'a T> {
     let mut next = Some(e);
     while let Some(err) = next {
-        if let Some(io) = err.downcast_ref::<io::Error>() {
-            return Some(io);
+        if let Some(found) = err.downcast_ref::<T>() {
+            return Some(found);
         }
         next = err.source();
     }
@@ -37,7 +42,7 @@ pub fn io_cause<'a>(e: &'a (dyn Error + 'static)) -> Option<&'a io::Error> {
 /// The kind of a failed exchange: what the peer sent was not HTTP (`Protocol`), the connection
 /// was refused (`Connect`), reset (`Reset`) or closed early (`Closed`), or something else.
 pub fn kind(e: &(dyn Error + 'static)) -> ErrorKind {
-    let hyper = hyper_cause(e);
+    let hyper = first_cause::<hyper::Error>(e);
     if hyper.is_some_and(|h| h.is_parse() || h.is_parse_status() || h.is_parse_too_large()) {
         return ErrorKind::Protocol;
     }
@@ -53,18 +58,6 @@ pub fn kind(e: &(dyn Error + 'static)) -> ErrorKind {
         return ErrorKind::Closed;
     }
     ErrorKind::Other
-}
-
-/// The first hyper error in `e`'s chain.
-fn hyper_cause<'a>(e: &'a (dyn Error + 'static)) -> Option<&'a hyper::Error> {
-    let mut next = Some(e);
-    while let Some(err) = next {
-        if let Some(h) = err.downcast_ref::<hyper::Error>() {
-            return Some(h);
-        }
-        next = err.source();
-    }
-    None
 }
 
 #[cfg(test)]
