@@ -68,16 +68,23 @@ impl H1 {
             .header("host", "test")
             .body(Full::new(Bytes::from(body.to_owned())))
             .unwrap();
-        self.sender.ready().await.expect("connection ready");
+        bounded(self.sender.ready())
+            .await
+            .expect("connection ready");
         let sent = Instant::now();
-        let resp = self.sender.send_request(req).await.expect("response");
+        let resp = bounded(self.sender.send_request(req))
+            .await
+            .expect("response");
         let status = resp.status().as_u16();
         self.decided = resp
             .headers()
             .get("x-tailguard-latency-us")
             .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
             .map(Duration::from_micros);
-        let body = resp.into_body().collect().await.expect("body").to_bytes();
+        let body = bounded(resp.into_body().collect())
+            .await
+            .expect("body")
+            .to_bytes();
         (
             status,
             String::from_utf8_lossy(&body).into_owned(),
@@ -88,6 +95,17 @@ impl H1 {
     pub async fn get(&mut self, path: &str) -> (u16, String, Duration) {
         self.request("GET", path, "").await
     }
+}
+
+/// The longest any test request may take: a backend that never answers fails the test here
+/// instead of hanging it. (These tests run on the real clock.)
+const REQUEST_LIMIT: Duration = Duration::from_secs(30);
+
+/// `work`'s output, or a panic naming the limit when it takes longer than [`REQUEST_LIMIT`].
+async fn bounded<T>(work: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(REQUEST_LIMIT, work)
+        .await
+        .unwrap_or_else(|_| panic!("no answer within {REQUEST_LIMIT:?}"))
 }
 
 /// One GET on a new connection.
@@ -111,7 +129,7 @@ pub async fn raw_get(addr: SocketAddr) -> Raw {
         .await
         .expect("write");
     let mut buf = Vec::new();
-    match stream.read_to_end(&mut buf).await {
+    match bounded(stream.read_to_end(&mut buf)).await {
         Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => Raw::Reset,
         Err(e) => panic!("unexpected read error {e}"),
         Ok(_) if buf.is_empty() => Raw::Closed,
