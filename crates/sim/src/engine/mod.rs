@@ -171,18 +171,24 @@ impl<'a> Engine<'a> {
     /// An endpoint finished an attempt: it frees the slot, and the outcome reaches the client
     /// if it still waits for it.
     fn on_done(&mut self, attempt: Key, endpoint: usize, slot: bool) {
-        let step = Step {
-            now: self.now,
-            queue: &mut self.queue,
-            attempts: &mut self.attempts,
-        };
-        self.endpoints
-            .on_done(&self.scenario.fleet, endpoint, slot, step);
+        let (endpoints, step) = self.endpoint_step();
+        endpoints.on_done(endpoint, slot, step);
         let outcome = match self.attempts.get(attempt) {
             Some(a) if a.live => a.outcome,
             _ => return,
         };
         self.complete_attempt(attempt, outcome);
+    }
+
+    /// The endpoints, and the engine state an endpoint step reads and writes.
+    fn endpoint_step(&mut self) -> (&mut Endpoints, Step<'_>) {
+        let step = Step {
+            now: self.now,
+            fleet: &self.scenario.fleet,
+            queue: &mut self.queue,
+            attempts: &mut self.attempts,
+        };
+        (&mut self.endpoints, step)
     }
 
     fn schedule_arrival(&mut self) {
@@ -304,13 +310,8 @@ impl Engine<'_> {
         if first {
             self.arm_hedge(key);
         }
-        let step = Step {
-            now: self.now,
-            queue: &mut self.queue,
-            attempts: &mut self.attempts,
-        };
-        self.endpoints
-            .accept(&self.scenario.fleet, endpoint, attempt, step);
+        let (endpoints, step) = self.endpoint_step();
+        endpoints.accept(endpoint, attempt, step);
     }
 
     fn arm_hedge(&mut self, key: Key) {

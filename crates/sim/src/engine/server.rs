@@ -36,6 +36,7 @@ struct Server {
 /// The engine's state that an endpoint step reads and writes.
 pub(super) struct Step<'e> {
     pub(super) now: Duration,
+    pub(super) fleet: &'e Fleet,
     pub(super) queue: &'e mut Queue,
     pub(super) attempts: &'e mut Slab<Attempt>,
 }
@@ -66,8 +67,8 @@ impl Endpoints {
     }
 
     /// Steps 1 and 2.
-    pub(super) fn accept(&mut self, fleet: &Fleet, endpoint: usize, attempt: Key, step: Step<'_>) {
-        if fleet.backends[endpoint].is_down(step.now) {
+    pub(super) fn accept(&mut self, endpoint: usize, attempt: Key, step: Step<'_>) {
+        if step.fleet.backends[endpoint].is_down(step.now) {
             if let Some(a) = step.attempts.get_mut(attempt) {
                 a.outcome = AttemptOutcome::Refused;
             }
@@ -78,13 +79,13 @@ impl Endpoints {
             Some(limit) if self.servers[endpoint].busy >= limit => {
                 self.servers[endpoint].waiting.push_back(attempt);
             }
-            _ => self.start_service(fleet, endpoint, attempt, step),
+            _ => self.start_service(endpoint, attempt, step),
         }
     }
 
     /// Step 3.
-    fn start_service(&mut self, fleet: &Fleet, endpoint: usize, attempt: Key, step: Step<'_>) {
-        let spec = &fleet.backends[endpoint];
+    fn start_service(&mut self, endpoint: usize, attempt: Key, step: Step<'_>) {
+        let spec = &step.fleet.backends[endpoint];
         let server = &mut self.servers[endpoint];
         let start = spec.paused_until(step.now).unwrap_or(step.now);
         let decision = spec.decide(start, &mut server.rng);
@@ -103,14 +104,14 @@ impl Endpoints {
 
     /// The endpoint finished an attempt: free its slot and serve the next in line (the engine
     /// then delivers the outcome if the client still waits for it).
-    pub(super) fn on_done(&mut self, fleet: &Fleet, endpoint: usize, slot: bool, step: Step<'_>) {
+    pub(super) fn on_done(&mut self, endpoint: usize, slot: bool, step: Step<'_>) {
         if !slot {
             return;
         }
         self.servers[endpoint].busy -= 1;
         while let Some(next) = self.servers[endpoint].waiting.pop_front() {
             if step.attempts.get(next).is_some_and(|a| a.live) {
-                self.start_service(fleet, endpoint, next, step);
+                self.start_service(endpoint, next, step);
                 break;
             }
         }
