@@ -35,8 +35,7 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use std::convert::Infallible;
 use std::future::Future;
@@ -109,7 +108,7 @@ where
     Fut: Future<Output = Response<Full<Bytes>>> + Send + 'static,
 {
     let graceful = GracefulShutdown::new();
-    let mut builder = auto::Builder::new(TokioExecutor::new());
+    let mut builder = crate::server::builder();
     builder
         .http1()
         .timer(TokioTimer::new())

@@ -5,10 +5,16 @@
 //! way to get a socket without it is to ask for it by name (`Nagle::On`), which `tailguard
 //! serve --nagle` does on purpose to demonstrate the trap.
 //!
-//! [`server`] serves HTTP/1.1 and HTTP/2 (prior-knowledge h2c) on the same port. `tailguard
-//! serve` and the proxy's listener also refuse a bad HTTP/2 preface with GOAWAY ([`preface`],
-//! which hyper does not) and take `Upgrade: h2c` ([`h2c`], which hyper does not), both reading
-//! from the connection before hyper and putting the bytes back in front ([`rewind`]).
+//! [`server`] holds the server presets: HTTP/1.1 and HTTP/2 (prior-knowledge h2c) on the same
+//! port, with one set of settings for every server. [`client`] holds the client handshakes
+//! (HTTP/1.1 or HTTP/2 over a dialed socket, the driver in a task of its own) that `load` and
+//! the proxy's upstream pools share; [`error`] maps a hyper error to the error kind both
+//! count it under.
+//!
+//! `tailguard serve` and the proxy's listener also refuse a bad HTTP/2 preface with GOAWAY
+//! ([`preface`], which hyper does not) and take `Upgrade: h2c` ([`h2c`], which hyper does
+//! not), both reading from the connection before hyper and putting the bytes back in front
+//! ([`rewind`]).
 //!
 //! [`admin`] is the one admin server (the proxy's admin port, `serve`'s control endpoint,
 //! `load --metrics-addr`): TCP_NODELAY, a header read timeout, graceful shutdown.
@@ -20,6 +26,7 @@
 #![warn(missing_docs)]
 
 pub mod admin;
+pub mod client;
 pub mod error;
 pub mod exposition;
 pub mod fds;

@@ -1,13 +1,7 @@
 //! Connections to a target: TCP (TCP_NODELAY always), optional TLS with ALPN, then an HTTP/1.1
-//! or HTTP/2 handshake. The connection's driver runs as its own task, spawned on the runtime of
-//! the worker thread that dials it: a current-thread runtime, so the driver and its requests
-//! share a thread and a request costs no cross-thread wake-up.
-//!
-//! Why a task of its own rather than polling the driver inside the worker's request future (as
-//! this crate did before): every wake-up of the worker then re-polled both the request and the
-//! whole HTTP/1.1 dispatcher, and hyper wakes the request side twice per exchange (response
-//! head, then body). With two tasks each wake-up polls only the side that has work; measured
-//! under `--rate 0`: about 300 fewer instructions and 0.4 to 0.6 µs less CPU per request.
+//! or HTTP/2 handshake ([`tailguard_http::client`]). The connection's driver runs as its own
+//! task, spawned on the runtime of the worker thread that dials it: a current-thread runtime,
+//! so the driver and its requests share a thread and a request costs no cross-thread wake-up.
 
 use crate::config::Protocol;
 use crate::target::Target;
@@ -18,9 +12,11 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::client::conn::{http1, http2};
 use hyper::{HeaderMap, Request, Response};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioIo;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::Pin;
+use tailguard_http::client::{self, Writes};
 use tailguard_http::error;
 use tailguard_http::{tcp, Nagle};
 use tailguard_record::{ErrorKind, Outcome};
@@ -156,7 +152,8 @@ fn grpc_code(headers: &HeaderMap) -> Option<u8> {
 }
 
 /// Request bodies up to this size are copied into hyper's write buffer, so an HTTP/1.1
-/// request leaves in one plain `write`; larger ones go out with `writev`, uncopied.
+/// request leaves in one plain `write` ([`Writes::Flat`]); larger ones go out with `writev`,
+/// uncopied.
 const FLATTEN_MAX: usize = 16 * 1024;
 
 /// Opens connections with one TLS and protocol setup for the whole run.
@@ -210,10 +207,10 @@ impl Connector {
                 if self.protocol == Protocol::Http2 && !h2 {
                     return Err(DialError::NoH2);
                 }
-                self.handshake(stream, h2).await.map_err(DialError::Http)
+                self.handshake(stream, h2, target.addr).await.map_err(DialError::Http)
             }
             _ => self
-                .handshake(tcp, self.protocol == Protocol::Http2)
+                .handshake(tcp, self.protocol == Protocol::Http2, target.addr)
                 .await
                 .map_err(DialError::Http),
         }
@@ -224,26 +221,20 @@ impl Connector {
         self.protocol
     }
 
-    async fn handshake<T>(&self, io: T, h2: bool) -> Result<Conn, hyper::Error>
+    async fn handshake<T>(&self, io: T, h2: bool, peer: SocketAddr) -> Result<Conn, hyper::Error>
     where
         T: AsyncRead + AsyncWrite + Send + Unpin + 'static,
     {
         let io = TokioIo::new(io);
         if h2 {
-            let (send, conn) = http2::Builder::new(TokioExecutor::new())
-                .handshake(io)
-                .await?;
-            tokio::spawn(conn);
-            Ok(Conn::H2(send))
+            Ok(Conn::H2(client::h2(io, peer).await?))
         } else {
-            // A flat buffer: the head (and a small body) in one `write`; hyper's default
-            // vectored queue costs about 280 more instructions per request for a bodiless GET.
-            let (send, conn) = http1::Builder::new()
-                .writev(!self.flatten)
-                .handshake(io)
-                .await?;
-            tokio::spawn(conn);
-            Ok(Conn::H1(send))
+            let writes = if self.flatten {
+                Writes::Flat
+            } else {
+                Writes::Vectored
+            };
+            Ok(Conn::H1(client::h1(io, writes, peer).await?))
         }
     }
 }

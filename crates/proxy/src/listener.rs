@@ -26,8 +26,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::service::service_fn;
 use hyper::upgrade::Upgraded;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
+use hyper_util::rt::TokioIo;
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -39,7 +38,7 @@ use std::time::Duration;
 use tailguard_http::fds::AcceptBackoff;
 use tailguard_http::rewind::Rewind;
 use tailguard_http::tcp::{self, Nagle};
-use tailguard_http::{h2c, preface};
+use tailguard_http::{h2c, preface, server};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
@@ -166,9 +165,7 @@ async fn connection<S: Transport>(
             }))
         }
     });
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder.http1().writev(false);
-    builder.http2().timer(TokioTimer::new());
+    let builder = server::builder();
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service.clone());
     if !watchdog.drive(conn, |c| c.graceful_shutdown()).await {
         return;

@@ -8,12 +8,11 @@ use crate::gate::RunState;
 use crate::io::{ConnCtl, GatedIo};
 use crate::route::Router;
 use crate::state::Backend;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
+use hyper_util::rt::TokioIo;
 use std::sync::Arc;
 use std::time::Duration;
 use tailguard_http::fds::AcceptBackoff;
-use tailguard_http::{preface, tcp, Nagle};
+use tailguard_http::{preface, server, tcp, Nagle};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 
@@ -101,9 +100,7 @@ pub async fn serve_connection(backend: Arc<Backend>, stream: TcpStream) {
                 return;
             }
         };
-        let mut builder = auto::Builder::new(TokioExecutor::new());
-        // One flat buffer per response: for small responses a copy is cheaper than writev.
-        builder.http1().writev(false);
+        let builder = server::builder();
         let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
         if let Err(err) = conn.await {
             tracing::debug!(%err, "connection ended with an error");

@@ -23,10 +23,10 @@ use bytes::Bytes;
 use http::{Method, Request, Response};
 use http_body_util::{Either, Full};
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioIo;
 use std::io;
 use std::sync::Arc;
-use tailguard_http::h2c;
+use tailguard_http::{h2c, server};
 use tokio::time::Instant;
 
 /// One connection's service (cloned for h2 streams and an h2c upgrade; they share the core).
@@ -86,7 +86,7 @@ async fn serve_h2(router: Router, upgrade: h2c::Upgrade) -> io::Result<()> {
     let backend = router.core.backend.clone();
     let serve = async move {
         let io = upgrade.io().await?;
-        hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+        server::h2_builder()
             .serve_connection(TokioIo::new(io), router)
             .await
             .map_err(io::Error::other)

@@ -3,6 +3,7 @@
 use super::connect::{Connector, PoolExhausted, SendError};
 use crate::body::ProxyBody;
 use std::collections::HashMap;
+use tailguard_http::client::{self, Writes};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -124,16 +125,9 @@ impl H1Pool {
         permit: Option<OwnedSemaphorePermit>,
     ) -> Result<Sender, SendError> {
         let io = self.connector.dial(addr, permit).await?;
-        let (tx, conn) = hyper::client::conn::http1::Builder::new()
-            .writev(false)
-            .handshake(io)
+        let tx = client::h1(io, Writes::Flat, addr)
             .await
             .map_err(|e| SendError::Connect(e.into()))?;
-        tokio::spawn(async move {
-            if let Err(err) = conn.await {
-                tracing::debug!(%err, %addr, "upstream connection ended with an error");
-            }
-        });
         self.sweep();
         Ok(tx)
     }

@@ -2,10 +2,10 @@
 
 use super::connect::{Connector, SendError};
 use crate::body::ProxyBody;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Mutex;
+use tailguard_http::client;
 
 /// HTTP/2 (prior knowledge) connections, one per endpoint, shared by every request to it (a
 /// `SendRequest` is a cheap handle onto the multiplexed connection). A closed connection is
@@ -41,16 +41,9 @@ impl H2Pool {
     /// A new connection to `addr`, its task spawned, put in the endpoint's slot.
     pub(super) async fn dial(&self, addr: SocketAddr) -> Result<H2Sender, SendError> {
         let conn = self.connector.connect(addr).await?;
-        let (tx, driver) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
-            .timer(TokioTimer::new())
-            .handshake(conn)
+        let tx = client::h2(conn, addr)
             .await
             .map_err(|e| SendError::Connect(e.into()))?;
-        tokio::spawn(async move {
-            if let Err(err) = driver.await {
-                tracing::debug!(%err, %addr, "upstream HTTP/2 connection ended with an error");
-            }
-        });
         let mut per = self.per.lock().unwrap_or_else(|p| p.into_inner());
         per.retain(|_, tx| !tx.is_closed());
         per.insert(addr, tx.clone());
