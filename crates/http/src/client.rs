@@ -34,7 +34,11 @@ pub enum Writes {
 ///
 /// # Errors
 /// hyper's error when the handshake fails.
-pub async fn h1<I, B>(io: I, writes: Writes, peer: SocketAddr) -> hyper::Result<http1::SendRequest<B>>
+pub async fn h1<I, B>(
+    io: I,
+    writes: Writes,
+    peer: SocketAddr,
+) -> hyper::Result<http1::SendRequest<B>>
 where
     I: Read + Write + Unpin + Send + 'static,
     B: Body + Send + 'static,

@@ -207,7 +207,9 @@ impl Connector {
                 if self.protocol == Protocol::Http2 && !h2 {
                     return Err(DialError::NoH2);
                 }
-                self.handshake(stream, h2, target.addr).await.map_err(DialError::Http)
+                self.handshake(stream, h2, target.addr)
+                    .await
+                    .map_err(DialError::Http)
             }
             _ => self
                 .handshake(tcp, self.protocol == Protocol::Http2, target.addr)

@@ -4,9 +4,10 @@
 mod support;
 
 use std::time::Duration;
-use support::{client, eventually, send, start, Backend, HttpClient};
+use support::{client, eventually, send, start, AsUpstream, HttpClient};
 use tailguard_balance::{LoadKind, Policy};
 use tailguard_proxy::config::ServiceConfig;
+use tailguard_testsupport::TestServer;
 
 async fn endpoints(c: &HttpClient, admin: std::net::SocketAddr) -> serde_json::Value {
     let (_, _, body) = send(c, admin, "GET", "/endpoints").await;
@@ -20,7 +21,7 @@ async fn metrics(c: &HttpClient, admin: std::net::SocketAddr) -> String {
 
 #[tokio::test]
 async fn least_loaded_cost_and_pending_show_requests_in_flight() {
-    let backend = Backend::spawn().await;
+    let backend = TestServer::start().await;
     backend.set_delay(Duration::from_millis(800));
     let mut service = ServiceConfig::new("web", vec![backend.upstream()]);
     service.arm.policy = Policy::p2c(LoadKind::Pending);
@@ -41,7 +42,7 @@ async fn least_loaded_cost_and_pending_show_requests_in_flight() {
     let ep = &endpoints(&c, admin).await["web"][0];
     assert_eq!(ep["cost"], 3.0, "least loaded: cost is the pending count");
     let text = metrics(&c, admin).await;
-    let labels = format!("{{service=\"web\",endpoint=\"{}\"}}", backend.addr);
+    let labels = format!("{{service=\"web\",endpoint=\"{}\"}}", backend.addr());
     assert!(
         text.contains(&format!("tailguard_proxy_endpoint_pending{labels} 3")),
         "{text}"
@@ -68,7 +69,7 @@ async fn least_loaded_cost_and_pending_show_requests_in_flight() {
 
 #[tokio::test]
 async fn peak_ewma_cost_follows_latency_and_round_robin_has_none() {
-    let (fast, slow) = (Backend::spawn().await, Backend::spawn().await);
+    let (fast, slow) = (TestServer::start().await, TestServer::start().await);
     slow.set_delay(Duration::from_millis(200));
     let mut service = ServiceConfig::new("web", vec![fast.upstream(), slow.upstream()]);
     service.arm.policy = Policy::RoundRobin;
@@ -94,7 +95,7 @@ async fn peak_ewma_cost_follows_latency_and_round_robin_has_none() {
         let ep = list.iter().find(|e| e["addr"] == addr.to_string()).unwrap();
         ep["cost"].as_f64().unwrap()
     };
-    let (f, s) = (cost_of(fast.addr), cost_of(slow.addr));
+    let (f, s) = (cost_of(fast.addr()), cost_of(slow.addr()));
     assert!(f < 30e6, "fast endpoint cost {f}");
     assert!(s == 30e6 || s > 100e6, "slow endpoint cost {s}");
     assert!(f < s, "fast {f} slow {s}");

@@ -4,23 +4,24 @@ mod support;
 
 use std::net::SocketAddr;
 use std::time::Duration;
-use support::{client, send, start, Backend};
+use support::{client, send, start, AsUpstream};
 use tailguard_balance::load::PeakEwmaConfig;
 use tailguard_balance::{ApertureConfig, Choices, LoadKind, Policy};
 use tailguard_proxy::config::ServiceConfig;
+use tailguard_testsupport::TestServer;
 
-async fn backends(delays_ms: &[u64]) -> Vec<Backend> {
+async fn backends(delays_ms: &[u64]) -> Vec<TestServer> {
     let mut out = Vec::new();
     for &d in delays_ms {
-        let b = Backend::spawn().await;
+        let b = TestServer::start().await;
         b.set_delay(Duration::from_millis(d));
         out.push(b);
     }
     out
 }
 
-fn service(backends: &[Backend], policy: Policy) -> ServiceConfig {
-    let mut s = ServiceConfig::new("web", backends.iter().map(Backend::upstream).collect());
+fn service(backends: &[TestServer], policy: Policy) -> ServiceConfig {
+    let mut s = ServiceConfig::new("web", backends.iter().map(TestServer::upstream).collect());
     s.arm.policy = policy;
     s.arm.retries = None;
     s.arm.accrual = None;
@@ -45,8 +46,8 @@ async fn load(addr: SocketAddr, workers: usize, each: usize) {
     }
 }
 
-fn hits(backends: &[Backend]) -> Vec<u64> {
-    backends.iter().map(Backend::hits).collect()
+fn hits(backends: &[TestServer]) -> Vec<u64> {
+    backends.iter().map(TestServer::hits).collect()
 }
 
 #[tokio::test]

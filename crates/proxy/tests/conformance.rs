@@ -8,9 +8,10 @@ use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::net::SocketAddr;
 use std::time::Duration;
-use support::Backend;
+use support::AsUpstream;
 use tailguard_proxy::config::{ServiceConfig, Upstream, UpstreamProtocol};
 use tailguard_testsupport::h2wire::{self, END_HEADERS, END_STREAM, HEADERS};
+use tailguard_testsupport::TestServer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -98,7 +99,7 @@ async fn head_over_http2_ends_with_the_headers_frame() {
 /// client, and a refused connection gives its slot back (one connection allowed at a time).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_preface_closes_the_connection_and_the_next_client_is_served() {
-    let backend = Backend::spawn().await;
+    let backend = TestServer::start().await;
     let mut config = support::config(ServiceConfig::new("web", vec![backend.upstream()]));
     config.limits.header_read_timeout = Duration::from_secs(60);
     config.limits.max_connections = Some(1);
@@ -146,7 +147,7 @@ async fn read_head(stream: &mut TcpStream) -> String {
 /// backend gets the requests without the upgrade's headers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_h2c_upgrade_is_answered_on_stream_1_and_the_connection_goes_on_as_http2() {
-    let backend = Backend::spawn().await;
+    let backend = TestServer::start().await;
     let proxy = support::start(ServiceConfig::new("web", vec![backend.upstream()])).await;
     let mut stream = TcpStream::connect(proxy.addr()).await.unwrap();
     stream
@@ -187,7 +188,7 @@ async fn an_h2c_upgrade_is_answered_on_stream_1_and_the_connection_goes_on_as_ht
 /// body included, and the connection stays HTTP/1.1 for the next request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_h2c_upgrade_with_a_body_is_served_over_http1() {
-    let backend = Backend::spawn().await;
+    let backend = TestServer::start().await;
     let proxy = support::start(ServiceConfig::new("web", vec![backend.upstream()])).await;
     let post = upgrade_request("POST", "/echo", "content-length: 5\r\n\r\nhello");
     let got = h2wire::closed_after(proxy.addr(), &[post, GET_AND_CLOSE.to_vec()].concat()).await;

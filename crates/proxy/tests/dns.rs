@@ -6,10 +6,11 @@ mod support;
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-use support::{client, eventually, send, start, Backend};
+use support::{client, eventually, send, start, AsUpstream};
 use tailguard_proxy::config::DnsName;
 use tailguard_proxy::config::{Discovery, ServiceConfig};
 use tailguard_proxy::dns::{resolve, resolver};
+use tailguard_testsupport::TestServer;
 
 struct Dnsmasq {
     child: Child,
@@ -85,8 +86,8 @@ fn dnsmasq(srv_port: u16) -> Dnsmasq {
 #[tokio::test]
 #[ignore = "tier 2: dnsmasq"]
 async fn dns_discovery_uses_every_address_and_picks_up_an_added_one() {
-    let backend = Backend::spawn().await;
-    let port = backend.addr.port();
+    let backend = TestServer::start().await;
+    let port = backend.addr().port();
     let mut dns = dnsmasq(port);
     let r = resolver(Some(dns.addr)).unwrap();
     let name = DnsName::parse(&format!("web.test:{port}")).unwrap();

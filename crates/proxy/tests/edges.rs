@@ -3,8 +3,9 @@
 mod support;
 
 use std::time::Duration;
-use support::{client, send, start, Backend};
+use support::{client, send, start, AsUpstream};
 use tailguard_proxy::config::{ServiceConfig, Upstream, UpstreamProtocol};
+use tailguard_testsupport::TestServer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 async fn raw(addr: std::net::SocketAddr, request: &[u8]) -> String {
@@ -19,7 +20,7 @@ async fn raw(addr: std::net::SocketAddr, request: &[u8]) -> String {
 
 #[tokio::test]
 async fn malformed_requests_get_400_and_oversize_headers_431() {
-    let backend = Backend::spawn().await;
+    let backend = TestServer::start().await;
     let proxy = start(ServiceConfig::new("web", vec![backend.upstream()])).await;
     let reply = raw(proxy.addr(), b"NOT HTTP AT ALL\r\n\r\n").await;
     assert!(reply.starts_with("HTTP/1.1 400"), "{reply}");
@@ -87,7 +88,7 @@ async fn an_endpoint_that_never_accepts_gets_502_after_the_connect_timeout() {
 
 #[tokio::test]
 async fn admin_serves_metrics_readiness_and_endpoints() {
-    let backend = Backend::spawn().await;
+    let backend = TestServer::start().await;
     let proxy = start(ServiceConfig::new("web", vec![backend.upstream()])).await;
     let c = client(false);
     assert_eq!(send(&c, proxy.addr(), "GET", "/").await.0, 200);
@@ -108,7 +109,7 @@ async fn admin_serves_metrics_readiness_and_endpoints() {
     let (_, _, body) = send(&c, admin, "GET", "/endpoints").await;
     let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
     let ep = &json["web"][0];
-    assert_eq!(ep["addr"], backend.addr.to_string());
+    assert_eq!(ep["addr"], backend.addr().to_string());
     assert_eq!(ep["successes"], 1);
     assert_eq!(ep["state"], "alive");
     proxy.shutdown().await;

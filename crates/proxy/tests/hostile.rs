@@ -6,8 +6,9 @@ mod support;
 
 use std::net::SocketAddr;
 use std::time::Duration;
-use support::{send, Backend};
+use support::{send, AsUpstream};
 use tailguard_proxy::config::ServiceConfig;
+use tailguard_testsupport::TestServer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -26,13 +27,13 @@ fn status_of(resp: &str) -> &str {
     resp.get(9..12).unwrap_or("")
 }
 
-async fn three_backends() -> (Vec<Backend>, tailguard_proxy::Proxy) {
+async fn three_backends() -> (Vec<TestServer>, tailguard_proxy::Proxy) {
     let backends = vec![
-        Backend::spawn().await,
-        Backend::spawn().await,
-        Backend::spawn().await,
+        TestServer::start().await,
+        TestServer::start().await,
+        TestServer::start().await,
     ];
-    let ups = backends.iter().map(Backend::upstream).collect();
+    let ups = backends.iter().map(TestServer::upstream).collect();
     let mut service = ServiceConfig::new("web", ups);
     service.path_prefix = Some("/api".into());
     (backends, support::start(service).await)
@@ -132,7 +133,7 @@ async fn path_prefixes_hold_against_dot_segments_and_partial_names() {
         let (status, _, _) = send(&c, addr, "GET", path).await;
         assert_eq!(status.as_u16(), want, "{path}");
     }
-    let seen: u64 = backends.iter().map(Backend::hits).sum();
+    let seen: u64 = backends.iter().map(TestServer::hits).sum();
     assert_eq!(
         seen, 3,
         "only the three requests under /api reached a backend"

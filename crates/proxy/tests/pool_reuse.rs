@@ -9,7 +9,7 @@ use http_body_util::{BodyExt, Full};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use support::{client, send, start, Backend};
+use support::{client, send, start};
 use tailguard_proxy::config::{ServiceConfig, Upstream, UpstreamProtocol};
 use tailguard_testsupport::TestServer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -74,8 +74,8 @@ async fn concurrent_requests_open_no_more_connections_than_requests_in_flight() 
 /// client, and the connection comes back to the pool for the next request.
 #[tokio::test]
 async fn large_bodies_stream_both_ways_over_one_pooled_connection() {
-    let backend = Backend::spawn().await;
-    let mut s = service(backend.addr);
+    let backend = TestServer::start().await;
+    let mut s = service(backend.addr());
     s.protocol = UpstreamProtocol::Http1;
     let proxy = start(s).await;
     let payload: Bytes = (0..4u32 << 20).map(|i| (i % 251) as u8).collect();

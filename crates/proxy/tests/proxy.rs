@@ -3,14 +3,15 @@
 mod support;
 
 use std::time::Duration;
-use support::{client, eventually, send, start, Backend};
+use support::{client, eventually, send, start, AsUpstream};
 use tailguard_balance::load::PeakEwmaConfig;
 use tailguard_balance::{LoadKind, Policy};
 use tailguard_proxy::config::{Discovery, HostHeader, ServiceConfig, UpstreamProtocol};
 use tailguard_resilience::{AccrualConfig, Backoff, Classifier, TripPolicy};
 use tailguard_testsupport::promtool;
+use tailguard_testsupport::TestServer;
 
-fn round_robin(backends: &[&Backend]) -> ServiceConfig {
+fn round_robin(backends: &[&TestServer]) -> ServiceConfig {
     let mut s = ServiceConfig::new("web", backends.iter().map(|b| b.upstream()).collect());
     s.arm.policy = Policy::RoundRobin;
     s.arm.accrual = None;
@@ -19,7 +20,7 @@ fn round_robin(backends: &[&Backend]) -> ServiceConfig {
 
 #[tokio::test]
 async fn retries_turn_5xx_into_success_for_get_but_not_post() {
-    let (bad, good) = (Backend::spawn().await, Backend::spawn().await);
+    let (bad, good) = (TestServer::start().await, TestServer::start().await);
     bad.set_status(500);
     let proxy = start(round_robin(&[&bad, &good])).await;
     let c = client(false);
@@ -58,9 +59,9 @@ async fn retries_turn_5xx_into_success_for_get_but_not_post() {
 #[tokio::test]
 async fn peak_ewma_shifts_traffic_away_from_a_backend_made_slow() {
     let backends = [
-        Backend::spawn().await,
-        Backend::spawn().await,
-        Backend::spawn().await,
+        TestServer::start().await,
+        TestServer::start().await,
+        TestServer::start().await,
     ];
     let mut s = round_robin(&backends.iter().collect::<Vec<_>>());
     let ewma = PeakEwmaConfig {
@@ -89,7 +90,7 @@ async fn peak_ewma_shifts_traffic_away_from_a_backend_made_slow() {
 #[tokio::test]
 #[ignore = "tier 2: a 300 ms accrual backoff on the wall clock"]
 async fn accrual_removes_a_failing_backend_and_the_probe_brings_it_back() {
-    let (bad, good) = (Backend::spawn().await, Backend::spawn().await);
+    let (bad, good) = (TestServer::start().await, TestServer::start().await);
     bad.set_status(503);
     let mut s = round_robin(&[&bad, &good]);
     s.arm.classifier = Classifier::non_retryable_5xx();
@@ -139,7 +140,7 @@ async fn accrual_removes_a_failing_backend_and_the_probe_brings_it_back() {
 
 #[tokio::test]
 async fn unknown_hosts_get_404_and_broken_upstreams_502_with_a_reason() {
-    let backend = Backend::spawn().await;
+    let backend = TestServer::start().await;
     let mut s = round_robin(&[&backend]);
     s.hosts = vec!["web".into()];
     let proxy = start(s).await;
@@ -169,7 +170,7 @@ async fn unknown_hosts_get_404_and_broken_upstreams_502_with_a_reason() {
 
 #[tokio::test]
 async fn hop_by_hop_headers_are_removed_and_via_and_forwarded_for_added() {
-    let backend = Backend::spawn().await;
+    let backend = TestServer::start().await;
     let proxy = start(round_robin(&[&backend])).await;
     let c = client(false);
     let req = http::Request::get(format!("http://{}/", proxy.addr()))
@@ -192,7 +193,7 @@ async fn hop_by_hop_headers_are_removed_and_via_and_forwarded_for_added() {
 
 #[tokio::test]
 async fn http2_requests_pass_with_trailers() {
-    let backend = Backend::spawn().await;
+    let backend = TestServer::start().await;
     let s = round_robin(&[&backend]);
     assert_eq!(s.protocol, UpstreamProtocol::Auto, "gRPC passes by default");
     let proxy = start(s).await;
@@ -218,7 +219,7 @@ async fn http2_requests_pass_with_trailers() {
 /// header beside it: the client's host, or the rewrite, from HTTP/2 and HTTP/1.1 clients alike.
 #[tokio::test]
 async fn http2_upstreams_get_the_host_as_authority_and_no_host_header() {
-    let backend = Backend::spawn().await;
+    let backend = TestServer::start().await;
     for rewrite in [None, Some("web.internal")] {
         for h2_client in [true, false] {
             let mut s = round_robin(&[&backend]);
@@ -241,11 +242,11 @@ async fn http2_upstreams_get_the_host_as_authority_and_no_host_header() {
 
 #[tokio::test]
 async fn file_discovery_applies_an_edit() {
-    let (first, second) = (Backend::spawn().await, Backend::spawn().await);
+    let (first, second) = (TestServer::start().await, TestServer::start().await);
     let dir = std::env::temp_dir().join(format!("tailguard-proxy-fs-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("web.txt");
-    std::fs::write(&path, format!("{}\n", first.addr)).unwrap();
+    std::fs::write(&path, format!("{}\n", first.addr())).unwrap();
     let mut s = round_robin(&[&first]);
     s.discovery = Discovery::File {
         path: path.clone(),
@@ -255,7 +256,7 @@ async fn file_discovery_applies_an_edit() {
     let c = client(false);
     send(&c, proxy.addr(), "GET", "/").await;
     assert_eq!(first.hits(), 1);
-    std::fs::write(&path, format!("# moved\n{} 2\n", second.addr)).unwrap();
+    std::fs::write(&path, format!("# moved\n{} 2\n", second.addr())).unwrap();
     let moved = eventually(Duration::from_secs(5), async || {
         send(&c, proxy.addr(), "GET", "/").await;
         second.hits() > 0
@@ -273,7 +274,7 @@ async fn file_discovery_applies_an_edit() {
 
 #[tokio::test]
 async fn shutdown_drains_requests_in_flight_and_reload_swaps_upstreams() {
-    let (slow, other) = (Backend::spawn().await, Backend::spawn().await);
+    let (slow, other) = (TestServer::start().await, TestServer::start().await);
     slow.set_delay(Duration::from_millis(800));
     let proxy = start(round_robin(&[&slow])).await;
     let addr = proxy.addr();
@@ -319,7 +320,7 @@ async fn a_refused_connection_is_retried_for_any_method_with_the_body_intact() {
             .unwrap();
         l.local_addr().unwrap()
     };
-    let backend = Backend::spawn().await;
+    let backend = TestServer::start().await;
     let mut s = ServiceConfig::new(
         "web",
         vec![
@@ -377,9 +378,9 @@ where
 #[tokio::test]
 async fn one_h2_client_connection_is_balanced_per_request() {
     let (a, b, c) = (
-        Backend::spawn().await,
-        Backend::spawn().await,
-        Backend::spawn().await,
+        TestServer::start().await,
+        TestServer::start().await,
+        TestServer::start().await,
     );
     let proxy = start(round_robin(&[&a, &b, &c])).await;
     let (mut tx, driver) = h2_connection(proxy.addr()).await;
@@ -406,7 +407,7 @@ async fn one_h2_client_connection_is_balanced_per_request() {
 #[tokio::test]
 async fn request_and_response_bodies_stream_message_by_message() {
     use http_body_util::BodyExt;
-    let backend = Backend::spawn().await;
+    let backend = TestServer::start().await;
     for protocol in [UpstreamProtocol::Auto, UpstreamProtocol::Http1] {
         let mut s = round_robin(&[&backend]);
         s.protocol = protocol;
@@ -470,15 +471,15 @@ async fn request_and_response_bodies_stream_message_by_message() {
 #[tokio::test]
 async fn a_discovery_change_keeps_a_dead_endpoint_dead() {
     let (bad, good, added) = (
-        Backend::spawn().await,
-        Backend::spawn().await,
-        Backend::spawn().await,
+        TestServer::start().await,
+        TestServer::start().await,
+        TestServer::start().await,
     );
     bad.set_status(503);
     let dir = std::env::temp_dir().join(format!("tailguard-proxy-keep-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("web.txt");
-    std::fs::write(&path, format!("{}\n{}\n", bad.addr, good.addr)).unwrap();
+    std::fs::write(&path, format!("{}\n{}\n", bad.addr(), good.addr())).unwrap();
     let mut s = round_robin(&[&bad, &good]);
     s.discovery = Discovery::File {
         path: path.clone(),
@@ -503,15 +504,22 @@ async fn a_discovery_change_keeps_a_dead_endpoint_dead() {
             .find(|v| v.addr == addr.to_string())
             .map(|v| (v.state, v.failures))
     };
-    assert_eq!(state(bad.addr), Some(("dead", 2)));
+    assert_eq!(state(bad.addr()), Some(("dead", 2)));
     std::fs::write(
         &path,
-        format!("{}\n{}\n{}\n", bad.addr, good.addr, added.addr),
+        format!("{}\n{}\n{}\n", bad.addr(), good.addr(), added.addr()),
     )
     .unwrap();
-    let applied = eventually(Duration::from_secs(5), async || state(added.addr).is_some()).await;
+    let applied = eventually(Duration::from_secs(5), async || {
+        state(added.addr()).is_some()
+    })
+    .await;
     assert!(applied, "the edit was not applied");
-    assert_eq!(state(bad.addr), Some(("dead", 2)), "still out, counts kept");
+    assert_eq!(
+        state(bad.addr()),
+        Some(("dead", 2)),
+        "still out, counts kept"
+    );
     let before = bad.hits();
     for _ in 0..6 {
         assert_eq!(send(&c, proxy.addr(), "GET", "/").await.0, 200);

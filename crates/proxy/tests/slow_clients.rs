@@ -5,8 +5,9 @@
 mod support;
 
 use std::time::Duration;
-use support::{start, Backend};
+use support::{start, AsUpstream};
 use tailguard_proxy::config::ServiceConfig;
+use tailguard_testsupport::TestServer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
@@ -43,7 +44,7 @@ async fn closed_after(s: &mut TcpStream) -> Duration {
 
 #[tokio::test(start_paused = true)]
 async fn a_client_that_never_finishes_its_headers_is_disconnected() {
-    let backend = Backend::spawn().await;
+    let backend = TestServer::start().await;
     let proxy = start(ServiceConfig::new("web", vec![backend.upstream()])).await;
     let mut s = connect(proxy.addr()).await;
     s.write_all(b"GET / HTTP/1.1\r\nhost: web\r\n")
@@ -60,7 +61,7 @@ async fn a_client_that_never_finishes_its_headers_is_disconnected() {
 
 #[tokio::test(start_paused = true)]
 async fn an_idle_kept_alive_connection_is_closed_after_the_timeout() {
-    let backend = Backend::spawn().await;
+    let backend = TestServer::start().await;
     let proxy = start(ServiceConfig::new("web", vec![backend.upstream()])).await;
     let mut s = connect(proxy.addr()).await;
     for _ in 0..3 {
@@ -106,7 +107,7 @@ async fn h2_frame_types_until_closed(s: &mut TcpStream) -> Vec<u8> {
 #[tokio::test(start_paused = true)]
 async fn an_idle_h2_connection_gets_goaway() {
     const GOAWAY: u8 = 7;
-    let backend = Backend::spawn().await;
+    let backend = TestServer::start().await;
     let proxy = start(ServiceConfig::new("web", vec![backend.upstream()])).await;
     let mut s = connect(proxy.addr()).await;
     s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
@@ -128,7 +129,7 @@ async fn an_idle_h2_connection_gets_goaway() {
 /// 408 after the same timeout, and the backend never sees it.
 #[tokio::test(start_paused = true)]
 async fn a_client_that_stalls_mid_body_gets_408() {
-    let backend = Backend::spawn().await;
+    let backend = TestServer::start().await;
     let proxy = start(ServiceConfig::new("web", vec![backend.upstream()])).await;
     let mut s = connect(proxy.addr()).await;
     let start = Instant::now();
@@ -156,7 +157,7 @@ async fn a_client_that_stalls_mid_body_gets_408() {
 
 #[tokio::test(start_paused = true)]
 async fn a_response_slower_than_the_timeout_is_not_cut() {
-    let backend = Backend::spawn().await;
+    let backend = TestServer::start().await;
     backend.set_delay(LIMIT * 2);
     let proxy = start(ServiceConfig::new("web", vec![backend.upstream()])).await;
     let mut s = connect(proxy.addr()).await;

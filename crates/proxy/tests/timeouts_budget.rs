@@ -5,13 +5,14 @@
 mod support;
 
 use std::time::Duration;
-use support::{client, send, start, Backend};
+use support::{client, send, start, AsUpstream};
 use tailguard_client::RetryConfig;
 use tailguard_proxy::config::ServiceConfig;
 use tailguard_resilience::RetryBudgetConfig;
+use tailguard_testsupport::TestServer;
 use tokio::time::Instant;
 
-fn one(backend: &Backend) -> ServiceConfig {
+fn one(backend: &TestServer) -> ServiceConfig {
     let mut s = ServiceConfig::new("web", vec![backend.upstream()]);
     s.arm.accrual = None;
     s.arm.retries = None;
@@ -20,7 +21,7 @@ fn one(backend: &Backend) -> ServiceConfig {
 
 #[tokio::test(start_paused = true)]
 async fn attempt_and_total_timeouts_answer_504_with_a_reason() {
-    let backend = Backend::spawn().await;
+    let backend = TestServer::start().await;
     backend.set_delay(Duration::from_secs(5));
     let c = client(false);
     let cases = [
@@ -55,7 +56,7 @@ async fn attempt_and_total_timeouts_answer_504_with_a_reason() {
 
 #[tokio::test]
 async fn a_budget_that_allows_no_retry_refuses_each_and_counts_it() {
-    let backend = Backend::spawn().await;
+    let backend = TestServer::start().await;
     backend.set_status(500);
     let mut s = one(&backend);
     s.arm.retries = Some(RetryConfig {

@@ -11,8 +11,9 @@ use rustls::pki_types::{CertificateDer, ServerName};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use support::{config, Backend};
+use support::{config, AsUpstream};
 use tailguard_proxy::config::{ServiceConfig, TlsConfig};
+use tailguard_testsupport::TestServer;
 
 /// A self-signed certificate for 127.0.0.1 written to PEM files in a fresh directory.
 struct Cert {
@@ -91,7 +92,7 @@ async fn get(addr: SocketAddr, cert: &Cert, alpn: &[u8]) -> (Vec<u8>, Version, u
 
 #[tokio::test]
 async fn http1_and_h2_share_the_tls_port_by_alpn() {
-    let backend = Backend::spawn().await;
+    let backend = TestServer::start().await;
     let cert = Cert::new("alpn");
     let mut c = config(ServiceConfig::new("web", vec![backend.upstream()]));
     c.tls = Some(cert.config());
@@ -127,7 +128,7 @@ async fn http1_and_h2_share_the_tls_port_by_alpn() {
 
 #[tokio::test]
 async fn unusable_certificate_files_are_named_at_start() {
-    let backend = Backend::spawn().await;
+    let backend = TestServer::start().await;
     let cert = Cert::new("bad");
     let mut c = config(ServiceConfig::new("web", vec![backend.upstream()]));
     let mut tls = cert.config();
@@ -165,7 +166,7 @@ async fn handshake_ok(addr: SocketAddr, cert: &Cert) -> bool {
 
 #[tokio::test]
 async fn a_reload_serves_the_new_certificate_and_refuses_an_unusable_one() {
-    let backend = Backend::spawn().await;
+    let backend = TestServer::start().await;
     let (first, second) = (Cert::new("reload-a"), Cert::new("reload-b"));
     let mut c = config(ServiceConfig::new("web", vec![backend.upstream()]));
     c.tls = Some(first.config());

@@ -2,7 +2,8 @@
 
 mod common;
 
-use common::{addr, control_get, raw_get, serve, Raw};
+use common::{addr, control_get, serve};
+use tailguard_testsupport::client::{raw_get, Raw};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fail_close_and_reset_rates_are_within_bounds() {

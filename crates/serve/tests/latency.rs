@@ -2,8 +2,9 @@
 
 mod common;
 
-use common::{addr, ms, serve, H1};
+use common::{addr, decided, ms, serve};
 use std::time::Duration;
+use tailguard_testsupport::client::H1;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "tier 2: timer precision measured on the wall clock"]
@@ -46,7 +47,7 @@ async fn normal_mean_and_sd_match_over_2000_requests() {
                 for _ in 0..20 {
                     let (status, _, d) = client.get("/").await;
                     assert_eq!(status, 200);
-                    out.push((ms(d), ms(client.decided.unwrap())));
+                    out.push((ms(d), ms(decided(&client).unwrap())));
                 }
                 out
             })

@@ -3,10 +3,11 @@
 mod common;
 
 use bytes::Bytes;
-use common::{addr, get, serve, serve_with, H1};
+use common::{addr, serve, serve_with};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tailguard_serve::grpc::{PingRequest, PingResponse, PING_PATH};
+use tailguard_testsupport::client::{get, H1};
 use tailguard_testsupport::h2wire;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;

@@ -2,8 +2,9 @@
 
 mod common;
 
-use common::{addr, control_get, control_post, get, ms, serve, H1};
+use common::{addr, control_get, control_post, ms, serve};
 use std::time::Duration;
+use tailguard_testsupport::client::{get, H1};
 use tokio::time::Instant;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

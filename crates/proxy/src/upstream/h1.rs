@@ -3,12 +3,12 @@
 use super::connect::{Connector, PoolExhausted, SendError};
 use crate::body::ProxyBody;
 use std::collections::HashMap;
-use tailguard_http::client::{self, Writes};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::Duration;
+use tailguard_http::client::{self, Writes};
 use tokio::sync::{Notify, OwnedSemaphorePermit};
 use tokio::time::Instant;
 

@@ -1,145 +1,31 @@
-//! Backends whose delay and status change at run time, a client, and proxy set-up helpers.
+//! Proxy set-up helpers and a pooled client; the backend is testsupport's [`TestServer`].
 
 #![allow(dead_code)] // each test binary uses a different part
 
 use bytes::Bytes;
-use http::{HeaderMap, Request, Response, StatusCode};
-use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full, StreamBody};
-use hyper::body::{Frame, Incoming};
-use hyper::service::service_fn;
+use http::{HeaderMap, Request, StatusCode};
+use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tailguard_proxy::config::{Config, ServiceConfig, Upstream};
 use tailguard_proxy::Proxy;
+use tailguard_testsupport::bounded;
+use tailguard_testsupport::TestServer;
 
-#[derive(Debug, Default)]
-struct State {
-    delay_ms: AtomicU64,
-    status: AtomicU16,
-    hits: AtomicU64,
-    connections: AtomicU64,
-    last: Mutex<Option<HeaderMap>>,
-    last_authority: Mutex<Option<String>>,
+/// The backend of the proxy's tests: testsupport's one test server, in the test's runtime
+/// (so with paused time its delays are virtual), as a configured upstream.
+pub trait AsUpstream {
+    /// The upstream that forwards to this backend.
+    fn upstream(&self) -> Upstream;
 }
 
-/// A backend on 127.0.0.1 serving HTTP/1.1 and h2c; `/trailers` answers with gRPC-style
-/// trailers, `/echo` streams the request body back as it arrives.
-#[derive(Debug)]
-pub struct Backend {
-    pub addr: SocketAddr,
-    state: Arc<State>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Backend {
-    fn drop(&mut self) {
-        self.task.abort();
+impl AsUpstream for TestServer {
+    fn upstream(&self) -> Upstream {
+        Upstream::new(self.addr())
     }
-}
-
-impl Backend {
-    pub async fn spawn() -> Self {
-        let listener = tailguard_http::tcp::bind("127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
-        let addr = listener.local_addr().unwrap();
-        let state = Arc::new(State {
-            status: AtomicU16::new(200),
-            ..State::default()
-        });
-        let shared = Arc::clone(&state);
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) =
-                    tailguard_http::tcp::accept(&listener, tailguard_http::Nagle::Off).await
-                else {
-                    continue;
-                };
-                shared.connections.fetch_add(1, Ordering::Relaxed);
-                let state = Arc::clone(&shared);
-                let service = service_fn(move |req| answer(Arc::clone(&state), req));
-                tokio::spawn(tailguard_http::server::serve_connection(stream, service));
-            }
-        });
-        Self { addr, state, task }
-    }
-
-    pub fn upstream(&self) -> Upstream {
-        Upstream::new(self.addr)
-    }
-
-    pub fn set_delay(&self, d: Duration) {
-        self.state
-            .delay_ms
-            .store(d.as_millis() as u64, Ordering::Relaxed);
-    }
-
-    pub fn set_status(&self, s: u16) {
-        self.state.status.store(s, Ordering::Relaxed);
-    }
-
-    pub fn hits(&self) -> u64 {
-        self.state.hits.load(Ordering::Relaxed)
-    }
-
-    /// Connections accepted so far.
-    pub fn connections(&self) -> u64 {
-        self.state.connections.load(Ordering::Relaxed)
-    }
-
-    /// The last request's URI authority (HTTP/2's `:authority`; none over HTTP/1.1).
-    pub fn last_authority(&self) -> Option<String> {
-        self.state.last_authority.lock().unwrap().clone()
-    }
-
-    pub fn last_headers(&self) -> HeaderMap {
-        self.state.last.lock().unwrap().clone().unwrap_or_default()
-    }
-}
-
-type Body = BoxBody<Bytes, hyper::Error>;
-
-async fn answer(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
-    state.hits.fetch_add(1, Ordering::Relaxed);
-    *state.last.lock().unwrap() = Some(req.headers().clone());
-    *state.last_authority.lock().unwrap() = req.uri().authority().map(|a| a.to_string());
-    let delay = state.delay_ms.load(Ordering::Relaxed);
-    if delay > 0 {
-        tokio::time::sleep(Duration::from_millis(delay)).await;
-    }
-    let body: Body = if req.uri().path() == "/echo" {
-        req.into_body().boxed()
-    } else if req.uri().path() == "/trailers" {
-        let mut trailers = HeaderMap::new();
-        trailers.insert("grpc-status", "0".parse().unwrap());
-        let frames = vec![
-            Ok(Frame::data(Bytes::from_static(b"msg"))),
-            Ok(Frame::trailers(trailers)),
-        ];
-        StreamBody::new(futures_stream(frames))
-            .map_err(|never| match never {})
-            .boxed()
-    } else {
-        Full::new(Bytes::from_static(b"ok"))
-            .map_err(|never| match never {})
-            .boxed()
-    };
-    let mut resp = Response::new(body);
-    *resp.status_mut() = StatusCode::from_u16(state.status.load(Ordering::Relaxed)).unwrap();
-    Ok(resp)
-}
-
-fn futures_stream(
-    frames: Vec<Result<Frame<Bytes>, Infallible>>,
-) -> impl futures_util::Stream<Item = Result<Frame<Bytes>, Infallible>> {
-    futures_util::stream::iter(frames)
 }
 
 /// A config with one service over `upstreams`, proxy and admin on free ports.
@@ -163,7 +49,8 @@ pub fn client(h2: bool) -> HttpClient {
         .build(c)
 }
 
-/// Sends `method` to `path` on the proxy; returns status, headers and body.
+/// Sends `method` to `path` on the proxy; returns status, headers and body. Bounded like
+/// every test client ([`tailguard_testsupport::client::LIMIT`]).
 pub async fn send(
     client: &HttpClient,
     proxy: SocketAddr,
@@ -175,12 +62,12 @@ pub async fn send(
         .uri(format!("http://{proxy}{path}"))
         .body(Full::new(Bytes::from_static(b"payload")))
         .unwrap();
-    let resp = client.request(req).await.unwrap();
+    let resp = bounded(client.request(req)).await.unwrap();
     let (parts, body) = resp.into_parts();
     (
         parts.status,
         parts.headers,
-        body.collect().await.unwrap().to_bytes(),
+        bounded(body.collect()).await.unwrap().to_bytes(),
     )
 }
 

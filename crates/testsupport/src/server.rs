@@ -1,0 +1,385 @@
+//! [`TestServer`]: a real HTTP/1.1 and HTTP/2 backend on 127.0.0.1 whose delay and status a
+//! test sets before or while it runs, and which counts what it sees.
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{HeaderMap, Request, Response, StatusCode, Version};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tailguard_http::{server, tcp, Nagle};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+/// Builds a [`TestServer`].
+#[derive(Clone, Debug)]
+pub struct Builder {
+    delay: Duration,
+    stall: Option<(u64, Duration)>,
+    status: u16,
+    body: Bytes,
+    tls: bool,
+}
+
+/// A running test server on 127.0.0.1; stops when dropped.
+///
+/// It answers every request with its status (200 unless set) and `ok`, after its delay, except
+/// two paths: `/echo` streams the request body back as it arrives, and `/trailers` answers
+/// `msg` followed by gRPC-style trailers (`grpc-status: 0`).
+#[derive(Debug)]
+pub struct TestServer {
+    addr: SocketAddr,
+    state: Arc<State>,
+    runs: Runs,
+}
+
+/// Where a server runs, and how it is stopped.
+#[derive(Debug)]
+enum Runs {
+    /// On a thread of its own ([`Builder::spawn`]).
+    Thread {
+        stop: Option<oneshot::Sender<()>>,
+        thread: Option<std::thread::JoinHandle<()>>,
+    },
+    /// As a task of the test's runtime ([`Builder::start`]).
+    Task(JoinHandle<()>),
+}
+
+#[derive(Debug)]
+struct State {
+    tls: bool,
+    body: Bytes,
+    stall: Option<(u64, Duration)>,
+    /// Nanoseconds.
+    delay: AtomicU64,
+    status: AtomicU16,
+    hits: AtomicU64,
+    h2_hits: AtomicU64,
+    connections: AtomicU64,
+    stall_until: Mutex<Option<Instant>>,
+    last: Mutex<Last>,
+}
+
+/// What the last request carried.
+#[derive(Debug, Default)]
+struct Last {
+    host: Option<String>,
+    authority: Option<String>,
+    headers: HeaderMap,
+}
+
+impl TestServer {
+    /// A server answering `200 ok` at once, until configured otherwise.
+    pub fn builder() -> Builder {
+        Builder {
+            delay: Duration::ZERO,
+            stall: None,
+            status: 200,
+            body: Bytes::from_static(b"ok"),
+            tls: false,
+        }
+    }
+
+    /// A default server ([`builder`](Self::builder)) running in the test's runtime
+    /// ([`Builder::start`]).
+    pub async fn start() -> TestServer {
+        Self::builder().start().await
+    }
+
+    /// The listening address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://ADDR` (or `https://` for a TLS server) followed by `path`.
+    pub fn url(&self, path: &str) -> String {
+        let scheme = if self.state.tls { "https" } else { "http" };
+        format!("{scheme}://{}{}", self.addr, path)
+    }
+
+    /// From now on every response waits `d` before it is sent.
+    pub fn set_delay(&self, d: Duration) {
+        self.state.delay.store(nanos(d), Ordering::SeqCst);
+    }
+
+    /// From now on every response has status `code`.
+    ///
+    /// # Panics
+    /// When `code` is not a valid HTTP status (100 to 999).
+    pub fn set_status(&self, code: u16) {
+        assert!(StatusCode::from_u16(code).is_ok(), "invalid status {code}");
+        self.state.status.store(code, Ordering::SeqCst);
+    }
+
+    /// Requests received so far.
+    pub fn hits(&self) -> u64 {
+        self.state.hits.load(Ordering::SeqCst)
+    }
+
+    /// Requests received over HTTP/2 so far.
+    pub fn h2_requests(&self) -> u64 {
+        self.state.h2_hits.load(Ordering::SeqCst)
+    }
+
+    /// Connections accepted so far.
+    pub fn connections(&self) -> u64 {
+        self.state.connections.load(Ordering::SeqCst)
+    }
+
+    /// The last request's host: its `Host` headers joined with `, ` over HTTP/1.1 (so a
+    /// duplicate shows), its `:authority` over HTTP/2.
+    pub fn last_host(&self) -> Option<String> {
+        self.last().host.clone()
+    }
+
+    /// The last request's URI authority (HTTP/2's `:authority`, or an HTTP/1.1 request in
+    /// absolute form); `None` for an HTTP/1.1 request in origin form.
+    pub fn last_authority(&self) -> Option<String> {
+        self.last().authority.clone()
+    }
+
+    /// The last request's headers (empty before the first request).
+    pub fn last_headers(&self) -> HeaderMap {
+        self.last().headers.clone()
+    }
+
+    fn last(&self) -> std::sync::MutexGuard<'_, Last> {
+        self.state
+            .last
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        match &mut self.runs {
+            Runs::Thread { stop, thread } => {
+                if let Some(stop) = stop.take() {
+                    let _ = stop.send(());
+                }
+                if let Some(t) = thread.take() {
+                    let _ = t.join();
+                }
+            }
+            Runs::Task(task) => task.abort(),
+        }
+    }
+}
+
+impl Builder {
+    /// Every response waits this long before it is sent (until [`TestServer::set_delay`]).
+    pub fn delay(mut self, d: Duration) -> Self {
+        self.delay = d;
+        self
+    }
+
+    /// When request number `n` (counting from 1) arrives, the server stalls for `d`: that
+    /// request and every request arriving during the stall is answered only when it ends,
+    /// like a process paused by a GC or SIGSTOP.
+    pub fn stall_after(mut self, n: u64, d: Duration) -> Self {
+        self.stall = Some((n, d));
+        self
+    }
+
+    /// The status of every response (until [`TestServer::set_status`]).
+    pub fn status(mut self, code: u16) -> Self {
+        self.status = code;
+        self
+    }
+
+    /// Serves HTTPS with a fresh self-signed certificate, offering h2 and http/1.1 by ALPN.
+    pub fn tls(mut self) -> Self {
+        self.tls = true;
+        self
+    }
+
+    fn state(self) -> Arc<State> {
+        assert!(
+            StatusCode::from_u16(self.status).is_ok(),
+            "invalid status {}",
+            self.status
+        );
+        Arc::new(State {
+            tls: self.tls,
+            body: self.body,
+            stall: self.stall,
+            delay: AtomicU64::new(nanos(self.delay)),
+            status: AtomicU16::new(self.status),
+            hits: AtomicU64::new(0),
+            h2_hits: AtomicU64::new(0),
+            connections: AtomicU64::new(0),
+            stall_until: Mutex::new(None),
+            last: Mutex::new(Last::default()),
+        })
+    }
+
+    /// Starts the server on a free port of 127.0.0.1, on a thread of its own with its own
+    /// runtime, like a separate process: a test can drive it from blocking code
+    /// (`tailguard_load::run`) or from async code alike.
+    pub fn spawn(self) -> TestServer {
+        let state = self.state();
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let thread_state = Arc::clone(&state);
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("test runtime");
+            rt.block_on(async move {
+                let listener = bind().await;
+                addr_tx
+                    .send(listener.local_addr().expect("bound"))
+                    .expect("test waits for the address");
+                tokio::select! {
+                    _ = stop_rx => {}
+                    () = accept_loop(thread_state, listener) => {}
+                }
+            });
+        });
+        let addr = addr_rx.recv().expect("test server started");
+        TestServer {
+            addr,
+            state,
+            runs: Runs::Thread {
+                stop: Some(stop_tx),
+                thread: Some(thread),
+            },
+        }
+    }
+
+    /// Starts the server on a free port of 127.0.0.1 as a task of the calling runtime: with
+    /// paused time its delays and stalls run on the test's virtual clock.
+    pub async fn start(self) -> TestServer {
+        let state = self.state();
+        let listener = bind().await;
+        let addr = listener.local_addr().expect("bound");
+        let task = tokio::spawn(accept_loop(Arc::clone(&state), listener));
+        TestServer {
+            addr,
+            state,
+            runs: Runs::Task(task),
+        }
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+async fn bind() -> tokio::net::TcpListener {
+    tcp::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .expect("bind 127.0.0.1:0")
+}
+
+/// Accepts connections (with `TCP_NODELAY`) and serves each with the server presets, until
+/// the server is dropped.
+async fn accept_loop(state: Arc<State>, listener: tokio::net::TcpListener) {
+    let acceptor = state.tls.then(tls_acceptor);
+    loop {
+        let Ok((stream, _)) = tcp::accept(&listener, Nagle::Off).await else {
+            continue;
+        };
+        state.connections.fetch_add(1, Ordering::SeqCst);
+        let st = Arc::clone(&state);
+        let svc = hyper::service::service_fn(move |req| answer(Arc::clone(&st), req));
+        match acceptor.clone() {
+            None => {
+                tokio::spawn(server::serve_connection(stream, svc));
+            }
+            Some(acceptor) => {
+                tokio::spawn(async move {
+                    if let Ok(tls) = acceptor.accept(stream).await {
+                        server::serve_connection(tls, svc).await;
+                    }
+                });
+            }
+        }
+    }
+}
+
+fn tls_acceptor() -> tokio_rustls::TlsAcceptor {
+    use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+    let certified =
+        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string(), "localhost".to_string()])
+            .expect("self-signed certificate");
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(certified.key_pair.serialize_der()));
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("default versions")
+        .with_no_client_auth()
+        .with_single_cert(vec![certified.cert.der().clone()], key)
+        .expect("certificate and key match");
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    tokio_rustls::TlsAcceptor::from(Arc::new(config))
+}
+
+/// A response body: the configured one, an echo of the request's, or one with trailers.
+type Body = BoxBody<Bytes, hyper::Error>;
+
+async fn answer(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+    let n = state.hits.fetch_add(1, Ordering::SeqCst) + 1;
+    let host = if req.version() == Version::HTTP_2 {
+        state.h2_hits.fetch_add(1, Ordering::SeqCst);
+        req.uri().authority().map(ToString::to_string)
+    } else {
+        let hosts: Vec<_> = req
+            .headers()
+            .get_all(hyper::header::HOST)
+            .iter()
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .collect();
+        (!hosts.is_empty()).then(|| hosts.join(", "))
+    };
+    *state.last.lock().unwrap_or_else(PoisonError::into_inner) = Last {
+        host,
+        authority: req.uri().authority().map(ToString::to_string),
+        headers: req.headers().clone(),
+    };
+    let now = Instant::now();
+    let stall_end = {
+        let mut until = state
+            .stall_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some((at, d)) = state.stall {
+            if n == at {
+                *until = Some(now + d);
+            }
+        }
+        until.filter(|end| *end > now)
+    };
+    if let Some(end) = stall_end {
+        tokio::time::sleep_until(end).await;
+    }
+    let delay = Duration::from_nanos(state.delay.load(Ordering::SeqCst));
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+    let body: Body = match req.uri().path() {
+        "/echo" => req.into_body().boxed(),
+        "/trailers" => {
+            let mut trailers = HeaderMap::new();
+            trailers.insert("grpc-status", hyper::header::HeaderValue::from_static("0"));
+            Full::new(Bytes::from_static(b"msg"))
+                .map_err(|never| match never {})
+                .with_trailers(async move { Some(Ok(trailers)) })
+                .boxed()
+        }
+        _ => Full::new(state.body.clone())
+            .map_err(|never| match never {})
+            .boxed(),
+    };
+    let mut resp = Response::new(body);
+    let status = state.status.load(Ordering::SeqCst);
+    *resp.status_mut() = StatusCode::from_u16(status).expect("checked when set");
+    Ok(resp)
+}
