@@ -11,7 +11,7 @@ use std::time::Duration;
 use support::AsUpstream;
 use tailguard_proxy::config::{ServiceConfig, Upstream, UpstreamProtocol};
 use tailguard_testsupport::h2wire::{self, END_HEADERS, END_STREAM, HEADERS};
-use tailguard_testsupport::TestServer;
+use tailguard_testsupport::{bounded, TestServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -41,11 +41,13 @@ async fn head_over_http2_passes_with_an_empty_body() {
     let running = serve_backend().await;
     for protocol in [UpstreamProtocol::Http2, UpstreamProtocol::Http1] {
         let proxy = proxy_to(running.backends()[0].1, protocol).await;
-        let stream = TcpStream::connect(proxy.addr()).await.unwrap();
-        let (mut tx, conn) =
-            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
-                .await
-                .unwrap();
+        let stream = bounded(TcpStream::connect(proxy.addr())).await.unwrap();
+        let (mut tx, conn) = bounded(hyper::client::conn::http2::handshake(
+            TokioExecutor::new(),
+            TokioIo::new(stream),
+        ))
+        .await
+        .unwrap();
         let driver = tokio::spawn(conn);
         for method in [http::Method::HEAD, http::Method::GET, http::Method::HEAD] {
             let case = format!("{method} to an {protocol:?} upstream");
@@ -54,9 +56,12 @@ async fn head_over_http2_passes_with_an_empty_body() {
                 .uri(format!("http://{}/", proxy.addr()))
                 .body(Empty::<Bytes>::new())
                 .unwrap();
-            let resp = tx.send_request(req).await.expect(&case);
+            let resp = bounded(tx.send_request(req)).await.expect(&case);
             assert_eq!(resp.status(), 200, "{case}");
-            let body = resp.into_body().collect().await.expect(&case).to_bytes();
+            let body = bounded(resp.into_body().collect())
+                .await
+                .expect(&case)
+                .to_bytes();
             let want = if method == http::Method::HEAD {
                 ""
             } else {
@@ -65,7 +70,7 @@ async fn head_over_http2_passes_with_an_empty_body() {
             assert_eq!(body, want, "{case}");
         }
         drop(tx);
-        driver.await.unwrap().unwrap();
+        bounded(driver).await.unwrap().unwrap();
         proxy.shutdown().await;
     }
 }
@@ -137,7 +142,7 @@ fn upgrade_request(method: &str, path: &str, rest: &str) -> Vec<u8> {
 async fn read_head(stream: &mut TcpStream) -> String {
     let mut head = Vec::new();
     while !head.ends_with(b"\r\n\r\n") {
-        head.push(stream.read_u8().await.expect("a response head"));
+        head.push(bounded(stream.read_u8()).await.expect("a response head"));
     }
     String::from_utf8(head).unwrap()
 }

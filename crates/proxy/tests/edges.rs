@@ -5,7 +5,7 @@ mod support;
 use std::time::Duration;
 use support::{client, send, start, AsUpstream};
 use tailguard_proxy::config::{ServiceConfig, Upstream, UpstreamProtocol};
-use tailguard_testsupport::TestServer;
+use tailguard_testsupport::{bounded, TestServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 async fn raw(addr: std::net::SocketAddr, request: &[u8]) -> String {
@@ -14,7 +14,7 @@ async fn raw(addr: std::net::SocketAddr, request: &[u8]) -> String {
         .unwrap();
     s.write_all(request).await.unwrap();
     let mut buf = vec![0; 256];
-    let n = s.read(&mut buf).await.unwrap();
+    let n = bounded(s.read(&mut buf)).await.unwrap();
     String::from_utf8_lossy(&buf[..n]).into_owned()
 }
 

@@ -14,6 +14,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::net::SocketAddr;
 use tailguard_balance::Policy;
 use tailguard_proxy::config::{ServiceConfig, Upstream};
+use tailguard_testsupport::bounded;
 
 const CALLS: usize = 2000;
 
@@ -40,11 +41,11 @@ async fn ping(addr: SocketAddr) -> usize {
                         .header("te", "trailers")
                         .body(Full::new(Bytes::from_static(&[0, 0, 0, 0, 0])))
                         .unwrap();
-                tx.ready().await.unwrap();
-                let resp = tx.send_request(req).await.unwrap();
+                bounded(tx.ready()).await.unwrap();
+                let resp = bounded(tx.send_request(req)).await.unwrap();
                 assert_eq!(resp.status(), StatusCode::OK);
                 let head = tailguard_proxy::grpc::status(resp.headers());
-                let collected = resp.into_body().collect().await.unwrap();
+                let collected = bounded(resp.into_body().collect()).await.unwrap();
                 let tail = collected.trailers().and_then(tailguard_proxy::grpc::status);
                 ok += usize::from(head.or(tail) == Some(0));
             }

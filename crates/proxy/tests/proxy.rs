@@ -9,7 +9,7 @@ use tailguard_balance::{LoadKind, Policy};
 use tailguard_proxy::config::{Discovery, HostHeader, ServiceConfig, UpstreamProtocol};
 use tailguard_resilience::{AccrualConfig, Backoff, Classifier, TripPolicy};
 use tailguard_testsupport::promtool;
-use tailguard_testsupport::TestServer;
+use tailguard_testsupport::{bounded, TestServer};
 
 fn round_robin(backends: &[&TestServer]) -> ServiceConfig {
     let mut s = ServiceConfig::new("web", backends.iter().map(|b| b.upstream()).collect());
@@ -180,7 +180,7 @@ async fn hop_by_hop_headers_are_removed_and_via_and_forwarded_for_added() {
         .header("x-kept", "yes")
         .body(http_body_util::Full::new(bytes::Bytes::new()))
         .unwrap();
-    let resp = c.request(req).await.unwrap();
+    let resp = bounded(c.request(req)).await.unwrap();
     assert_eq!(resp.headers()["via"], "1.1 tailguard");
     let seen = backend.last_headers();
     assert!(seen.get("x-secret").is_none() && seen.get("proxy-authorization").is_none());
@@ -205,9 +205,9 @@ async fn http2_requests_pass_with_trailers() {
             b"\0\0\0\0\0",
         )))
         .unwrap();
-    let resp = c.request(req).await.unwrap();
+    let resp = bounded(c.request(req)).await.unwrap();
     assert_eq!(resp.version(), http::Version::HTTP_2);
-    let collected = http_body_util::BodyExt::collect(resp.into_body())
+    let collected = bounded(http_body_util::BodyExt::collect(resp.into_body()))
         .await
         .unwrap();
     assert_eq!(collected.trailers().unwrap()["grpc-status"], "0");
@@ -337,9 +337,9 @@ async fn a_refused_connection_is_retried_for_any_method_with_the_body_intact() {
         let req = http::Request::post(format!("http://{}/echo", proxy.addr()))
             .body(http_body_util::Full::new(payload.clone()))
             .unwrap();
-        let resp = c.request(req).await.unwrap();
+        let resp = bounded(c.request(req)).await.unwrap();
         assert_eq!(resp.status(), 200, "round {round}");
-        let body = http_body_util::BodyExt::collect(resp.into_body())
+        let body = bounded(http_body_util::BodyExt::collect(resp.into_body()))
             .await
             .unwrap()
             .to_bytes();
@@ -361,13 +361,16 @@ where
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let stream = tailguard_http::tcp::connect(addr, tailguard_http::Nagle::Off)
-        .await
-        .unwrap();
-    let (tx, conn) = hyper::client::conn::http2::handshake(
+    let stream = bounded(tailguard_http::tcp::connect(
+        addr,
+        tailguard_http::Nagle::Off,
+    ))
+    .await
+    .unwrap();
+    let (tx, conn) = bounded(hyper::client::conn::http2::handshake(
         hyper_util::rt::TokioExecutor::new(),
         hyper_util::rt::TokioIo::new(stream),
-    )
+    ))
     .await
     .unwrap();
     (tx, tokio::spawn(conn))
@@ -388,7 +391,7 @@ async fn one_h2_client_connection_is_balanced_per_request() {
         let req = http::Request::get(format!("http://{}/", proxy.addr()))
             .body(http_body_util::Empty::<bytes::Bytes>::new())
             .unwrap();
-        let resp = tx.send_request(req).await.unwrap();
+        let resp = bounded(tx.send_request(req)).await.unwrap();
         assert_eq!(resp.status(), 200);
     }
     assert_eq!(
@@ -397,7 +400,7 @@ async fn one_h2_client_connection_is_balanced_per_request() {
         "round robin over one client connection"
     );
     drop(tx);
-    driver.await.unwrap().unwrap();
+    bounded(driver).await.unwrap().unwrap();
     proxy.shutdown().await;
 }
 
@@ -461,7 +464,7 @@ async fn request_and_response_bodies_stream_message_by_message() {
             "{protocol:?}: nothing after the messages"
         );
         drop(tx);
-        driver.await.unwrap().unwrap();
+        bounded(driver).await.unwrap().unwrap();
         proxy.shutdown().await;
     }
 }

@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 use support::{start, AsUpstream};
 use tailguard_proxy::config::ServiceConfig;
-use tailguard_testsupport::TestServer;
+use tailguard_testsupport::{bounded, TestServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
@@ -25,7 +25,7 @@ async fn read_response(s: &mut TcpStream) -> String {
     let mut got = Vec::new();
     let mut buf = [0u8; 1024];
     while !got.ends_with(b"ok") {
-        let n = s.read(&mut buf).await.unwrap();
+        let n = bounded(s.read(&mut buf)).await.unwrap();
         assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&got));
         got.extend_from_slice(&buf[..n]);
     }
@@ -36,7 +36,7 @@ async fn read_response(s: &mut TcpStream) -> String {
 async fn closed_after(s: &mut TcpStream) -> Duration {
     let start = Instant::now();
     let mut buf = [0u8; 64];
-    match s.read(&mut buf).await {
+    match bounded(s.read(&mut buf)).await {
         Ok(0) | Err(_) => start.elapsed(),
         Ok(n) => panic!("unexpected bytes: {:?}", &buf[..n]),
     }
@@ -87,7 +87,7 @@ async fn h2_frame_types_until_closed(s: &mut TcpStream) -> Vec<u8> {
     let mut got = Vec::new();
     let mut buf = [0u8; 1024];
     loop {
-        match s.read(&mut buf).await {
+        match bounded(s.read(&mut buf)).await {
             Ok(0) | Err(_) => break,
             Ok(n) => got.extend_from_slice(&buf[..n]),
         }
@@ -139,7 +139,7 @@ async fn a_client_that_stalls_mid_body_gets_408() {
     let mut got = Vec::new();
     let mut buf = [0u8; 1024];
     while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-        let n = s.read(&mut buf).await.unwrap();
+        let n = bounded(s.read(&mut buf)).await.unwrap();
         assert!(n > 0, "closed without a response");
         got.extend_from_slice(&buf[..n]);
     }

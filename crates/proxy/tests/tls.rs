@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use support::{config, AsUpstream};
 use tailguard_proxy::config::{ServiceConfig, TlsConfig};
-use tailguard_testsupport::TestServer;
+use tailguard_testsupport::{bounded, TestServer};
 
 /// A self-signed certificate for 127.0.0.1 written to PEM files in a fresh directory.
 struct Cert {
@@ -58,10 +58,9 @@ async fn get(addr: SocketAddr, cert: &Cert, alpn: &[u8]) -> (Vec<u8>, Version, u
         .with_root_certificates(roots)
         .with_no_client_auth();
     tls.alpn_protocols = vec![alpn.to_vec()];
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let tcp = bounded(tokio::net::TcpStream::connect(addr)).await.unwrap();
     let name = ServerName::try_from("127.0.0.1").unwrap();
-    let stream = tokio_rustls::TlsConnector::from(Arc::new(tls))
-        .connect(name, tcp)
+    let stream = bounded(tokio_rustls::TlsConnector::from(Arc::new(tls)).connect(name, tcp))
         .await
         .unwrap();
     let negotiated = stream
@@ -75,18 +74,26 @@ async fn get(addr: SocketAddr, cert: &Cert, alpn: &[u8]) -> (Vec<u8>, Version, u
         .body(Empty::<Bytes>::new())
         .unwrap();
     let resp = if negotiated == b"h2" {
-        let (mut send, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+        let (mut send, conn) = bounded(hyper::client::conn::http2::handshake(
+            TokioExecutor::new(),
+            io,
+        ))
+        .await
+        .unwrap();
+        tokio::spawn(conn);
+        bounded(send.send_request(req)).await.unwrap()
+    } else {
+        let (mut send, conn) = bounded(hyper::client::conn::http1::handshake(io))
             .await
             .unwrap();
         tokio::spawn(conn);
-        send.send_request(req).await.unwrap()
-    } else {
-        let (mut send, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
-        tokio::spawn(conn);
-        send.send_request(req).await.unwrap()
+        bounded(send.send_request(req)).await.unwrap()
     };
     let (version, status) = (resp.version(), resp.status().as_u16());
-    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    let body = bounded(resp.into_body().collect())
+        .await
+        .unwrap()
+        .to_bytes();
     (negotiated, version, status, body)
 }
 
@@ -156,7 +163,7 @@ async fn handshake_ok(addr: SocketAddr, cert: &Cert) -> bool {
         .unwrap()
         .with_root_certificates(roots)
         .with_no_client_auth();
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let tcp = bounded(tokio::net::TcpStream::connect(addr)).await.unwrap();
     let name = ServerName::try_from("127.0.0.1").unwrap();
     tokio_rustls::TlsConnector::from(Arc::new(tls))
         .connect(name, tcp)

@@ -5,6 +5,7 @@ mod common;
 
 use common::{addr, ms, serve_with};
 use std::time::Duration;
+use tailguard_testsupport::bounded;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
@@ -28,7 +29,7 @@ async fn median_ms(nagle: bool, n: usize) -> f64 {
         let mut got = 0;
         // Headers (about 110 bytes) plus the 200-byte body.
         while !(got > 200 && buf[..got].ends_with(&[b'x'; 200])) {
-            let r = stream.read(&mut buf[got..]).await.unwrap();
+            let r = bounded(stream.read(&mut buf[got..])).await.unwrap();
             assert!(r > 0, "server closed");
             got += r;
         }

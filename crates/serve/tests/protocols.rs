@@ -7,6 +7,7 @@ use common::{addr, serve, serve_with};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tailguard_serve::grpc::{PingRequest, PingResponse, PING_PATH};
+use tailguard_testsupport::bounded;
 use tailguard_testsupport::client::{get, H1};
 use tailguard_testsupport::h2wire;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -16,11 +17,13 @@ use tokio::net::TcpStream;
 async fn h2_sender(
     to: std::net::SocketAddr,
 ) -> hyper::client::conn::http2::SendRequest<Empty<Bytes>> {
-    let stream = TcpStream::connect(to).await.unwrap();
-    let (sender, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
-            .await
-            .unwrap();
+    let stream = bounded(TcpStream::connect(to)).await.unwrap();
+    let (sender, conn) = bounded(hyper::client::conn::http2::handshake(
+        TokioExecutor::new(),
+        TokioIo::new(stream),
+    ))
+    .await
+    .unwrap();
     tokio::spawn(conn);
     sender
 }
@@ -32,10 +35,11 @@ async fn http2_prior_knowledge_works() {
     let req = hyper::Request::get("http://t/")
         .body(Empty::<Bytes>::new())
         .unwrap();
-    let resp = sender.send_request(req).await.unwrap();
+    let resp = bounded(sender.send_request(req)).await.unwrap();
     assert_eq!(resp.version(), http::Version::HTTP_2);
     assert_eq!(resp.headers()["x-tailguard-backend"], "h2");
-    assert_eq!(resp.into_body().collect().await.unwrap().to_bytes(), "h2\n");
+    let body = bounded(resp.into_body().collect()).await.unwrap();
+    assert_eq!(body.to_bytes(), "h2\n");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -48,7 +52,7 @@ async fn h2c_upgrade_answers_the_first_request_on_stream_1() {
         .unwrap();
     let mut head = Vec::new();
     while !head.ends_with(b"\r\n\r\n") {
-        head.push(stream.read_u8().await.unwrap());
+        head.push(bounded(stream.read_u8()).await.unwrap());
     }
     let head = String::from_utf8(head).unwrap();
     assert!(head.starts_with("HTTP/1.1 101"), "{head}");
@@ -82,7 +86,7 @@ async fn grpc_ping_follows_the_backend_and_health_serves() {
                 .await
                 .unwrap();
             let mut client = tonic::client::Grpc::new(channel);
-            client.ready().await.unwrap();
+            bounded(client.ready()).await.unwrap();
             let codec = tonic_prost::ProstCodec::<PingRequest, PingResponse>::default();
             let req = tonic::Request::new(PingRequest {
                 payload: b"hi".to_vec(),
@@ -162,11 +166,11 @@ async fn head_over_http2_ends_with_the_headers() {
             .uri("http://t/")
             .body(Empty::<Bytes>::new())
             .unwrap();
-        let resp = sender.send_request(req).await.unwrap();
+        let resp = bounded(sender.send_request(req)).await.unwrap();
         assert_eq!(resp.status(), 200);
         assert_eq!(resp.version(), http::Version::HTTP_2);
         assert_eq!(resp.headers()["content-length"], "2");
-        let body = resp.into_body().collect().await.expect("no reset");
+        let body = bounded(resp.into_body().collect()).await.expect("no reset");
         let want = if method == http::Method::HEAD {
             ""
         } else {
@@ -187,7 +191,7 @@ async fn head_over_http1_sends_no_body() {
         .await
         .unwrap();
     let mut got = String::new();
-    stream.read_to_string(&mut got).await.unwrap();
+    bounded(stream.read_to_string(&mut got)).await.unwrap();
     let (head, get) = got.split_at(got.rfind("HTTP/1.1 ").unwrap());
     assert!(
         head.starts_with("HTTP/1.1 200") && head.ends_with("\r\n\r\n"),

@@ -103,13 +103,16 @@ pub fn request_block(method: &str, authority: &str, path: &str) -> Vec<u8> {
 pub type Frame = (u8, u8, u32, Vec<u8>);
 
 /// Reads one frame; `None` when the connection ends first.
+///
+/// # Panics
+/// When no frame comes within [`crate::client::LIMIT`].
 pub async fn read_frame(stream: &mut TcpStream) -> Option<Frame> {
     let mut head = [0u8; 9];
-    stream.read_exact(&mut head).await.ok()?;
+    crate::bounded(stream.read_exact(&mut head)).await.ok()?;
     let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
     let id = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
     let mut payload = vec![0u8; len];
-    stream.read_exact(&mut payload).await.ok()?;
+    crate::bounded(stream.read_exact(&mut payload)).await.ok()?;
     Some((head[3], head[4], id, payload))
 }
 
