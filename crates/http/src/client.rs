@@ -16,6 +16,7 @@ use hyper::client::conn::{http1, http2};
 use hyper::rt::{Read, Write};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use std::error::Error as StdError;
+use std::future::Future;
 use std::net::SocketAddr;
 
 /// How an HTTP/1.1 connection writes a request.
@@ -49,11 +50,7 @@ where
         .writev(writes == Writes::Vectored)
         .handshake(io)
         .await?;
-    tokio::spawn(async move {
-        if let Err(err) = driver.await {
-            tracing::debug!(%err, %peer, "HTTP/1.1 client connection ended with an error");
-        }
-    });
+    spawn_driver(driver, peer, "HTTP/1.1");
     Ok(send)
 }
 
@@ -74,10 +71,18 @@ where
         .timer(TokioTimer::new())
         .handshake(io)
         .await?;
+    spawn_driver(driver, peer, "HTTP/2");
+    Ok(send)
+}
+
+/// Runs a connection's driver as a task of the current runtime, logging how it ended.
+fn spawn_driver<F>(driver: F, peer: SocketAddr, protocol: &'static str)
+where
+    F: Future<Output = hyper::Result<()>> + Send + 'static,
+{
     tokio::spawn(async move {
         if let Err(err) = driver.await {
-            tracing::debug!(%err, %peer, "HTTP/2 client connection ended with an error");
+            tracing::debug!(%err, %peer, protocol, "client connection ended with an error");
         }
     });
-    Ok(send)
 }
