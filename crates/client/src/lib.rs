@@ -272,6 +272,12 @@ impl Client {
         granted
     }
 
+    /// How many retries the budget would grant at `now`, without charging it (`None`: retries
+    /// are off), for dashboards.
+    pub fn retries_left(&mut self, now: Duration) -> Option<u64> {
+        self.budget.as_mut().map(|b| b.balance(now))
+    }
+
     /// How long to wait before hedging an attempt sent at `now` (`None`: do not hedge).
     pub fn hedge_delay(&mut self, now: Duration) -> Option<Duration> {
         self.hedger.as_mut().and_then(|h| h.delay(now))
@@ -375,5 +381,21 @@ mod tests {
         assert!(matches!(next.accrual_status(0), Some(Status::Dead { until, .. }) if until == now));
         assert!(next.is_ready(0, now));
         assert_eq!(next.stats().trips, 2, "counters carry over");
+    }
+
+    #[test]
+    fn retries_left_reads_the_budget_without_charging_it() {
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(3);
+        let now = Duration::from_secs(1);
+        let mut off = Client::new(&arm(), 2, now, &mut rng).unwrap();
+        assert_eq!(off.retries_left(now), None, "retries off: no budget");
+        let mut on_arm = arm();
+        on_arm.retries = Some(RetryConfig::default());
+        let mut c = Client::new(&on_arm, 2, now, &mut rng).unwrap();
+        // The default reserve: 10 retries per second over a 10 s window.
+        assert_eq!(c.retries_left(now), Some(100));
+        assert_eq!(c.retries_left(now), Some(100), "reading does not charge");
+        assert!(c.may_retry(now));
+        assert_eq!(c.retries_left(now), Some(99));
     }
 }
