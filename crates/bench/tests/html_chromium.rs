@@ -1,24 +1,19 @@
 //! The HTML report in a real browser: headless Chromium loads a synthetic report, takes a
 //! screenshot and dumps the DOM after load.
 //!
-//! Chromium is expected at `/usr/bin/chromium` (`.ci/run` installs Debian's package). Without
-//! it these tests fail, unless `TAILGUARD_SKIP_BROWSER=1` says to skip them. The page and the
-//! screenshots are removed after a pass, kept after a failure or with `TAILGUARD_KEEP_HTML=1`.
+//! The browser comes from `tailguard_testsupport::browser` (Chromium at `/usr/bin/chromium`,
+//! or `TAILGUARD_SKIP_BROWSER=1` to skip). The page and the screenshots are removed after a
+//! pass, kept after a failure or with `TAILGUARD_KEEP_HTML=1`.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::thread::{self, JoinHandle};
-use std::time::Duration;
 use tailguard_bench::html::html;
 use tailguard_bench::results::{ArmRun, BenchReport, IntervalPoint, ProxyCost, SimPrediction};
 use tailguard_histogram::Percentiles;
 use tailguard_record::RunSummary;
+use tailguard_testsupport::browser::{
+    self, chromium, clean, network_references, png_size, workdir,
+};
 
-const CHROMIUM: &str = "/usr/bin/chromium";
-/// A run that has not ended by then is killed and the test fails.
-const TIMEOUT: Duration = Duration::from_secs(60);
-const POLL: Duration = Duration::from_millis(50);
 const WIDTH: u32 = 1280;
 const HEIGHT: u32 = 2000;
 const CHARTS_PER_GROUP: usize = 4;
@@ -122,122 +117,6 @@ fn arm(name: &str, group: &str, seed: u64, p99_us: u64, spike: bool) -> ArmRun {
     }
 }
 
-/// The browser, or `None` when it is missing and the caller asked to skip.
-///
-/// # Panics
-/// When Chromium is missing and `TAILGUARD_SKIP_BROWSER` is not `1`.
-fn chromium() -> Option<&'static str> {
-    if Path::new(CHROMIUM).exists() {
-        return Some(CHROMIUM);
-    }
-    if std::env::var("TAILGUARD_SKIP_BROWSER").as_deref() == Ok("1") {
-        eprintln!("{CHROMIUM} missing and TAILGUARD_SKIP_BROWSER=1: skipping the browser test");
-        return None;
-    }
-    panic!(
-        "{CHROMIUM} is missing: install Debian's `chromium` package (.ci/run does), \
-         or set TAILGUARD_SKIP_BROWSER=1 to skip the browser tests"
-    );
-}
-
-/// A fresh directory for one test's files.
-fn workdir(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tailguard-html-{test}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// Removes a passing test's files, unless `TAILGUARD_KEEP_HTML=1`.
-fn clean(dir: &Path) {
-    if std::env::var("TAILGUARD_KEEP_HTML").as_deref() == Ok("1") {
-        eprintln!("kept {}", dir.display());
-    } else {
-        let _ = std::fs::remove_dir_all(dir);
-    }
-}
-
-/// Output of one browser run: stdout, stderr.
-struct Output {
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs headless Chromium on `page` with `extra` flags, killing it after [`TIMEOUT`].
-///
-/// # Panics
-/// When Chromium cannot start, runs out of time, or exits unsuccessfully.
-fn run_chromium(browser: &str, dir: &Path, page: &Path, extra: &[String]) -> Output {
-    // A profile per page: two browsers sharing one would wait on its lock.
-    let stem = page.file_stem().unwrap().to_string_lossy();
-    let profile = dir.join(format!("profile-{stem}"));
-    let mut child = Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--hide-scrollbars",
-        ])
-        .args([
-            "--no-first-run",
-            "--disable-dev-shm-usage",
-            "--disable-extensions",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg(format!("--window-size={WIDTH},{HEIGHT}"))
-        .args(extra)
-        .arg(format!("file://{}", page.display()))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {browser}: {e}"));
-    // Drain the pipes while waiting: a full pipe would stall the browser until the timeout.
-    let stdout = drain(child.stdout.take().unwrap());
-    let stderr = drain(child.stderr.take().unwrap());
-    let status = wait_or_kill(&mut child);
-    let out = Output {
-        stdout: stdout.join().unwrap(),
-        stderr: stderr.join().unwrap(),
-    };
-    match status {
-        Some(status) => assert!(
-            status.success(),
-            "chromium {extra:?} exited with {status}; stderr:\n{}",
-            out.stderr
-        ),
-        None => panic!(
-            "chromium {extra:?} still running after {TIMEOUT:?}: killed; stderr:\n{}",
-            out.stderr
-        ),
-    }
-    out
-}
-
-fn drain(mut pipe: impl Read + Send + 'static) -> JoinHandle<String> {
-    thread::spawn(move || {
-        let mut bytes = Vec::new();
-        let _ = pipe.read_to_end(&mut bytes);
-        String::from_utf8_lossy(&bytes).into_owned()
-    })
-}
-
-/// The exit status, or `None` after killing a child that outlived [`TIMEOUT`].
-fn wait_or_kill(child: &mut Child) -> Option<std::process::ExitStatus> {
-    let mut waited = Duration::ZERO;
-    while waited < TIMEOUT {
-        if let Some(status) = child.try_wait().unwrap() {
-            return Some(status);
-        }
-        // A real sleep is the point here: the browser is a real process.
-        thread::sleep(POLL);
-        waited += POLL;
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    None
-}
-
 /// Writes `body` as `name` in `dir`.
 fn write(dir: &Path, name: &str, body: &str) -> PathBuf {
     let path = dir.join(name);
@@ -247,45 +126,8 @@ fn write(dir: &Path, name: &str, body: &str) -> PathBuf {
 
 /// Takes a screenshot of `page` and returns the PNG's bytes.
 fn screenshot(browser: &str, dir: &Path, page: &Path, png: &str) -> Vec<u8> {
-    let path = dir.join(png);
-    run_chromium(
-        browser,
-        dir,
-        page,
-        &[format!("--screenshot={}", path.display())],
-    );
-    std::fs::read(&path).unwrap_or_else(|e| panic!("no screenshot at {}: {e}", path.display()))
-}
-
-/// Width and height from a PNG's IHDR chunk, after checking the signature.
-fn png_size(png: &[u8]) -> (u32, u32) {
-    assert!(png.len() > 24, "a PNG of {} bytes", png.len());
-    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "not a PNG");
-    assert_eq!(&png[12..16], b"IHDR", "the first chunk of a PNG is IHDR");
-    let be = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
-    (be(&png[16..20]), be(&png[20..24]))
-}
-
-/// Values of `src=`, `href=` and `url(` in `text` that point to the network.
-fn network_references(text: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for attr in ["src=", "href=", "url("] {
-        for (at, _) in text.match_indices(attr) {
-            let value: String = text[at + attr.len()..]
-                .trim_start_matches(['"', '\'', ' '])
-                .chars()
-                .take_while(|c| !matches!(c, '"' | '\'' | ' ' | ')' | '>'))
-                .collect();
-            let lower = value.to_ascii_lowercase();
-            if ["http://", "https://", "//"]
-                .iter()
-                .any(|s| lower.starts_with(s))
-            {
-                found.push(value);
-            }
-        }
-    }
-    found
+    let url = format!("file://{}", page.display());
+    browser::screenshot(browser, dir, &url, (WIDTH, HEIGHT), &dir.join(png), &[])
 }
 
 #[test]
@@ -322,7 +164,14 @@ fn dom_after_load_has_every_chart_and_series() {
     let report = report();
     let page = html(&report);
     let path = write(&dir, "report.html", &page);
-    let out = run_chromium(browser, &dir, &path, &["--dump-dom".to_owned()]);
+    let url = format!("file://{}", path.display());
+    let out = browser::run(
+        browser,
+        &dir,
+        &url,
+        (WIDTH, HEIGHT),
+        &["--dump-dom".to_owned()],
+    );
     let dom = out.stdout;
     assert!(
         dom.contains("<h1>tailguard bench: slow-middle</h1>"),
@@ -354,11 +203,4 @@ fn dom_after_load_has_every_chart_and_series() {
     assert_eq!(network_references(&page), Vec::<String>::new());
     assert_eq!(network_references(&dom), Vec::<String>::new());
     clean(&dir);
-}
-
-#[test]
-#[ignore = "tier 2: headless chromium"]
-fn network_references_are_found() {
-    let page = "<img src=\"https://x/y.png\"><a href='//cdn/z'>a</a><a href=\"#top\">b</a>";
-    assert_eq!(network_references(page), ["https://x/y.png", "//cdn/z"]);
 }

@@ -1,12 +1,14 @@
-//! `promtool check metrics`, the Prometheus project's own linter, on an exposition.
+//! Prometheus's own tool in tests: `promtool check metrics` on an exposition, and any other
+//! check (`check config`, `check rules`), each run bounded.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::process::{Command, Stdio};
+use std::thread;
+use std::time::Duration;
 
 /// Fetches `http://{addr}/metrics` with a plain `GET` (no `Accept` header, as curl sends it)
 /// and returns the `Content-Type` and the body.
 pub fn scrape(addr: std::net::SocketAddr) -> (String, String) {
-    use std::io::Read;
     let mut conn = std::net::TcpStream::connect(addr).expect("connect to the metrics port");
     conn.set_read_timeout(Some(std::time::Duration::from_secs(10)))
         .unwrap();
@@ -28,31 +30,59 @@ pub fn scrape(addr: std::net::SocketAddr) -> (String, String) {
     (kind, body.to_owned())
 }
 
-/// Asserts that `promtool check metrics` accepts `exposition` with no lint at all. Fails,
+/// The longest a promtool run may take before it is killed and the test fails.
+pub const LIMIT: Duration = Duration::from_secs(30);
+
+/// Runs `promtool` with `args`, `input` on its standard input, for at most [`LIMIT`];
+/// returns whether it succeeded and what it printed (standard output, then error). Fails,
 /// naming the Debian package, when promtool is not installed (`.ci/run` installs it).
-pub fn assert_clean(exposition: &str) {
+pub fn run(args: &[&str], input: &str) -> (bool, String) {
     let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
+        .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("promtool: {e}; install it: apt-get install -y prometheus"));
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(exposition.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_owned();
+    // Written and read on threads of their own: a full pipe never stalls the wait below.
+    let writer = thread::spawn(move || {
+        let _ = stdin.write_all(input.as_bytes());
+    });
+    let stdout = drain(child.stdout.take().unwrap());
+    let stderr = drain(child.stderr.take().unwrap());
+    let deadline = crate::Deadline::after(LIMIT);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for promtool") {
+            break status;
+        }
+        if deadline.passed() {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("promtool {args:?} still running after {LIMIT:?}: killed");
+        }
+        // A real sleep: promtool is a real process.
+        thread::sleep(Duration::from_millis(20));
+    };
+    let _ = writer.join();
+    let said = format!("{}{}", stdout.join().unwrap(), stderr.join().unwrap());
+    (status.success(), said)
+}
+
+fn drain(mut pipe: impl Read + Send + 'static) -> thread::JoinHandle<String> {
+    thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = pipe.read_to_end(&mut bytes);
+        String::from_utf8_lossy(&bytes).into_owned()
+    })
+}
+
+/// Asserts that `promtool check metrics` accepts `exposition` with no lint at all.
+pub fn assert_clean(exposition: &str) {
+    let (ok, said) = run(&["check", "metrics"], exposition);
     assert!(
-        out.status.success() && said.trim().is_empty(),
-        "promtool check metrics: {}\n{said}\n--- exposition ---\n{exposition}",
-        out.status
+        ok && said.trim().is_empty(),
+        "promtool check metrics failed:\n{said}\n--- exposition ---\n{exposition}"
     );
 }

@@ -30,7 +30,8 @@ pub struct Builder {
 ///
 /// It answers every request with its status (200 unless set) and `ok`, after its delay, except
 /// two paths: `/echo` streams the request body back as it arrives, and `/trailers` answers
-/// `msg` followed by gRPC-style trailers (`grpc-status: 0`).
+/// `msg` followed by gRPC-style trailers (`grpc-status: 0`, or the code of a
+/// `?grpc-status=N` query).
 #[derive(Debug)]
 pub struct TestServer {
     addr: SocketAddr,
@@ -367,8 +368,18 @@ async fn answer(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Bo
     let body: Body = match req.uri().path() {
         "/echo" => req.into_body().boxed(),
         "/trailers" => {
+            // `?grpc-status=14` ends the call with that code instead of 0.
+            let code = req
+                .uri()
+                .query()
+                .and_then(|q| q.strip_prefix("grpc-status="))
+                .and_then(|c| c.parse::<u8>().ok())
+                .unwrap_or(0);
             let mut trailers = HeaderMap::new();
-            trailers.insert("grpc-status", hyper::header::HeaderValue::from_static("0"));
+            trailers.insert(
+                "grpc-status",
+                hyper::header::HeaderValue::from(u16::from(code)),
+            );
             Full::new(Bytes::from_static(b"msg"))
                 .map_err(|never| match never {})
                 .with_trailers(async move { Some(Ok(trailers)) })
