@@ -8,7 +8,8 @@
 //! - [`text`]: the final report (totals, percentiles for latency and service time side by
 //!   side, the `FROM TO #REQUESTS` histogram, status codes, error kinds);
 //! - [`units`]: readable values (`260µs`, `42.1ms`, `1.71s`);
-//! - [`svg`]: a dependency-free SVG line chart (linear or "nines" axis) for HTML reports.
+//! - [`svg`]: a dependency-free SVG line chart (linear or "nines" axis) for HTML reports;
+//! - [`web`]: the same charts and units drawn in the browser, for live pages.
 
 #![warn(missing_docs)]
 
@@ -17,6 +18,7 @@ pub mod interval;
 pub mod svg;
 pub mod text;
 pub mod units;
+pub mod web;
 
 pub use change::ChangeMarker;
 pub use units::Unit;
