@@ -1,9 +1,10 @@
-//! The admin server (127.0.0.1 by default): `/metrics` (Prometheus text), `/ready` (200 when
-//! every service has an endpoint, 503 while draining), `/live` (200 while the process serves),
-//! and `/endpoints`
-//! (JSON: per service, each endpoint's address, pending attempts, balancer cost, success rate
-//! and accrual state).
+//! The admin server (127.0.0.1 by default): `/` (the dashboard, [`crate::dashboard`]),
+//! `/dashboard.json` (its figures), `/metrics` (Prometheus text), `/ready` (200 when every
+//! service has an endpoint, 503 while draining), `/live` (200 while the process serves), and
+//! `/endpoints` (JSON: per service, each endpoint's address, pending attempts, balancer cost,
+//! success rate, accrual state, ejections and last error). Every page is read-only.
 
+use crate::dashboard;
 use crate::metrics::EndpointLabels;
 use crate::shared::Shared;
 use bytes::Bytes;
@@ -25,6 +26,16 @@ pub(crate) fn serve(listener: TcpListener, shared: Arc<Shared>) -> std::io::Resu
 
 fn page(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     match req.uri().path() {
+        "/" => reply(
+            StatusCode::OK,
+            "text/html; charset=utf-8",
+            dashboard::page(),
+        ),
+        "/dashboard.json" => reply(
+            StatusCode::OK,
+            "application/json",
+            dashboard::json(shared, req.uri().query()),
+        ),
         "/metrics" => {
             refresh_gauges(shared);
             shared.metrics.response(req.headers())
@@ -48,7 +59,8 @@ fn page(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
         _ => reply(
             StatusCode::NOT_FOUND,
             "text/plain",
-            "try /metrics, /ready, /live or /endpoints\n".into(),
+            "try / (the dashboard), /dashboard.json, /metrics, /ready, /live or /endpoints\n"
+                .into(),
         ),
     }
 }

@@ -41,6 +41,10 @@ struct Counters {
     pending: AtomicU64,
     successes: AtomicU64,
     failures: AtomicU64,
+    /// Times failure accrual took it out of rotation.
+    ejections: AtomicU64,
+    /// Its last failed attempt: when, and what happened.
+    last_error: Mutex<Option<(Duration, String)>>,
     /// Its metric handles, looked up on the first attempt.
     handles: OnceLock<EndpointHandles>,
     /// Its address as a URI authority, built once rather than per attempt.
@@ -66,6 +70,34 @@ pub struct EndpointView {
     pub success_rate: f64,
     /// `alive`, `dead` or `probing`.
     pub state: &'static str,
+    /// Milliseconds until a dead endpoint is open for its probe (0: now; `null` unless dead).
+    pub probe_in_ms: Option<u64>,
+    /// Times failure accrual took it out of rotation.
+    pub ejections: u64,
+    /// Its last failed attempt (`null`: none yet).
+    pub last_error: Option<LastError>,
+}
+
+/// An endpoint's last failed attempt.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct LastError {
+    /// What happened: `HTTP 503`, `gRPC 14 (UNAVAILABLE)`, `connection refused`, ...
+    pub what: String,
+    /// How long ago, in milliseconds.
+    pub ago_ms: u64,
+}
+
+/// What an attempt that failed with `outcome` shows as its endpoint's last error.
+pub fn describe(outcome: AttemptOutcome) -> String {
+    match outcome {
+        AttemptOutcome::Status(s) => format!("HTTP {s}"),
+        AttemptOutcome::Grpc(code) => {
+            format!("gRPC {code} ({})", tailguard_record::grpc_name(code))
+        }
+        AttemptOutcome::Refused => "connection refused".into(),
+        AttemptOutcome::Reset => "connection reset".into(),
+        AttemptOutcome::Timeout => "timeout".into(),
+    }
 }
 
 #[derive(Debug)]
@@ -140,6 +172,9 @@ impl Endpoints {
                     .store(was.successes.load(Ordering::Relaxed), Ordering::Relaxed);
                 to.failures
                     .store(was.failures.load(Ordering::Relaxed), Ordering::Relaxed);
+                to.ejections
+                    .store(was.ejections.load(Ordering::Relaxed), Ordering::Relaxed);
+                *lock(&to.last_error) = lock(&was.last_error).clone();
             }
         }
         let previous = old.lock();
@@ -227,12 +262,18 @@ impl Endpoints {
             &c.failures
         };
         counter.fetch_add(1, Ordering::Relaxed);
+        if !class.success {
+            *lock(&c.last_error) = Some((now, describe(outcome)));
+        }
         let change = match (before, after) {
             (Some(Status::Alive), Some(Status::Dead { .. })) => Change::Tripped,
             (Some(Status::Probing { .. }), Some(Status::Dead { .. })) => Change::Tripped,
             (Some(b), Some(Status::Alive)) if b != Status::Alive => Change::Revived,
             _ => Change::None,
         };
+        if change == Change::Tripped {
+            c.ejections.fetch_add(1, Ordering::Relaxed);
+        }
         (class, change)
     }
 
@@ -253,6 +294,14 @@ impl Endpoints {
         self.counters[i].pending.load(Ordering::Relaxed)
     }
 
+    /// Retries the client sent so far, and how many its budget would grant now (`None`:
+    /// retries are off).
+    pub fn retries(&self, now: Duration) -> (u64, Option<u64>) {
+        let mut guard = self.lock();
+        let sent = guard.client.stats().retries;
+        (sent, guard.client.retries_left(now))
+    }
+
     /// Every slot as the admin page shows it, at `now`.
     pub fn views(&self, now: Duration) -> Vec<EndpointView> {
         let guard = self.lock();
@@ -262,6 +311,7 @@ impl Endpoints {
                 let successes = c.successes.load(Ordering::Relaxed);
                 let failures = c.failures.load(Ordering::Relaxed);
                 let total = successes + failures;
+                let status = guard.client.accrual_status(i);
                 EndpointView {
                     addr: self.addrs[i].to_string(),
                     pending: c.pending.load(Ordering::Relaxed),
@@ -273,13 +323,31 @@ impl Endpoints {
                     } else {
                         successes as f64 / total as f64
                     },
-                    state: match guard.client.accrual_status(i) {
+                    state: match status {
                         None | Some(Status::Alive) => "alive",
                         Some(Status::Dead { .. }) => "dead",
                         Some(Status::Probing { .. }) => "probing",
                     },
+                    probe_in_ms: match status {
+                        Some(Status::Dead { until, .. }) => Some(millis(until.saturating_sub(now))),
+                        _ => None,
+                    },
+                    ejections: c.ejections.load(Ordering::Relaxed),
+                    last_error: lock(&c.last_error).as_ref().map(|(at, what)| LastError {
+                        what: what.clone(),
+                        ago_ms: millis(now.saturating_sub(*at)),
+                    }),
                 }
             })
             .collect()
     }
+}
+
+/// Locks `m`, keeping what a panicked holder left (plain values).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

@@ -23,7 +23,7 @@ use crate::request_body::{BodyRules, ClientBody, ClientFault};
 use crate::response::Reply;
 use crate::service::{host_only, route, Service};
 use crate::shared::Shared;
-use crate::{grpc, hygiene};
+use crate::{grpc, hygiene, tally};
 use bytes::Bytes;
 use http::header::{HeaderValue, HOST};
 use http::{Request, Response, StatusCode, Version};
@@ -82,6 +82,9 @@ pub async fn handle(
         Err(resp) => return resp,
     };
     let started = shared.clock.now();
+    let method: Method = req.method().as_str().parse().unwrap_or(Method::Other);
+    let live = Arc::clone(service.live(&shared.live));
+    let in_flight = live.start();
     let resp = match service.admit() {
         None => reply.error(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -94,7 +97,9 @@ pub async fn handle(
     handles.requests(m, resp.status().as_u16()).inc();
     let elapsed = shared.clock.now().saturating_sub(started);
     handles.latency.observe(elapsed.as_secs_f64());
-    resp
+    drop(in_flight);
+    let classifier = service.config.arm.classifier;
+    tally::count(resp, reply, method, classifier, &live, elapsed)
 }
 
 /// The request's host: the `Host` header, else the URI's authority (HTTP/2).

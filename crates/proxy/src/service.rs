@@ -4,6 +4,7 @@
 use crate::clock::Clock;
 use crate::config::{ServiceConfig, Upstream};
 use crate::endpoints::Endpoints;
+use crate::live::{Board, Live};
 use crate::metrics::{Metrics, ServiceHandles};
 use crate::upstream::Upstreams;
 use std::sync::{Arc, OnceLock, RwLock};
@@ -20,6 +21,7 @@ pub struct Service {
     current: RwLock<Arc<Endpoints>>,
     limit: Option<Arc<Semaphore>>,
     handles: OnceLock<ServiceHandles>,
+    live: OnceLock<Arc<Live>>,
     clock: Clock,
     seed: u64,
 }
@@ -43,6 +45,7 @@ impl Service {
             current: RwLock::new(Arc::new(endpoints)),
             limit,
             handles: OnceLock::new(),
+            live: OnceLock::new(),
             clock,
             seed,
         })
@@ -71,6 +74,11 @@ impl Service {
     pub fn handles(&self, metrics: &Metrics) -> &ServiceHandles {
         self.handles
             .get_or_init(|| ServiceHandles::new(metrics, &self.config.name))
+    }
+
+    /// This service's dashboard figures, looked up on `board` the first time.
+    pub fn live(&self, board: &Board) -> &Arc<Live> {
+        self.live.get_or_init(|| board.service(&self.config.name))
     }
 
     /// A place for one more request in flight, or `None` when the service is at its limit.

@@ -1,6 +1,7 @@
 //! The state every connection of a running proxy shares.
 
 use crate::clock::Clock;
+use crate::live;
 use crate::metrics::Metrics;
 use crate::service::Service;
 use crate::tls;
@@ -13,6 +14,8 @@ pub struct Shared {
     pub clock: Clock,
     /// Every metric.
     pub metrics: Metrics,
+    /// What the dashboard shows, per service.
+    pub(crate) live: live::Board,
     pub(crate) services: RwLock<Arc<Vec<Arc<Service>>>>,
     /// Set when shutdown begins: `/ready` answers 503 while requests in flight finish.
     pub(crate) draining: std::sync::atomic::AtomicBool,

@@ -6,7 +6,7 @@ use crate::config::{self, Config, ConfigError, Discovery, Limits, Upstream};
 use crate::metrics::Metrics;
 use crate::service::Service;
 use crate::shared::Shared;
-use crate::{admin, discovery, dns, listener, tls, yaml};
+use crate::{admin, dashboard, discovery, dns, listener, live, tls, yaml};
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock, Weak};
 use tailguard_http::admin::AdminServer;
@@ -90,6 +90,7 @@ pub async fn start(config: Config) -> Result<Proxy, StartError> {
     let shared = Arc::new(Shared {
         clock,
         metrics: Metrics::new(),
+        live: live::Board::default(),
         services: RwLock::new(Arc::new(services)),
         draining: std::sync::atomic::AtomicBool::new(false),
         tls: tls::Current::new(acceptor),
@@ -101,13 +102,16 @@ pub async fn start(config: Config) -> Result<Proxy, StartError> {
     })?;
     let (stop, stopped) = watch::channel(false);
     let max_connections = connection_limit(&config.limits);
-    let tasks = vec![tokio::spawn(listener::serve(
-        listener,
-        Arc::clone(&shared),
-        config.limits,
-        max_connections,
-        stopped.clone(),
-    ))];
+    let tasks = vec![
+        tokio::spawn(listener::serve(
+            listener,
+            Arc::clone(&shared),
+            config.limits,
+            max_connections,
+            stopped.clone(),
+        )),
+        tokio::spawn(dashboard::ticker(Arc::clone(&shared), stopped.clone())),
+    ];
     let admin =
         match (admin, config.admin) {
             (Some(l), Some(addr)) => Some(admin::serve(l, Arc::clone(&shared)).map_err(

@@ -1,0 +1,227 @@
+//! The dashboard: the admin root (`/`) serves one self-contained page, which polls
+//! `/dashboard.json` once a second; scripts read the same JSON.
+//!
+//! `/dashboard.json?since=N` holds, per service, the figures over the rolling window
+//! ([`crate::live`]), requests in flight, the retry budget left, each endpoint's row (what
+//! `/endpoints` shows, one row per address, plus its share of traffic and success over the
+//! window), and the history samples after number `N` (all five minutes without `since`), so
+//! the page fetches the history once and then only what is new.
+//!
+//! A [`ticker`] task closes each service's second once a second. The page is read-only: it
+//! has no control, and the admin server binds to 127.0.0.1 unless configured otherwise.
+
+use crate::endpoints::{EndpointView, LastError};
+use crate::live::{EndpointCounts, EndpointWindow, Sample, Window, HISTORY, WINDOW};
+use crate::shared::Shared;
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::Duration;
+use tailguard_balance::{LoadKind, Policy};
+use tokio::sync::watch;
+
+/// How often the ticker closes a second, and the page polls.
+pub const TICK: Duration = Duration::from_secs(1);
+
+/// The page, with its script and style inline: nothing is fetched from elsewhere.
+const PAGE: &str = include_str!("dashboard.html");
+
+/// `/dashboard.json`.
+#[derive(Debug, Serialize)]
+pub struct Board {
+    /// When, in milliseconds since the proxy started.
+    pub at_ms: u64,
+    /// Milliseconds between samples.
+    pub tick_ms: u64,
+    /// Seconds in the rolling window.
+    pub window_s: usize,
+    /// Samples kept.
+    pub history_len: usize,
+    /// True while the proxy drains (shutting down).
+    pub draining: bool,
+    /// Every service, in routing order.
+    pub services: Vec<ServiceBoard>,
+}
+
+/// One service on the dashboard.
+#[derive(Debug, Serialize)]
+pub struct ServiceBoard {
+    /// Its name.
+    pub name: String,
+    /// Its balancer and resilience, in words.
+    pub client: String,
+    /// What an endpoint's `cost` counts: `ns` (peak EWMA round trip times `pending + 1`),
+    /// `requests` (in flight), or `null` (the balancer ignores load).
+    pub cost_unit: Option<&'static str>,
+    /// The figures over the rolling window.
+    pub window: Window,
+    /// Requests in flight now.
+    pub in_flight: u64,
+    /// Retries the budget would grant now (`null`: retries are off).
+    pub retries_left: Option<u64>,
+    /// One row per endpoint address.
+    pub endpoints: Vec<EndpointRow>,
+    /// The samples after `since`, oldest first.
+    pub history: Vec<Sample>,
+}
+
+/// One endpoint address on the dashboard: its `/endpoints` view (slots of one address
+/// joined) and its figures over the window.
+#[derive(Debug, Serialize)]
+pub struct EndpointRow {
+    /// What `/endpoints` shows.
+    #[serde(flatten)]
+    pub view: EndpointView,
+    /// Over the rolling window.
+    pub window: EndpointWindow,
+}
+
+/// The page.
+pub fn page() -> String {
+    tailguard_report::web::inline(PAGE)
+}
+
+/// `/dashboard.json` for the query string `query` (`since=N`).
+pub fn json(shared: &Shared, query: Option<&str>) -> String {
+    let since = query
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .find_map(|kv| kv.strip_prefix("since="))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    serde_json::to_string(&board(shared, since)).unwrap_or_default()
+}
+
+/// The dashboard's figures, with the history samples after `since`.
+pub fn board(shared: &Shared, since: u64) -> Board {
+    let now = shared.clock.now();
+    let services = shared
+        .services()
+        .iter()
+        .map(|s| {
+            let live = shared.live.service(&s.config.name);
+            let endpoints = s.endpoints();
+            let (_, retries_left) = endpoints.retries(now);
+            let mut windows = live.endpoint_windows();
+            let rows = by_address(endpoints.views(now))
+                .into_iter()
+                .map(|view| EndpointRow {
+                    window: windows.remove(&view.addr).unwrap_or_default(),
+                    view,
+                })
+                .collect();
+            ServiceBoard {
+                name: s.config.name.clone(),
+                client: s.config.arm.summary(),
+                cost_unit: cost_unit(&s.config.arm.policy),
+                window: live.window(),
+                in_flight: live.in_flight(),
+                retries_left,
+                endpoints: rows,
+                history: live.history_since(since),
+            }
+        })
+        .collect();
+    Board {
+        at_ms: u64::try_from(now.as_millis()).unwrap_or(u64::MAX),
+        tick_ms: u64::try_from(TICK.as_millis()).unwrap_or(1000),
+        window_s: WINDOW,
+        history_len: HISTORY,
+        draining: shared.draining(),
+        services,
+    }
+}
+
+/// What the balancer's cost counts.
+fn cost_unit(policy: &Policy) -> Option<&'static str> {
+    let load = match policy {
+        Policy::RoundRobin | Policy::Random => return None,
+        Policy::Heap => return Some("requests"),
+        Policy::BestOf { load, .. } | Policy::Aperture { load, .. } => load,
+    };
+    Some(match load {
+        LoadKind::Pending => "requests",
+        LoadKind::PeakEwma(_) => "ns",
+    })
+}
+
+/// Joins the slots of one address (an upstream with a weight fills several): counts add up,
+/// the cost is the cheapest slot's (the one a picker prefers), the state the most alive one.
+fn by_address(views: Vec<EndpointView>) -> Vec<EndpointView> {
+    let mut out: Vec<EndpointView> = Vec::new();
+    for v in views {
+        let Some(o) = out.iter_mut().find(|o| o.addr == v.addr) else {
+            out.push(v);
+            continue;
+        };
+        o.pending += v.pending;
+        o.successes += v.successes;
+        o.failures += v.failures;
+        let total = o.successes + o.failures;
+        o.success_rate = if total == 0 {
+            1.0
+        } else {
+            o.successes as f64 / total as f64
+        };
+        o.cost = match (o.cost, v.cost) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let rank = |s: &str| match s {
+            "alive" => 0,
+            "probing" => 1,
+            _ => 2,
+        };
+        if rank(v.state) < rank(o.state) {
+            o.state = v.state;
+            o.probe_in_ms = v.probe_in_ms;
+        }
+        o.ejections += v.ejections;
+        o.last_error = newest(o.last_error.take(), v.last_error);
+    }
+    out
+}
+
+fn newest(a: Option<LastError>, b: Option<LastError>) -> Option<LastError> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if b.ago_ms < a.ago_ms { b } else { a }),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Closes every service's second once a [`TICK`] until `stop` turns true.
+pub async fn ticker(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    let mut every = tokio::time::interval(TICK);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = every.tick() => tick(&shared),
+            _ = stop.wait_for(|s| *s) => break,
+        }
+    }
+}
+
+/// Closes every service's second now.
+pub fn tick(shared: &Shared) {
+    let now = shared.clock.now();
+    let seq = shared.live.next_seq();
+    let services = shared.services();
+    for s in services.iter() {
+        let endpoints = s.endpoints();
+        let counts: Vec<EndpointCounts> = endpoints
+            .views(now)
+            .into_iter()
+            .map(|v| EndpointCounts {
+                addr: v.addr,
+                attempts: v.successes + v.failures,
+                failures: v.failures,
+            })
+            .collect();
+        let (retries, _) = endpoints.retries(now);
+        shared
+            .live
+            .service(&s.config.name)
+            .tick(now, seq, &counts, retries);
+    }
+    let names: Vec<&str> = services.iter().map(|s| s.config.name.as_str()).collect();
+    shared.live.retain(&names);
+}

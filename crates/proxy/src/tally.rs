@@ -1,0 +1,121 @@
+//! A downstream response as the dashboard counts it ([`crate::live`]): its latency to the
+//! response headers (as the `request_latency_seconds` metric), and whether it succeeded by
+//! the service's own classifier, the rule failure accrual applies to attempts.
+//!
+//! A gRPC call's verdict is its `grpc-status`: in the headers of a trailers-only response,
+//! else in the trailers, so such a body is watched and a failing status counted when it
+//! arrives. A body the client drops early is not the service's failure and counts nothing.
+
+use crate::body::{BoxError, ProxyBody};
+use crate::grpc;
+use crate::live::Live;
+use crate::response::Reply;
+use bytes::Bytes;
+use http::Response;
+use hyper::body::{Body, Frame, SizeHint};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tailguard_resilience::{AttemptOutcome, Classifier, Method};
+
+/// Counts `resp` on `live`, `latency` after its request came; returns it, its body watched
+/// when the verdict comes with the trailers.
+pub fn count(
+    resp: Response<ProxyBody>,
+    reply: Reply,
+    method: Method,
+    classifier: Classifier,
+    live: &Arc<Live>,
+    latency: Duration,
+) -> Response<ProxyBody> {
+    let status = resp.status().as_u16();
+    if reply != Reply::Grpc || status != 200 {
+        let ok = classifier
+            .classify(method, AttemptOutcome::Status(status))
+            .success;
+        live.record(latency, ok);
+        return resp;
+    }
+    if let Some(code) = grpc::status(resp.headers()) {
+        let ok = classifier
+            .classify(method, AttemptOutcome::Grpc(code))
+            .success;
+        live.record(latency, ok);
+        return resp;
+    }
+    live.record(latency, true);
+    let watch = Verdict {
+        live: Some(Arc::clone(live)),
+        method,
+        classifier,
+    };
+    resp.map(|inner| ProxyBody::new(Watched { inner, watch }))
+}
+
+#[derive(Debug)]
+struct Verdict {
+    /// Taken when the verdict is counted.
+    live: Option<Arc<Live>>,
+    method: Method,
+    classifier: Classifier,
+}
+
+impl Verdict {
+    fn grpc(&mut self, code: u8) {
+        let failed = !self
+            .classifier
+            .classify(self.method, AttemptOutcome::Grpc(code))
+            .success;
+        self.fail_if(failed);
+    }
+
+    fn fail_if(&mut self, failed: bool) {
+        if let Some(live) = self.live.take() {
+            if failed {
+                live.fail();
+            }
+        }
+    }
+}
+
+/// A gRPC response body whose trailers carry the call's verdict.
+struct Watched {
+    inner: ProxyBody,
+    watch: Verdict,
+}
+
+impl Body for Watched {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(t) = frame.trailers_ref() {
+                    this.watch
+                        .grpc(grpc::status(t).unwrap_or(grpc::MISSING_STATUS));
+                }
+            }
+            // The upstream failed mid-body.
+            Poll::Ready(Some(Err(_))) => this.watch.fail_if(true),
+            // Ended without trailers: no status, which gRPC reads as a failure.
+            Poll::Ready(None) => this.watch.grpc(grpc::MISSING_STATUS),
+            Poll::Pending => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
