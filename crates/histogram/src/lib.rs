@@ -45,6 +45,9 @@ pub const MAX_US: u64 = 3_600 * 1_000_000;
 /// Significant decimal digits kept for every value.
 pub const SIGNIFICANT_DIGITS: u8 = 3;
 
+/// Significant decimal digits of a [`Histogram::compact`] histogram.
+pub const COMPACT_DIGITS: u8 = 2;
+
 /// A latency histogram in microseconds, 3 significant digits, 0 to 1 hour.
 #[derive(Clone, Debug)]
 pub struct Histogram {
@@ -68,6 +71,19 @@ impl Histogram {
     /// An empty histogram.
     pub fn new() -> Self {
         let inner = hdrhistogram::Histogram::new_with_bounds(1, MAX_US, SIGNIFICANT_DIGITS)
+            .expect("static bounds are valid");
+        Self {
+            inner,
+            saturated: 0,
+        }
+    }
+
+    /// An empty histogram that keeps [`COMPACT_DIGITS`] significant digits (a value within 1%
+    /// of itself) in about a seventh of the memory (26 KiB of counts instead of 188 KiB), for
+    /// the many one-second windows a live dashboard keeps. Merge it only with other compact
+    /// histograms.
+    pub fn compact() -> Self {
+        let inner = hdrhistogram::Histogram::new_with_bounds(1, MAX_US, COMPACT_DIGITS)
             .expect("static bounds are valid");
         Self {
             inner,

@@ -138,3 +138,24 @@ proptest! {
         prop_assert_eq!(ha, all);
     }
 }
+
+#[test]
+fn a_compact_histogram_is_within_one_percent_and_merges_with_its_kind() {
+    let mut a = Histogram::compact();
+    let mut b = Histogram::compact();
+    for ms in 1..=100 {
+        a.record(Duration::from_millis(ms));
+        b.record(Duration::from_millis(ms + 100));
+    }
+    a.merge(&b);
+    assert_eq!(a.count(), 200);
+    for (q, exact) in [(0.5, 100_000.0), (0.99, 198_000.0), (1.0, 200_000.0)] {
+        let got = a.quantile_us(q) as f64;
+        assert!(
+            (got - exact).abs() / exact <= 0.01,
+            "q{q}: {got} vs {exact}"
+        );
+    }
+    a.reset();
+    assert!(a.is_empty());
+}

@@ -31,11 +31,10 @@ fn page(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
             "text/html; charset=utf-8",
             dashboard::page(),
         ),
-        "/dashboard.json" => reply(
-            StatusCode::OK,
-            "application/json",
-            dashboard::json(shared, req.uri().query()),
-        ),
+        "/dashboard.json" => match dashboard::json(shared, req.uri().query()) {
+            Ok(json) => reply(StatusCode::OK, "application/json", json),
+            Err(why) => reply(StatusCode::BAD_REQUEST, "text/plain", why),
+        },
         "/metrics" => {
             refresh_gauges(shared);
             shared.metrics.response(req.headers())

@@ -204,8 +204,10 @@ async fn once(
         shared
             .metrics
             .client_error(&service.config.name, fault.kind());
-        let ended = Ended::Failed(fault.status(), fault.to_string());
-        return (slot, FAILED_HERE, ended);
+        let answer = request
+            .reply
+            .client_fault(fault.status(), &fault.to_string());
+        return (slot, FAILED_HERE, Ended::Response(answer));
     }
     let (outcome, ended) = match result {
         None => (

@@ -14,10 +14,9 @@ use crate::endpoints::{EndpointView, LastError};
 use crate::live::{EndpointCounts, EndpointWindow, Sample, Window, HISTORY, WINDOW};
 use crate::shared::Shared;
 use serde::Serialize;
-use std::sync::Arc;
+use std::sync::Weak;
 use std::time::Duration;
 use tailguard_balance::{LoadKind, Policy};
-use tokio::sync::watch;
 
 /// How often the ticker closes a second, and the page polls.
 pub const TICK: Duration = Duration::from_secs(1);
@@ -28,6 +27,8 @@ const PAGE: &str = include_str!("dashboard.html");
 /// `/dashboard.json`.
 #[derive(Debug, Serialize)]
 pub struct Board {
+    /// The proxy's process id: a page that sees it change starts its history afresh.
+    pub boot: u32,
     /// When, in milliseconds since the proxy started.
     pub at_ms: u64,
     /// Milliseconds between samples.
@@ -80,32 +81,42 @@ pub fn page() -> String {
     tailguard_report::web::inline(PAGE)
 }
 
-/// `/dashboard.json` for the query string `query` (`since=N`).
-pub fn json(shared: &Shared, query: Option<&str>) -> String {
-    let since = query
-        .into_iter()
-        .flat_map(|q| q.split('&'))
-        .find_map(|kv| kv.strip_prefix("since="))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
-    serde_json::to_string(&board(shared, since)).unwrap_or_default()
+/// `/dashboard.json` for the query string `query` (`since=N`, a whole number; none: the
+/// whole history), or why the query is wrong.
+pub fn json(shared: &Shared, query: Option<&str>) -> Result<String, String> {
+    let mut since = 0;
+    // Other parameters (a cache buster) are ignored.
+    for kv in query.into_iter().flat_map(|q| q.split('&')) {
+        if let Some(("since", n)) = kv.split_once('=') {
+            since = n
+                .parse()
+                .map_err(|_| format!("since: {n:?} is not a sample number\n"))?;
+        }
+    }
+    Ok(serde_json::to_string(&board(shared, since)).unwrap_or_default())
 }
 
 /// The dashboard's figures, with the history samples after `since`.
 pub fn board(shared: &Shared, since: u64) -> Board {
     let now = shared.clock.now();
+    let upto = shared.live.published();
     let services = shared
         .services()
         .iter()
         .map(|s| {
-            let live = shared.live.service(&s.config.name);
+            let live = s.live(&shared.live);
             let endpoints = s.endpoints();
             let (_, retries_left) = endpoints.retries(now);
             let mut windows = live.endpoint_windows();
+            // An endpoint with no attempt in the window has a share of none of them.
+            let none = EndpointWindow {
+                share: (!windows.is_empty()).then_some(0.0),
+                ..EndpointWindow::default()
+            };
             let rows = by_address(endpoints.views(now))
                 .into_iter()
                 .map(|view| EndpointRow {
-                    window: windows.remove(&view.addr).unwrap_or_default(),
+                    window: windows.remove(&view.addr).unwrap_or_else(|| none.clone()),
                     view,
                 })
                 .collect();
@@ -117,11 +128,12 @@ pub fn board(shared: &Shared, since: u64) -> Board {
                 in_flight: live.in_flight(),
                 retries_left,
                 endpoints: rows,
-                history: live.history_since(since),
+                history: live.history_since(since, upto),
             }
         })
         .collect();
     Board {
+        boot: std::process::id(),
         at_ms: u64::try_from(now.as_millis()).unwrap_or(u64::MAX),
         tick_ms: u64::try_from(TICK.as_millis()).unwrap_or(1000),
         window_s: WINDOW,
@@ -188,15 +200,18 @@ fn newest(a: Option<LastError>, b: Option<LastError>) -> Option<LastError> {
     }
 }
 
-/// Closes every service's second once a [`TICK`] until `stop` turns true.
-pub async fn ticker(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+/// Closes every service's second once a [`TICK`] while the proxy lives: [`crate::Proxy`]
+/// aborts it after its admin server stops, so the figures keep moving while it drains, and
+/// it ends by itself once nothing else holds `shared`.
+pub async fn ticker(shared: Weak<Shared>) {
     let mut every = tokio::time::interval(TICK);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tokio::select! {
-            _ = every.tick() => tick(&shared),
-            _ = stop.wait_for(|s| *s) => break,
-        }
+        every.tick().await;
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        tick(&shared);
     }
 }
 
@@ -217,11 +232,9 @@ pub fn tick(shared: &Shared) {
             })
             .collect();
         let (retries, _) = endpoints.retries(now);
-        shared
-            .live
-            .service(&s.config.name)
-            .tick(now, seq, &counts, retries);
+        s.live(&shared.live).tick(now, seq, &counts, retries);
     }
+    shared.live.publish(seq);
     let names: Vec<&str> = services.iter().map(|s| s.config.name.as_str()).collect();
     shared.live.retain(&names);
 }

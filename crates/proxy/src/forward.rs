@@ -154,7 +154,7 @@ async fn forward(
                     shared
                         .metrics
                         .client_error(&service.config.name, fault.kind());
-                    return reply.error(fault.status(), &fault.to_string());
+                    return reply.client_fault(fault.status(), &fault.to_string());
                 }
             };
         let sent = Outgoing {

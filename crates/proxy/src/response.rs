@@ -22,6 +22,12 @@ pub enum Reply {
     Grpc,
 }
 
+/// Marks (as a response extension) an answer to a request the client failed (a malformed,
+/// aborted, idle or too slow body): not the service's failure, so the dashboard does not count
+/// it as one, as accrual and the endpoint's success rate never see it.
+#[derive(Clone, Copy, Debug)]
+pub struct ClientsFault;
+
 impl Reply {
     /// The proxy's own answer `status` with `reason`, in this form.
     pub fn error(self, status: StatusCode, reason: &str) -> Response<ProxyBody> {
@@ -29,6 +35,13 @@ impl Reply {
             Reply::Http => local(status, reason),
             Reply::Grpc => grpc(status, reason),
         }
+    }
+
+    /// The proxy's answer to a request the client failed, marked [`ClientsFault`].
+    pub fn client_fault(self, status: StatusCode, reason: &str) -> Response<ProxyBody> {
+        let mut resp = self.error(status, reason);
+        resp.extensions_mut().insert(ClientsFault);
+        resp
     }
 }
 

@@ -76,9 +76,11 @@ impl Service {
             .get_or_init(|| ServiceHandles::new(metrics, &self.config.name))
     }
 
-    /// This service's dashboard figures, looked up on `board` the first time.
+    /// This service's dashboard figures, looked up on `board` the first time (created at
+    /// the clock's now when the board has none).
     pub fn live(&self, board: &Board) -> &Arc<Live> {
-        self.live.get_or_init(|| board.service(&self.config.name))
+        self.live
+            .get_or_init(|| board.service(&self.config.name, self.clock.now()))
     }
 
     /// A place for one more request in flight, or `None` when the service is at its limit.

@@ -63,6 +63,8 @@ pub struct Proxy {
     tasks: Vec<JoinHandle<()>>,
     /// The admin server stops last, so health checks see the drain.
     admin: Option<AdminServer>,
+    /// The dashboard's ticker, aborted after the admin server stops.
+    ticker: JoinHandle<()>,
     /// The configuration started with: a reload must not change what only a restart applies.
     started: Config,
     max_connections: usize,
@@ -102,16 +104,14 @@ pub async fn start(config: Config) -> Result<Proxy, StartError> {
     })?;
     let (stop, stopped) = watch::channel(false);
     let max_connections = connection_limit(&config.limits);
-    let tasks = vec![
-        tokio::spawn(listener::serve(
-            listener,
-            Arc::clone(&shared),
-            config.limits,
-            max_connections,
-            stopped.clone(),
-        )),
-        tokio::spawn(dashboard::ticker(Arc::clone(&shared), stopped.clone())),
-    ];
+    let tasks = vec![tokio::spawn(listener::serve(
+        listener,
+        Arc::clone(&shared),
+        config.limits,
+        max_connections,
+        stopped.clone(),
+    ))];
+    let ticker = tokio::spawn(dashboard::ticker(Arc::downgrade(&shared)));
     let admin =
         match (admin, config.admin) {
             (Some(l), Some(addr)) => Some(admin::serve(l, Arc::clone(&shared)).map_err(
@@ -130,6 +130,7 @@ pub async fn start(config: Config) -> Result<Proxy, StartError> {
         stop,
         tasks,
         admin,
+        ticker,
         started: config,
         max_connections,
     })
@@ -317,5 +318,6 @@ impl Proxy {
         if let Some(admin) = self.admin {
             admin.shutdown().await;
         }
+        self.ticker.abort();
     }
 }

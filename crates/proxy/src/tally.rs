@@ -3,13 +3,16 @@
 //! the service's own classifier, the rule failure accrual applies to attempts.
 //!
 //! A gRPC call's verdict is its `grpc-status`: in the headers of a trailers-only response,
-//! else in the trailers, so such a body is watched and a failing status counted when it
-//! arrives. A body the client drops early is not the service's failure and counts nothing.
+//! else in the trailers, so such a call is counted when its body ends: by the status in its
+//! trailers, as a failure when it ends without one (or the upstream fails mid-body), and as
+//! a request but not a failure when the client drops it first (its choice, not the
+//! service's failure). The proxy's answer to a request the client failed
+//! ([`ClientsFault`]) is not the service's failure either.
 
 use crate::body::{BoxError, ProxyBody};
 use crate::grpc;
 use crate::live::Live;
-use crate::response::Reply;
+use crate::response::{ClientsFault, Reply};
 use bytes::Bytes;
 use http::Response;
 use hyper::body::{Body, Frame, SizeHint};
@@ -30,6 +33,10 @@ pub fn count(
     latency: Duration,
 ) -> Response<ProxyBody> {
     let status = resp.status().as_u16();
+    if resp.extensions().get::<ClientsFault>().is_some() {
+        live.record(latency, true);
+        return resp;
+    }
     if reply != Reply::Grpc || status != 200 {
         let ok = classifier
             .classify(method, AttemptOutcome::Status(status))
@@ -44,9 +51,9 @@ pub fn count(
         live.record(latency, ok);
         return resp;
     }
-    live.record(latency, true);
     let watch = Verdict {
         live: Some(Arc::clone(live)),
+        latency,
         method,
         classifier,
     };
@@ -55,26 +62,25 @@ pub fn count(
 
 #[derive(Debug)]
 struct Verdict {
-    /// Taken when the verdict is counted.
+    /// Taken when the call is counted.
     live: Option<Arc<Live>>,
+    latency: Duration,
     method: Method,
     classifier: Classifier,
 }
 
 impl Verdict {
     fn grpc(&mut self, code: u8) {
-        let failed = !self
+        let ok = self
             .classifier
             .classify(self.method, AttemptOutcome::Grpc(code))
             .success;
-        self.fail_if(failed);
+        self.count(ok);
     }
 
-    fn fail_if(&mut self, failed: bool) {
+    fn count(&mut self, ok: bool) {
         if let Some(live) = self.live.take() {
-            if failed {
-                live.fail();
-            }
+            live.record(self.latency, ok);
         }
     }
 }
@@ -103,7 +109,7 @@ impl Body for Watched {
                 }
             }
             // The upstream failed mid-body.
-            Poll::Ready(Some(Err(_))) => this.watch.fail_if(true),
+            Poll::Ready(Some(Err(_))) => this.watch.count(false),
             // Ended without trailers: no status, which gRPC reads as a failure.
             Poll::Ready(None) => this.watch.grpc(grpc::MISSING_STATUS),
             Poll::Pending => {}
@@ -117,5 +123,17 @@ impl Body for Watched {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+impl Drop for Watched {
+    /// Not counted yet: either the body ended without trailers (hyper stops polling once
+    /// `is_end_stream` says so), which gRPC reads as a failure, or the client went away first.
+    fn drop(&mut self) {
+        if self.inner.is_end_stream() {
+            self.watch.grpc(grpc::MISSING_STATUS);
+        } else {
+            self.watch.count(true);
+        }
     }
 }

@@ -183,6 +183,40 @@ async fn a_grpc_status_in_the_trailers_decides_success() {
     proxy.shutdown().await;
 }
 
+/// A request whose body the client botched gets 400 from the proxy: the client's fault, so
+/// the service's success on the dashboard stays whole even when 4xx count as failures.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clients_bad_body_is_not_the_services_failure() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let backend = TestServer::start().await;
+    let mut service = ServiceConfig::new("web", vec![backend.upstream()]);
+    service.arm.classifier.four_xx_is_failure = true;
+    let proxy = start(service).await;
+    let (addr, admin) = (proxy.addr(), proxy.admin_addr().unwrap());
+    let mut s = bounded(tokio::net::TcpStream::connect(addr)).await.unwrap();
+    let raw = b"POST / HTTP/1.1\r\nHost: web\r\nConnection: close\r\n\
+                Transfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n";
+    bounded(s.write_all(raw)).await.unwrap();
+    let mut got = Vec::new();
+    bounded(s.read_to_end(&mut got)).await.unwrap();
+    assert!(
+        got.starts_with(b"HTTP/1.1 400"),
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
+    let c = client(false);
+    assert_eq!(send(&c, addr, "GET", "/").await.0, 200);
+    let ticked = eventually(Duration::from_secs(10), async || {
+        let b = get_json(&c, admin, "/dashboard.json").await;
+        board_service(&b, "web")["window"]["requests"] == 2
+    })
+    .await;
+    let board = get_json(&c, admin, "/dashboard.json").await;
+    assert!(ticked, "{board}");
+    assert_eq!(board_service(&board, "web")["window"]["success"], 1.0);
+    proxy.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_is_self_contained_and_read_only() {
     let backend = TestServer::start().await;
@@ -196,8 +230,14 @@ async fn the_page_is_self_contained_and_read_only() {
     assert!(page.contains("dashboard.json"));
     assert!(!page.contains("/*"), "every placeholder filled");
     assert_eq!(browser::network_references(&page), Vec::<String>::new());
-    // Read-only: no form, and nothing but GET is fetched.
-    assert!(!page.contains("<form") && !page.contains("method:"));
+    // Read-only: no form, and the script only reads (fetch's default method, GET).
+    assert!(!page.contains("<form") && !page.contains("POST"));
+    // A bad `since` is the client's error, said plainly.
+    let (status, _, body) = send(&c, admin, "GET", "/dashboard.json?since=abc").await;
+    assert_eq!(status, 400);
+    assert!(String::from_utf8_lossy(&body).contains("since"));
+    let (status, _, _) = send(&c, admin, "GET", "/dashboard.json?since=3&_=1").await;
+    assert_eq!(status, 200);
     proxy.shutdown().await;
 }
 
@@ -225,8 +265,18 @@ fn traffic(proxy: SocketAddr, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<
         while !stop.load(Ordering::Relaxed) {
             every.tick().await;
             let c = c.clone();
+            // Errors are ignored: requests still in flight fail when the test stops the proxy.
             tokio::spawn(async move {
-                let _ = send(&c, proxy, "GET", "/").await;
+                let req = Request::get(format!("http://{proxy}/"))
+                    .body(Full::new(Bytes::new()))
+                    .unwrap();
+                if let Ok(Ok(resp)) =
+                    tokio::time::timeout(Duration::from_secs(10), c.request(req)).await
+                {
+                    let _ =
+                        tokio::time::timeout(Duration::from_secs(10), resp.into_body().collect())
+                            .await;
+                }
             });
         }
     })
@@ -331,7 +381,7 @@ async fn the_page_shows_each_endpoint_and_a_slowed_backend_losing_share() {
         assert_eq!(row["state"], after["web"][i]["state"].as_str().unwrap());
         assert_eq!(number(&row, "success_rate"), 1.0);
         let share = number(&row, "share");
-        assert!((0.15..=0.55).contains(&share), "{addr}: share {share}");
+        assert!((0.10..=0.60).contains(&share), "{addr}: share {share}");
         assert!(
             number(&row, "cost") > 0.0,
             "peak EWMA learned a cost: {row:?}"
