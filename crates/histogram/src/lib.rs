@@ -232,6 +232,17 @@ impl Histogram {
         }
     }
 
+    /// The recorded values as `(value in µs, count)` pairs, lowest first, each value the
+    /// highest of its bucket: what a histogram keeps when it holds few distinct values
+    /// (recording them with [`Histogram::record_n_us`] into a histogram of the same kind gives
+    /// the same counts). Values clamped to the top are not marked saturated again.
+    pub fn recorded_us(&self) -> Vec<(u64, u64)> {
+        self.inner
+            .iter_recorded()
+            .map(|v| (v.value_iterated_to(), v.count_at_value()))
+            .collect()
+    }
+
     /// The underlying `hdrhistogram` value, for serialization and interop.
     pub fn as_hdr(&self) -> &hdrhistogram::Histogram<u64> {
         &self.inner

@@ -159,3 +159,21 @@ fn a_compact_histogram_is_within_one_percent_and_merges_with_its_kind() {
     a.reset();
     assert!(a.is_empty());
 }
+
+#[test]
+fn recorded_values_rebuild_the_same_counts() {
+    for mut h in [Histogram::new(), Histogram::compact()] {
+        let mut copy = h.clone();
+        copy.reset();
+        for us in [3, 3, 950, 12_345, 12_346, 2_000_000] {
+            h.record_us(us);
+        }
+        let pairs = h.recorded_us();
+        assert_eq!(pairs.iter().map(|p| p.1).sum::<u64>(), 6);
+        assert!(pairs.windows(2).all(|w| w[0].0 < w[1].0), "{pairs:?}");
+        for (us, n) in pairs {
+            copy.record_n_us(us, n);
+        }
+        assert_eq!(copy, h);
+    }
+}

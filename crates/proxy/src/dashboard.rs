@@ -11,7 +11,7 @@
 //! has no control, and the admin server binds to 127.0.0.1 unless configured otherwise.
 
 use crate::endpoints::{EndpointView, LastError};
-use crate::live::{EndpointCounts, EndpointWindow, Sample, Window, HISTORY, WINDOW};
+use crate::live::{EndpointCounts, EndpointWindow, History, Window, HISTORY, WINDOW};
 use crate::shared::Shared;
 use serde::Serialize;
 use std::sync::Weak;
@@ -62,7 +62,7 @@ pub struct ServiceBoard {
     /// One row per endpoint address.
     pub endpoints: Vec<EndpointRow>,
     /// The samples after `since`, oldest first.
-    pub history: Vec<Sample>,
+    pub history: History,
 }
 
 /// One endpoint address on the dashboard: its `/endpoints` view (slots of one address
@@ -128,7 +128,7 @@ pub fn board(shared: &Shared, since: u64) -> Board {
                 in_flight: live.in_flight(),
                 retries_left,
                 endpoints: rows,
-                history: live.history_since(since, upto),
+                history: live.history(since, upto),
             }
         })
         .collect();

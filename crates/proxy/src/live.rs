@@ -23,9 +23,8 @@ pub const WINDOW: usize = 10;
 /// Samples kept: five minutes of seconds.
 pub const HISTORY: usize = 300;
 
-/// The requests of the second being filled. Its histogram is compact (2 significant
-/// digits): a service keeps a dozen of them, and 10 services x 12 at 188 KiB each would be
-/// most of the proxy's memory.
+/// The requests of the second being filled. Its histogram is compact (2 significant digits,
+/// 26 KiB instead of 188 KiB): one per service is filled, one rebuilt for the window.
 #[derive(Debug)]
 struct Second {
     latency: Histogram,
@@ -51,10 +50,14 @@ impl Second {
     }
 }
 
-/// One closed second of the window: its requests and how long it really lasted.
+/// One closed second of the window: its latencies as `(µs, count)` pairs (a second holds
+/// few distinct values, so this is a few hundred bytes where the histogram is 26 KiB), its
+/// requests and how long it really lasted.
 #[derive(Debug)]
 struct Closed {
-    second: Second,
+    latency: Vec<(u64, u64)>,
+    requests: u64,
+    failures: u64,
     span: Duration,
 }
 
@@ -69,8 +72,9 @@ pub struct EndpointCounts {
     pub failures: u64,
 }
 
-/// One endpoint's attempts in one sample.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+/// One endpoint's attempts in one sample, written `[addr, attempts, failures]` (five minutes
+/// of samples of many endpoints are most of `/dashboard.json`).
+#[derive(Clone, Debug, PartialEq)]
 pub struct EndpointSecond {
     /// Its address, shared by every sample that names it (five minutes of 20 endpoints in 10
     /// services are 60,000 of these).
@@ -79,6 +83,12 @@ pub struct EndpointSecond {
     pub attempts: u64,
     /// Of which failed.
     pub failures: u64,
+}
+
+impl Serialize for EndpointSecond {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (&*self.addr, self.attempts, self.failures).serialize(s)
+    }
 }
 
 /// One second of a service, as the charts draw it. Latencies are of the rolling window that
@@ -211,18 +221,17 @@ impl Live {
     pub fn tick(&self, at: Duration, seq: u64, endpoints: &[EndpointCounts], retries: u64) {
         let mut kept = lock(&self.kept);
         let k = &mut *kept;
-        // The oldest second leaves the window; emptied, it is the next one filled (no
-        // allocation per tick).
-        let next = if k.window.len() >= WINDOW {
-            k.window.pop_front().map(|c| c.second)
-        } else {
-            None
+        let second = {
+            let mut filling = lock(&self.filling);
+            let closed = Closed {
+                latency: filling.latency.recorded_us(),
+                requests: filling.requests,
+                failures: filling.failures,
+                span: Duration::ZERO,
+            };
+            filling.clear();
+            closed
         };
-        let next = next.map_or_else(Second::default, |mut s| {
-            s.clear();
-            s
-        });
-        let second = std::mem::replace(&mut *lock(&self.filling), next);
         let span = at.saturating_sub(k.last_at);
         k.last_at = at;
 
@@ -273,7 +282,7 @@ impl Live {
             second.requests.saturating_sub(second.failures),
             second.requests,
         );
-        k.window.push_back(Closed { second, span });
+        k.window.push_back(Closed { span, ..second });
         while k.window.len() > WINDOW {
             k.window.pop_front();
         }
@@ -281,9 +290,11 @@ impl Live {
         merged.reset();
         let (mut requests, mut failures, mut window_span) = (0, 0, Duration::ZERO);
         for c in &k.window {
-            merged.merge(&c.second.latency);
-            requests += c.second.requests;
-            failures += c.second.failures;
+            for &(us, n) in &c.latency {
+                merged.record_n_us(us, n);
+            }
+            requests += c.requests;
+            failures += c.failures;
             window_span += c.span;
         }
         let q = |p: f64| (!merged.is_empty()).then(|| merged.quantile_us(p));
@@ -354,6 +365,7 @@ impl Live {
     }
 
     /// The samples after number `since` up to number `upto`, oldest first.
+    #[cfg(test)]
     pub fn history_since(&self, since: u64, upto: u64) -> Vec<Sample> {
         let kept = lock(&self.kept);
         kept.history
@@ -361,6 +373,36 @@ impl Live {
             .filter(|s| s.seq > since && s.seq <= upto)
             .cloned()
             .collect()
+    }
+
+    /// The samples after number `since` up to number `upto`, to be written as JSON straight
+    /// from the history (no copy of five minutes of samples per request).
+    pub fn history(self: &Arc<Self>, since: u64, upto: u64) -> History {
+        History {
+            live: Arc::clone(self),
+            since,
+            upto,
+        }
+    }
+}
+
+/// See [`Live::history`].
+#[derive(Debug)]
+pub struct History {
+    live: Arc<Live>,
+    since: u64,
+    upto: u64,
+}
+
+impl Serialize for History {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let kept = lock(&self.live.kept);
+        let (since, upto) = (self.since, self.upto);
+        s.collect_seq(
+            kept.history
+                .iter()
+                .filter(|x| x.seq > since && x.seq <= upto),
+        )
     }
 }
 
@@ -485,6 +527,10 @@ mod tests {
             1,
             "nothing past what is published"
         );
+        let live = Arc::new(live);
+        let json = serde_json::to_value(live.history(1, ALL)).unwrap();
+        assert_eq!(json[0]["seq"], 2);
+        assert_eq!(json[0]["endpoints"][0], serde_json::json!(["a", 30, 1]));
         let cur = live.window();
         assert_eq!(cur.requests, 100);
         assert_eq!(cur.span_ms, 2000);
