@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use support::{client, eventually, send, start, AsUpstream, HttpClient};
+use support::{client, eventually, grpc_call, send, start, AsUpstream, HttpClient};
 use tailguard_balance::Policy;
 use tailguard_proxy::config::ServiceConfig;
 use tailguard_resilience::{AccrualConfig, Backoff, TripPolicy};
@@ -134,23 +134,6 @@ async fn the_json_counts_requests_failures_ejections_and_the_last_error() {
         assert!(s["seq"].as_u64().unwrap() > last);
     }
     proxy.shutdown().await;
-}
-
-/// A gRPC call to the test backend's `/trailers`, ending with `code` in the trailers.
-async fn grpc_call(c: &HttpClient, proxy: SocketAddr, code: u8) -> Option<u8> {
-    let req = Request::post(format!("http://{proxy}/trailers?grpc-status={code}"))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .body(Full::new(Bytes::from_static(&[0, 0, 0, 0, 0])))
-        .unwrap();
-    let resp = bounded(c.request(req)).await.unwrap();
-    assert_eq!(resp.status(), 200);
-    assert!(
-        !resp.headers().contains_key("grpc-status"),
-        "not trailers-only"
-    );
-    let collected = bounded(resp.into_body().collect()).await.unwrap();
-    collected.trailers().and_then(tailguard_proxy::grpc::status)
 }
 
 /// gRPC answers HTTP 200 and says how the call went in its trailers: the dashboard counts a

@@ -4,15 +4,12 @@
 
 mod support;
 
-use bytes::Bytes;
-use http::Request;
-use http_body_util::{BodyExt, Full};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
-use support::{client, eventually, send, start, AsUpstream, HttpClient};
+use support::{client, eventually, grpc_call, send, start, AsUpstream, HttpClient};
 use tailguard_balance::{LoadKind, Policy};
 use tailguard_proxy::config::ServiceConfig;
 use tailguard_resilience::{AccrualConfig, Backoff, TripPolicy};
@@ -213,19 +210,6 @@ fn the_dashboard_parses_and_has_the_panels_and_variables() {
     }
 }
 
-/// A gRPC call (`content-type: application/grpc`, over HTTP/2) to the test backend's
-/// `/trailers`, which ends with `grpc-status: 0`; returns that status.
-async fn grpc_call(c: &HttpClient, proxy: SocketAddr) -> Option<u8> {
-    let req = Request::post(format!("http://{proxy}/trailers"))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .body(Full::new(Bytes::from_static(&[0, 0, 0, 0, 0])))
-        .unwrap();
-    let resp = bounded(c.request(req)).await.unwrap();
-    let collected = bounded(resp.into_body().collect()).await.unwrap();
-    collected.trailers().and_then(tailguard_proxy::grpc::status)
-}
-
 #[tokio::test]
 async fn every_metric_the_dashboard_queries_is_exported() {
     let (good, bad) = (TestServer::start().await, TestServer::start().await);
@@ -247,7 +231,7 @@ async fn every_metric_the_dashboard_queries_is_exported() {
     assert!(bad.hits() > 0, "the failing backend was never tried");
     let h2 = client(true);
     for _ in 0..5 {
-        assert_eq!(grpc_call(&h2, proxy.addr()).await, Some(0));
+        assert_eq!(grpc_call(&h2, proxy.addr(), 0).await, Some(0));
     }
     let status = malformed(proxy.addr()).await;
     assert!(status.starts_with("HTTP/1.1 400"), "{status}");

@@ -6,18 +6,16 @@
 //! after [`TIMEOUT`], and each gets a profile directory of its own under the test's
 //! [`workdir`], removed by [`clean`] after a pass (kept with `TAILGUARD_KEEP_HTML=1`).
 
-use std::io::Read;
+use crate::process::{drain, wait_or_kill};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 /// Where Debian's `chromium` package puts the browser.
 pub const CHROMIUM: &str = "/usr/bin/chromium";
 /// A browser run that has not ended by then is killed and the test fails.
 pub const TIMEOUT: Duration = Duration::from_secs(60);
-const POLL: Duration = Duration::from_millis(50);
 
 /// The browser, or `None` when it is missing and the caller asked to skip.
 ///
@@ -99,7 +97,7 @@ pub fn run(browser: &str, dir: &Path, url: &str, size: (u32, u32), extra: &[Stri
     // Drain the pipes while waiting: a full pipe would stall the browser until the timeout.
     let stdout = drain(child.stdout.take().unwrap());
     let stderr = drain(child.stderr.take().unwrap());
-    let status = wait_or_kill(&mut child);
+    let status = wait_or_kill(&mut child, TIMEOUT);
     let out = Output {
         stdout: stdout.join().unwrap(),
         stderr: stderr.join().unwrap(),
@@ -150,30 +148,6 @@ pub fn screenshot(
     flags.extend_from_slice(extra);
     run(browser, dir, url, size, &flags);
     std::fs::read(png).unwrap_or_else(|e| panic!("no screenshot at {}: {e}", png.display()))
-}
-
-fn drain(mut pipe: impl Read + Send + 'static) -> JoinHandle<String> {
-    thread::spawn(move || {
-        let mut bytes = Vec::new();
-        let _ = pipe.read_to_end(&mut bytes);
-        String::from_utf8_lossy(&bytes).into_owned()
-    })
-}
-
-/// The exit status, or `None` after killing a child that outlived [`TIMEOUT`].
-fn wait_or_kill(child: &mut Child) -> Option<std::process::ExitStatus> {
-    let mut waited = Duration::ZERO;
-    while waited < TIMEOUT {
-        if let Some(status) = child.try_wait().unwrap() {
-            return Some(status);
-        }
-        // A real sleep is the point here: the browser is a real process.
-        thread::sleep(POLL);
-        waited += POLL;
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    None
 }
 
 /// Width and height from a PNG's IHDR chunk, after checking the signature.

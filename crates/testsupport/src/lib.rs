@@ -8,8 +8,8 @@
 //! ([`Builder::start`]: with paused time, its delays are virtual). Dropping the handle stops
 //! it. [`client`] holds small clients whose every wait is bounded; [`h2wire`] speaks HTTP/2 at
 //! the byte level, for conformance tests; [`promtool`] lints a `/metrics` exposition with
-//! Prometheus's own tool; [`browser`] runs headless Chromium on a page; [`Deadline`] bounds
-//! polls of real processes.
+//! Prometheus's own tool; [`browser`] runs headless Chromium on a page; [`process`] reads a
+//! real process's output and bounds its wait; [`Deadline`] bounds polls of real processes.
 //!
 //! # Example
 //! ```
@@ -26,6 +26,7 @@
 pub mod browser;
 pub mod client;
 pub mod h2wire;
+pub mod process;
 pub mod promtool;
 mod server;
 

@@ -1,6 +1,7 @@
 //! Prometheus's own tool in tests: `promtool check metrics` on an exposition, and any other
 //! check (`check config`, `check rules`), each run bounded.
 
+use crate::process::{drain, wait_or_kill};
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::thread;
@@ -52,30 +53,12 @@ pub fn run(args: &[&str], input: &str) -> (bool, String) {
     });
     let stdout = drain(child.stdout.take().unwrap());
     let stderr = drain(child.stderr.take().unwrap());
-    let deadline = crate::Deadline::after(LIMIT);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for promtool") {
-            break status;
-        }
-        if deadline.passed() {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("promtool {args:?} still running after {LIMIT:?}: killed");
-        }
-        // A real sleep: promtool is a real process.
-        thread::sleep(Duration::from_millis(20));
+    let Some(status) = wait_or_kill(&mut child, LIMIT) else {
+        panic!("promtool {args:?} still running after {LIMIT:?}: killed");
     };
     let _ = writer.join();
     let said = format!("{}{}", stdout.join().unwrap(), stderr.join().unwrap());
     (status.success(), said)
-}
-
-fn drain(mut pipe: impl Read + Send + 'static) -> thread::JoinHandle<String> {
-    thread::spawn(move || {
-        let mut bytes = Vec::new();
-        let _ = pipe.read_to_end(&mut bytes);
-        String::from_utf8_lossy(&bytes).into_owned()
-    })
 }
 
 /// Asserts that `promtool check metrics` accepts `exposition` with no lint at all.

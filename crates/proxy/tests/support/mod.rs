@@ -82,3 +82,22 @@ pub async fn eventually(limit: Duration, mut check: impl AsyncFnMut() -> bool) -
     }
     false
 }
+
+/// A gRPC call (`content-type: application/grpc`, over HTTP/2 with `c`) through `proxy` to the
+/// test backend's `/trailers`, which answers a body, then `grpc-status: code` in its trailers
+/// (not trailers-only); returns the status the client read.
+pub async fn grpc_call(c: &HttpClient, proxy: SocketAddr, code: u8) -> Option<u8> {
+    let req = Request::post(format!("http://{proxy}/trailers?grpc-status={code}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(Full::new(Bytes::from_static(&[0, 0, 0, 0, 0])))
+        .unwrap();
+    let resp = bounded(c.request(req)).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(
+        !resp.headers().contains_key("grpc-status"),
+        "not trailers-only"
+    );
+    let collected = bounded(resp.into_body().collect()).await.unwrap();
+    collected.trailers().and_then(tailguard_proxy::grpc::status)
+}

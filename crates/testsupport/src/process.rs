@@ -1,0 +1,38 @@
+//! A real process in a test: its output read while it runs, its end awaited for a bounded
+//! time.
+
+use std::io::Read;
+use std::process::{Child, ExitStatus};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+const POLL: Duration = Duration::from_millis(20);
+
+/// Reads `pipe` to its end on a thread of its own, so a full pipe never stalls the child.
+pub fn drain(mut pipe: impl Read + Send + 'static) -> JoinHandle<String> {
+    thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = pipe.read_to_end(&mut bytes);
+        String::from_utf8_lossy(&bytes).into_owned()
+    })
+}
+
+/// The exit status of `child`, or `None` after killing it when it outlives `limit`.
+///
+/// # Panics
+/// When the child's status cannot be read.
+pub fn wait_or_kill(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let deadline = crate::Deadline::after(limit);
+    loop {
+        if let Some(status) = child.try_wait().expect("wait for the child") {
+            return Some(status);
+        }
+        if deadline.passed() {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        // A real sleep is the point here: the child is a real process.
+        thread::sleep(POLL);
+    }
+}
