@@ -225,7 +225,7 @@ async fn the_page_is_self_contained_and_read_only() {
 }
 
 /// The screenshot's size: one service's tiles, table and charts.
-const SHOT: (u32, u32) = (1280, 860);
+const SHOT: (u32, u32) = (1280, 1120);
 
 /// A `tailguard serve` fleet of three 40 ms backends on 127.0.0.1, with its control endpoint.
 /// (Slower than the peak EWMA's 30 ms default estimate, so the balancer tries all three at
