@@ -11,12 +11,12 @@
 //! has no control, and the admin server binds to 127.0.0.1 unless configured otherwise.
 
 use crate::endpoints::{EndpointView, LastError};
-use crate::live::{EndpointCounts, EndpointWindow, History, Window, HISTORY, WINDOW};
 use crate::shared::Shared;
 use serde::Serialize;
 use std::sync::Weak;
 use std::time::Duration;
 use tailguard_balance::{LoadKind, Policy};
+use tailguard_record::live::{EndpointCounts, EndpointWindow, History, Window, HISTORY, WINDOW};
 
 /// How often the ticker closes a second, and the page polls.
 pub const TICK: Duration = Duration::from_secs(1);

@@ -46,7 +46,6 @@ mod hygiene;
 mod idle;
 mod in_flight;
 mod listener;
-mod live;
 mod metrics;
 mod request_body;
 mod response;

@@ -4,11 +4,11 @@
 use crate::clock::Clock;
 use crate::config::{ServiceConfig, Upstream};
 use crate::endpoints::Endpoints;
-use crate::live::{Board, Live};
 use crate::metrics::{Metrics, ServiceHandles};
 use crate::upstream::Upstreams;
 use std::sync::{Arc, OnceLock, RwLock};
 use tailguard_client::ArmError;
+use tailguard_record::live::{Board, Live};
 use tokio::sync::Semaphore;
 
 /// One named service, running.

@@ -1,11 +1,11 @@
 //! The state every connection of a running proxy shares.
 
 use crate::clock::Clock;
-use crate::live;
 use crate::metrics::Metrics;
 use crate::service::Service;
 use crate::tls;
 use std::sync::{Arc, RwLock};
+use tailguard_record::live;
 
 /// State shared by every connection.
 #[derive(Debug)]

@@ -6,10 +6,11 @@ use crate::config::{self, Config, ConfigError, Discovery, Limits, Upstream};
 use crate::metrics::Metrics;
 use crate::service::Service;
 use crate::shared::Shared;
-use crate::{admin, dashboard, discovery, dns, listener, live, tls, yaml};
+use crate::{admin, dashboard, discovery, dns, listener, tls, yaml};
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock, Weak};
 use tailguard_http::admin::AdminServer;
+use tailguard_record::live;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 

@@ -11,7 +11,6 @@
 
 use crate::body::{BoxError, ProxyBody};
 use crate::grpc;
-use crate::live::Live;
 use crate::response::{ClientsFault, Reply};
 use bytes::Bytes;
 use http::Response;
@@ -20,6 +19,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
+use tailguard_record::live::Live;
 use tailguard_resilience::{AttemptOutcome, Classifier, Method};
 
 /// Counts `resp` on `live`, `latency` after its request came; returns it, its body watched

@@ -13,7 +13,8 @@
 //!
 //! [`Stats`] aggregates records into histograms and counters without allocating per record;
 //! one `Stats` per worker, merged at interval ends. [`RunSummary`] and [`IntervalSummary`] are
-//! the machine-readable results (`--json`).
+//! the machine-readable results (`--json`). [`live`] keeps a rolling window and five minutes
+//! of one-second samples of a request stream, for live pages (the proxy's dashboard).
 //!
 //! # Example
 //! ```
@@ -38,6 +39,7 @@
 
 #![warn(missing_docs)]
 
+pub mod live;
 mod outcome;
 mod stats;
 mod summary;

@@ -1,5 +1,6 @@
-//! What the dashboard knows of a service: its requests as they end, and, once a second, a
-//! sample of the second that ended, kept for five minutes.
+//! Live figures of a stream of requests, for dashboards (the proxy's, per service): the
+//! requests as they end, and, once a second, a sample of the second that ended, kept for five
+//! minutes.
 //!
 //! The request path only records into the second being filled (one short lock and a
 //! histogram record per request). Once a second, [`Live::tick`] closes that second: it joins
