@@ -11,7 +11,6 @@ use bytes::Bytes;
 use http::{header, Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
-use std::collections::HashMap;
 use std::sync::Arc;
 use tailguard_http::admin::{self, AdminServer};
 use tokio::net::TcpListener;
@@ -81,33 +80,24 @@ fn endpoints_json(shared: &Shared) -> String {
 
 /// Sets the per-endpoint gauges (pending, cost) from the current endpoint generations, so a
 /// scrape sees the balancer's state now and no series of a removed endpoint lingers. An address
-/// listed with a weight fills several slots: its pending attempts are summed, and its cost is
-/// that of its cheapest slot (the one a picker would prefer).
+/// listed with a weight fills several slots, joined as the dashboard joins them
+/// ([`dashboard::by_address`]): pending attempts summed, the cost of the cheapest slot (the one
+/// a picker would prefer; 0.0, an idle least-loaded endpoint, is a real value).
 fn refresh_gauges(shared: &Shared) {
-    // Summed per address first, then written: a cost of 0.0 (an idle least-loaded endpoint)
-    // is a real value, not "none yet".
-    let mut per: HashMap<EndpointLabels, (i64, Option<f64>)> = HashMap::new();
     let now = shared.clock.now();
+    let m = &shared.metrics;
+    m.pending.clear();
+    m.cost.clear();
     for service in shared.services().iter() {
-        for view in service.endpoints().views(now) {
+        for view in dashboard::by_address(service.endpoints().views(now)) {
             let labels = EndpointLabels {
                 service: service.config.name.clone(),
                 endpoint: view.addr,
             };
-            let (pending, cost) = per.entry(labels).or_default();
-            *pending += view.pending as i64;
+            m.pending.get_or_create(&labels).set(view.pending as i64);
             if let Some(c) = view.cost {
-                *cost = Some(cost.map_or(c, |known| known.min(c)));
+                m.cost.get_or_create(&labels).set(c);
             }
-        }
-    }
-    let m = &shared.metrics;
-    m.pending.clear();
-    m.cost.clear();
-    for (labels, (pending, cost)) in per {
-        m.pending.get_or_create(&labels).set(pending);
-        if let Some(c) = cost {
-            m.cost.get_or_create(&labels).set(c);
         }
     }
 }

@@ -16,7 +16,7 @@ use serde::Serialize;
 use std::sync::Weak;
 use std::time::Duration;
 use tailguard_balance::{LoadKind, Policy};
-use tailguard_record::live::{EndpointCounts, EndpointWindow, History, Window, HISTORY, WINDOW};
+use tailguard_record::live::{EndpointWindow, History, Window, HISTORY, WINDOW};
 
 /// How often the ticker closes a second, and the page polls.
 pub const TICK: Duration = Duration::from_secs(1);
@@ -158,7 +158,7 @@ fn cost_unit(policy: &Policy) -> Option<&'static str> {
 
 /// Joins the slots of one address (an upstream with a weight fills several): counts add up,
 /// the cost is the cheapest slot's (the one a picker prefers), the state the most alive one.
-fn by_address(views: Vec<EndpointView>) -> Vec<EndpointView> {
+pub fn by_address(views: Vec<EndpointView>) -> Vec<EndpointView> {
     let mut out: Vec<EndpointView> = Vec::new();
     for v in views {
         let Some(o) = out.iter_mut().find(|o| o.addr == v.addr) else {
@@ -222,17 +222,9 @@ pub fn tick(shared: &Shared) {
     let services = shared.services();
     for s in services.iter() {
         let endpoints = s.endpoints();
-        let counts: Vec<EndpointCounts> = endpoints
-            .views(now)
-            .into_iter()
-            .map(|v| EndpointCounts {
-                addr: v.addr,
-                attempts: v.successes + v.failures,
-                failures: v.failures,
-            })
-            .collect();
         let (retries, _) = endpoints.retries(now);
-        s.live(&shared.live).tick(now, seq, &counts, retries);
+        s.live(&shared.live)
+            .tick(now, seq, &endpoints.counts(), retries);
     }
     shared.live.publish(seq);
     let names: Vec<&str> = services.iter().map(|s| s.config.name.as_str()).collect();

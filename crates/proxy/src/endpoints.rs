@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 use tailguard_client::{ArmConfig, ArmError, Client};
+use tailguard_record::live::EndpointCounts;
 use tailguard_resilience::accrual::Status;
 use tailguard_resilience::{AttemptOutcome, Class, Method, Ticket};
 
@@ -300,6 +301,23 @@ impl Endpoints {
         let mut guard = self.lock();
         let sent = guard.client.stats().retries;
         (sent, guard.client.retries_left(now))
+    }
+
+    /// Every slot's attempts and failures so far, read from its counters alone (no balancer
+    /// lock): what the dashboard's tick needs.
+    pub fn counts(&self) -> Vec<EndpointCounts> {
+        self.counters
+            .iter()
+            .zip(&self.addrs)
+            .map(|(c, addr)| {
+                let failures = c.failures.load(Ordering::Relaxed);
+                EndpointCounts {
+                    addr: addr.to_string(),
+                    attempts: c.successes.load(Ordering::Relaxed) + failures,
+                    failures,
+                }
+            })
+            .collect()
     }
 
     /// Every slot as the admin page shows it, at `now`.

@@ -83,7 +83,8 @@ pub async fn handle(
     };
     let started = shared.clock.now();
     let method: Method = req.method().as_str().parse().unwrap_or(Method::Other);
-    let live = Arc::clone(service.live(&shared.live));
+    // No reference count changes per request: the service holds its figures.
+    let live = service.live(&shared.live);
     let in_flight = live.start();
     let resp = match service.admit() {
         None => reply.error(
@@ -99,7 +100,7 @@ pub async fn handle(
     handles.latency.observe(elapsed.as_secs_f64());
     drop(in_flight);
     let classifier = service.config.arm.classifier;
-    tally::count(resp, reply, method, classifier, &live, elapsed)
+    tally::count(resp, reply, method, classifier, live, elapsed)
 }
 
 /// The request's host: the `Host` header, else the URI's authority (HTTP/2).

@@ -176,9 +176,9 @@ pub struct Live {
 
 /// One request in flight; counted out when dropped.
 #[derive(Debug)]
-pub struct Started(Arc<Live>);
+pub struct Started<'a>(&'a Live);
 
-impl Drop for Started {
+impl Drop for Started<'_> {
     fn drop(&mut self) {
         self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
@@ -198,9 +198,9 @@ impl Live {
     }
 
     /// A request of this service started: in flight until the returned value drops.
-    pub fn start(self: &Arc<Self>) -> Started {
+    pub fn start(&self) -> Started<'_> {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
-        Started(Arc::clone(self))
+        Started(self)
     }
 
     /// Requests of this service in flight now.
