@@ -365,6 +365,11 @@ impl Live {
             .collect()
     }
 
+    /// The sample the last tick closed.
+    pub fn last_sample(&self) -> Option<Sample> {
+        lock(&self.kept).history.back().cloned()
+    }
+
     /// The samples after number `since` up to number `upto`, oldest first.
     #[cfg(test)]
     pub fn history_since(&self, since: u64, upto: u64) -> Vec<Sample> {

@@ -138,6 +138,12 @@ impl Running {
             .collect()
     }
 
+    /// A handle on every backend's request counts, the ones the control endpoint shows, for a
+    /// live view of the fleet (as `bench` draws it).
+    pub fn tally(&self) -> Tally {
+        Tally(self.backends.clone())
+    }
+
     /// The control endpoint's address.
     pub fn control(&self) -> Option<SocketAddr> {
         self.control
@@ -172,6 +178,41 @@ impl Running {
             out += &format!("control  http://{addr}/backends  (metrics: http://{addr}/metrics)\n");
         }
         out
+    }
+}
+
+/// Every backend's requests so far (see [`Running::tally`]); holding it keeps no port open.
+#[derive(Clone, Debug)]
+pub struct Tally(Vec<Arc<Backend>>);
+
+/// One backend's requests decided so far.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Served {
+    /// The backend's name.
+    pub name: String,
+    /// Its address.
+    pub addr: SocketAddr,
+    /// Requests decided (answered or to be answered, closed or reset).
+    pub requests: u64,
+    /// Of which answered 5xx, closed or reset.
+    pub failed: u64,
+}
+
+impl Tally {
+    /// Each backend's counts now, in fleet order.
+    pub fn served(&self) -> Vec<Served> {
+        self.0
+            .iter()
+            .map(|b| {
+                let (ok, error, close, reset) = b.counters.totals();
+                Served {
+                    name: b.name().to_owned(),
+                    addr: b.addr,
+                    requests: ok + error + close + reset,
+                    failed: error + close + reset,
+                }
+            })
+            .collect()
     }
 }
 
