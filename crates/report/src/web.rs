@@ -3,7 +3,8 @@
 //! and one stylesheet. The proxy's dashboard and the live `bench`/`demo` page inline both, so
 //! a page needs nothing from elsewhere.
 
-/// The script: a `TG` object with `chart`, `us`, `rate`, `pct`, `number` and `esc`.
+/// The script: a `TG` object with `chart`, `us`, `rate`, `pct`, `number`, `esc`, and the
+/// pages' `tile` and `cell`.
 const CHART_JS: &str = include_str!("web/chart.js");
 
 /// The stylesheet.

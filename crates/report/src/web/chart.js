@@ -114,5 +114,15 @@ const TG = (() => {
     return o + "</svg>";
   }
 
-  return { PALETTE, esc, us, number, rate, pct, chart };
+  // A figure in a tile, and a table cell with its raw value in data-v: the pages' building
+  // blocks, and what tests read back from the DOM.
+  function tile(key, label, value) {
+    return `<div class="tile" data-k="${key}"><div class="k">${label}</div><div class="v">${value}</div></div>`;
+  }
+  function cell(key, text, value, cls) {
+    const v = value === null || value === undefined ? "" : ` data-v="${esc(value)}"`;
+    return `<td class="${cls || "num"}" data-k="${key}"${v}>${text}</td>`;
+  }
+
+  return { PALETTE, esc, us, number, rate, pct, chart, tile, cell };
 })();
