@@ -143,38 +143,105 @@ pub(crate) fn run(
             ));
         }
     }
+    let together = opts.together && arms.len() > 1;
     run.console
         .plan(traffic.duration.as_secs() * arms.len() as u64);
+    rts.board.plan(
+        &run.report.load,
+        arms.iter()
+            .map(|a| (scenario.name.clone(), a.name.clone()))
+            .collect(),
+        together,
+    );
+    if together {
+        run.report.notes.push(
+            "the arms ran at the same time, each on its own fleet (as seed 000's two clusters did)"
+                .to_owned(),
+        );
+    }
     let prediction = opts.predict.then(|| predict(scenario, &arms, &traffic));
-    for arm in &arms {
-        let path = if is_client_round_robin(arm) {
-            Path::ClientRoundRobin
-        } else {
-            Path::Proxy(Box::new(arm.clone()))
-        };
-        let plan = ArmPlan {
+    let plans: Vec<ArmPlan<'_>> = arms
+        .iter()
+        .map(|arm| ArmPlan {
             name: arm.name.clone(),
             group: scenario.name.clone(),
-            path,
+            path: if is_client_round_robin(arm) {
+                Path::ClientRoundRobin
+            } else {
+                Path::Proxy(Box::new(arm.clone()))
+            },
             fleet: &fleet,
             traffic: traffic.clone(),
-        };
-        if run.halt() {
-            break;
-        }
-        let mut done = live::run_arm(rts, run.console, &plan)?;
+            prefix: if together {
+                format!("{} | ", arm.name)
+            } else {
+                String::new()
+            },
+        })
+        .collect();
+    let finish = |run: &mut Run<'_>, mut done: live::Outcome| {
         if let Some(Ok(p)) = &prediction {
             done.arm.sim = p
                 .iter()
-                .find(|(n, _)| *n == arm.name)
+                .find(|(n, _)| *n == done.arm.name)
                 .map(|(_, s)| s.clone());
         }
         if let Some(note) = hidden_by_totals(&done.arm) {
             run.report.notes.push(note);
         }
-        if run.record(done) {
-            run.report.interrupted = true;
-            break;
+        run.record(done)
+    };
+    if together {
+        if run.halt() {
+            return Ok(());
+        }
+        let console = run.console;
+        let outcomes: Vec<Result<live::Outcome, BenchError>> = std::thread::scope(|s| {
+            let handles: Vec<_> = plans
+                .iter()
+                .map(|plan| s.spawn(move || live::run_arm(rts, console, plan)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(BenchError::Invalid("an arm panicked".into())))
+                })
+                .collect()
+        });
+        let proxies = plans
+            .iter()
+            .filter(|p| matches!(p.path, Path::Proxy(_)))
+            .count();
+        let mut first_error = None;
+        for outcome in outcomes {
+            match outcome {
+                Ok(mut done) => {
+                    // Proxies in this process share one runtime thread: its CPU is theirs
+                    // together, not one arm's.
+                    if proxies > 1 {
+                        done.arm.proxy = None;
+                    }
+                    finish(run, done);
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+    } else {
+        for plan in &plans {
+            if run.halt() {
+                break;
+            }
+            let done = live::run_arm(rts, run.console, plan)?;
+            if finish(run, done) {
+                run.report.interrupted = true;
+                break;
+            }
         }
     }
     if let Some(Err(e)) = prediction {

@@ -10,20 +10,14 @@
 //! Latency axes turn logarithmic when the values span two decades or more, so a p50 of 300 µs
 //! stays readable beside a 2 s stall.
 
-use crate::results::{ArmRun, BenchReport, IntervalPoint};
+use crate::results::{ArmRun, BenchReport, IntervalPoint, SecondPoint};
 use std::fmt::Write as _;
 use tailguard_report::svg::{escape, number, Chart, Series};
 use tailguard_report::text::final_report;
 use tailguard_report::Unit;
 
-/// Inline style: system fonts only, tables and charts that fit a laptop screen.
-const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px;color:#222}\
-table{border-collapse:collapse;margin:1em 0;font-size:14px}\
-th,td{border:1px solid #ccc;padding:4px 8px}th{background:#f3f3f3}\
-td.num{text-align:right;font-variant-numeric:tabular-nums}\
-.charts{display:flex;flex-wrap:wrap;gap:12px}\
-.charts svg{width:calc(50% - 8px);min-width:480px;height:auto;border:1px solid #ddd}\
-.warn{color:#a00;font-weight:bold}pre{font-size:12px}\
+/// What the report adds to the live page's stylesheet ([`tailguard_report::web::STYLE`]).
+const EXTRA_STYLE: &str = ".charts svg{border:1px solid #ddd}pre{font-size:12px}\
 dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px}dt{font-weight:bold}dd{margin:0}";
 
 /// One table column: its heading and how an arm fills it (`None`: nothing to show).
@@ -92,14 +86,16 @@ pub fn html(report: &BenchReport) -> String {
         out,
         "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>tailguard bench {}</title>\n<style>{STYLE}</style>\n</head>\n<body>",
-        escape(&report.scenario)
+         <title>tailguard bench {}</title>\n<style>{}{EXTRA_STYLE}</style>\n</head>\n<body>",
+        escape(&report.scenario),
+        tailguard_report::web::STYLE
     );
     intro(&mut out, report);
     for group in report.groups() {
         let arms: Vec<&ArmRun> = report.group(group).collect();
         let _ = writeln!(out, "<section>\n<h2>{}</h2>", escape(group));
         table(&mut out, &arms);
+        cards(&mut out, &arms);
         charts(&mut out, &arms, report.deadline_ms);
         load_reports(&mut out, &arms);
         out.push_str("</section>\n");
@@ -162,6 +158,122 @@ fn table(out: &mut String, arms: &[&ArmRun]) {
         out.push_str("</tr>\n");
     }
     out.push_str("</tbody>\n</table>\n");
+}
+
+/// One card per arm, side by side, as the live page showed them: the whole run's figures as
+/// tiles, then each second's latency, share of requests by backend, success and rate (the
+/// seconds exist for runs made with the live figures).
+fn cards(out: &mut String, arms: &[&ArmRun]) {
+    let values = |f: fn(&SecondPoint) -> [Option<u64>; 3]| {
+        arms.iter()
+            .flat_map(move |a| a.seconds.iter().flat_map(f))
+            .flatten()
+            .filter(|&us| us > 0)
+            .map(|us| us as f64)
+    };
+    let latencies = |s: &SecondPoint| [s.p50_us, s.p99_us, s.p999_us];
+    let lo = values(latencies).fold(f64::INFINITY, f64::min);
+    let hi = values(latencies).fold(0.0, f64::max);
+    let top_rate = arms
+        .iter()
+        .flat_map(|a| a.seconds.iter().map(|s| s.rps))
+        .fold(1.0, f64::max);
+    out.push_str("<div class=\"arms\">\n");
+    for arm in arms {
+        let l = &arm.latency_us;
+        let tile = |label: &str, value: String| {
+            format!(
+                "<div class=\"tile\"><div class=\"k\">{label}</div><div class=\"v\">{}</div></div>",
+                escape(&value)
+            )
+        };
+        let _ = writeln!(
+            out,
+            "<article><h3>{}</h3><div class=\"muted\">{}</div><div class=\"tiles\">{}{}{}{}{}</div>",
+            escape(&arm.name),
+            escape(&arm.via),
+            tile("requests/s", rate(arm.achieved_rate)),
+            tile("success", percent(arm.success_rate)),
+            tile("p50", latency(l.p50)),
+            tile("p99", latency(l.p99)),
+            tile("p99.9", latency(l.p999)),
+        );
+        if !arm.seconds.is_empty() {
+            out.push_str("<div class=\"charts\">\n");
+            let latency_range = (hi > 0.0).then_some((lo, hi));
+            for chart in second_charts(arm, latency_range, top_rate) {
+                out.push_str(&chart.svg());
+            }
+            out.push_str("</div>\n");
+        }
+        out.push_str("</article>\n");
+    }
+    out.push_str("</div>\n");
+}
+
+/// The live page's four charts of one arm, from its seconds; latency and rate on the axes the
+/// group shares.
+fn second_charts(arm: &ArmRun, latency_range: Option<(f64, f64)>, top_rate: f64) -> [Chart; 4] {
+    let over = |f: &dyn Fn(&SecondPoint) -> Option<f64>| -> Vec<(f64, f64)> {
+        arm.seconds
+            .iter()
+            .map(|s| (s.at_s, f(s).unwrap_or(f64::NAN)))
+            .collect()
+    };
+    let x_title = "seconds since the arm started";
+    let mut lat = Chart::new(format!("{}: latency (10 s window)", arm.name))
+        .x_title(x_title)
+        .y_title("latency")
+        .y_log(true)
+        .y_format(latency_tick);
+    if let Some((lo, hi)) = latency_range {
+        lat = lat.y_range(lo, hi);
+    }
+    for (i, (name, f)) in [
+        (
+            "p50",
+            (|s: &SecondPoint| s.p50_us) as fn(&SecondPoint) -> Option<u64>,
+        ),
+        ("p99", |s: &SecondPoint| s.p99_us),
+        ("p99.9", |s: &SecondPoint| s.p999_us),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        lat = lat.series(Series::new(name, over(&|s| f(s).map(|us| us as f64))).color(i));
+    }
+    let mut names: Vec<&str> = Vec::new();
+    for s in &arm.seconds {
+        for (n, _, _) in &s.backends {
+            if !names.contains(&n.as_str()) {
+                names.push(n);
+            }
+        }
+    }
+    let mut share = Chart::new(format!("{}: share of requests by backend", arm.name))
+        .x_title(x_title)
+        .y_title("%")
+        .y_range(0.0, 100.0)
+        .size(640.0, (36.0 + 18.0 * names.len() as f64 + 20.0).max(360.0));
+    for (i, name) in names.iter().enumerate() {
+        let points = over(&|s| {
+            let all: u64 = s.backends.iter().map(|b| b.1).sum();
+            let mine = s.backends.iter().find(|b| b.0 == *name).map_or(0, |b| b.1);
+            (all > 0).then(|| 100.0 * mine as f64 / all as f64)
+        });
+        share = share.series(Series::new(*name, points).color(i));
+    }
+    let success = Chart::new(format!("{}: success", arm.name))
+        .x_title(x_title)
+        .y_title("%")
+        .y_range(0.0, 100.0)
+        .series(Series::new("success", over(&|s| s.success.map(|r| 100.0 * r))).color(2));
+    let rps = Chart::new(format!("{}: requests per second", arm.name))
+        .x_title(x_title)
+        .y_title("req/s")
+        .y_range(0.0, top_rate)
+        .series(Series::new("req/s", over(&|s| Some(s.rps))));
+    [lat, share, success, rps]
 }
 
 /// The group's charts, each left out when it has nothing to draw.

@@ -12,6 +12,7 @@
 //! YAML file), plus `overhead` (seed 003) and `nagle` (seed 001), which compare paths and
 //! socket options rather than balancers.
 
+mod board;
 pub mod console;
 pub mod html;
 pub mod results;
@@ -29,7 +30,7 @@ mod run;
 
 pub use console::Console;
 pub use error::BenchError;
-pub use options::Options;
+pub use options::{Options, LIVE_ADDR};
 pub use peers::Peer;
 pub use results::{ArmRun, BenchReport, IntervalPoint, ProxyCost, SimPrediction};
 
@@ -95,7 +96,12 @@ pub fn run(name: &str, opts: &Options, console: &Console) -> Result<BenchReport,
             name.to_owned(),
         ),
     };
-    let rts = live::Runtimes::new()?;
+    let board = board::Board::new(&title, &description);
+    let mut rts = live::Runtimes::new(board)?;
+    if let Some(addr) = opts.live {
+        let at = rts.serve_page(addr, opts.live_fallback)?;
+        console.line(&format!("# live page: http://{at}/ (--no-live to skip)"));
+    }
     let mut run = Run {
         report: BenchReport {
             format: results::FORMAT,
@@ -117,6 +123,7 @@ pub fn run(name: &str, opts: &Options, console: &Console) -> Result<BenchReport,
         None if name == "overhead" => overhead::run(opts, &rts, &mut run),
         None => nagle::run(opts, &rts, &mut run),
     };
+    rts.close_page();
     console.finish();
     match result {
         Ok(()) => Ok(run.report),

@@ -1,5 +1,6 @@
 //! Running one arm live: a fresh fleet, the path the traffic takes, the load, the figures.
 
+use crate::board::{self, Arm, Board};
 use crate::console::{Console, LoadLines};
 use crate::error::BenchError;
 use crate::peers::{self, Peer};
@@ -85,10 +86,14 @@ pub(crate) struct FleetSpec {
     pub nagle: bool,
 }
 
-/// Runtimes that outlive arms: the fleet's and the in-process proxy's.
+/// Runtimes that outlive arms: the fleet's (which also runs the live page and its ticker) and
+/// the in-process proxy's; and the live figures of the run.
 pub(crate) struct Runtimes {
     fleet: tokio::runtime::Runtime,
     proxy: tokio::runtime::Runtime,
+    pub board: Arc<Board>,
+    ticker: tokio::task::JoinHandle<()>,
+    page: Option<tailguard_http::admin::AdminServer>,
 }
 
 impl std::fmt::Debug for Runtimes {
@@ -98,7 +103,7 @@ impl std::fmt::Debug for Runtimes {
 }
 
 impl Runtimes {
-    pub(crate) fn new() -> Result<Runtimes, BenchError> {
+    pub(crate) fn new(board: Arc<Board>) -> Result<Runtimes, BenchError> {
         let fleet = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("tg-fleet")
@@ -109,7 +114,52 @@ impl Runtimes {
             .thread_name(PROXY_THREAD)
             .enable_all()
             .build()?;
-        Ok(Runtimes { fleet, proxy })
+        let ticker = fleet.spawn(board::ticker(Arc::downgrade(&board)));
+        Ok(Runtimes {
+            fleet,
+            proxy,
+            board,
+            ticker,
+            page: None,
+        })
+    }
+
+    /// Serves the live page on `addr` (any free port on the same host when `fallback` and the
+    /// port is taken); returns where.
+    pub(crate) fn serve_page(
+        &mut self,
+        addr: SocketAddr,
+        fallback: bool,
+    ) -> Result<SocketAddr, BenchError> {
+        let board = Arc::clone(&self.board);
+        let server = self.fleet.block_on(async move {
+            let listener = match tailguard_http::tcp::bind(addr).await {
+                Err(e) if fallback && e.kind() == std::io::ErrorKind::AddrInUse => {
+                    tailguard_http::tcp::bind(SocketAddr::new(addr.ip(), 0)).await?
+                }
+                other => other?,
+            };
+            board.serve(listener)
+        });
+        let server = server.map_err(|e| {
+            BenchError::Invalid(format!("cannot serve the live page on {addr}: {e}"))
+        })?;
+        let bound = server.addr();
+        self.page = Some(server);
+        Ok(bound)
+    }
+
+    /// Stops the live page (its last answer says the run is over) and the ticker.
+    pub(crate) fn close_page(&mut self) {
+        self.board.close();
+        self.ticker.abort();
+        if let Some(page) = self.page.take() {
+            // Let a page that polls see `finished` once before the server goes.
+            self.fleet.block_on(async {
+                tokio::time::sleep(board::TICK + Duration::from_millis(200)).await;
+                page.shutdown().await;
+            });
+        }
     }
 }
 
@@ -130,6 +180,8 @@ pub(crate) struct ArmPlan<'a> {
     pub path: Path,
     pub fleet: &'a FleetSpec,
     pub traffic: Traffic,
+    /// Put before each of the load generator's lines (arms that run at the same time).
+    pub prefix: String,
 }
 
 /// What running an arm gave.
@@ -160,6 +212,19 @@ pub(crate) fn run_arm(
     let via = plan.path.via(backends.len());
     console.status(&format!("{} {}", plan.group, plan.name));
     console.line(&format!("## {} [{}]: {via}", plan.name, plan.group));
+    let specs = plan
+        .fleet
+        .fleet
+        .backends
+        .iter()
+        .map(|b| (b.name.clone(), describe_backend(b)))
+        .collect();
+    let live = rts.board.start(
+        (&plan.group, &plan.name, &via),
+        plan.traffic.duration,
+        fleet.tally(),
+        specs,
+    );
 
     let mut proxy = None;
     let mut child = None;
@@ -201,8 +266,8 @@ pub(crate) fn run_arm(
         (None, None) => None,
     };
     let tally = Arc::new(Tally::default());
-    let cfg = load_config(&plan.traffic, &targets, tally.clone())?;
-    let mut lines = LoadLines::new(console, "", plan.traffic.interval);
+    let cfg = load_config(&plan.traffic, &targets, tally.clone(), live.clone())?;
+    let mut lines = LoadLines::new(console, &plan.prefix, plan.traffic.interval);
     let report = tailguard_load::run(cfg, &mut lines);
     let cpu_after = match (&child, &proxy) {
         (Some(c), _) => peers::cpu_ticks(c.pid()),
@@ -257,7 +322,7 @@ pub(crate) fn run_arm(
         _ => None,
     };
     let intervals = summary.intervals.iter().map(IntervalPoint::from).collect();
-    let arm = ArmRun {
+    let mut arm = ArmRun {
         name: plan.name.clone(),
         group: plan.group.clone(),
         via,
@@ -278,7 +343,9 @@ pub(crate) fn run_arm(
         proxy: cost,
         sim: None,
         load: summary,
+        seconds: Vec::new(),
     };
+    arm.seconds = rts.board.finish(&live, &arm);
     let scheduled = (plan.traffic.rate * plan.traffic.duration.as_secs_f64()).floor() as u64;
     let note =
         (plan.traffic.rate > 0.0 && !report.interrupted && requests + 1 < scheduled).then(|| {
@@ -301,6 +368,7 @@ fn load_config(
     traffic: &Traffic,
     targets: &[SocketAddr],
     tally: Arc<Tally>,
+    live: Arc<Arm>,
 ) -> Result<LoadConfig, BenchError> {
     let targets = targets
         .iter()
@@ -340,12 +408,14 @@ fn load_config(
     let deadline_us = duration_us(traffic.deadline);
     cfg.on_record = Some(Arc::new(move |r: &Record| {
         let us = duration_us(r.latency());
+        let good = classifier.classify(r.outcome) == Class::Good;
+        live.record(r.latency(), good);
         tally
             .latency
             .lock()
             .expect("tally lock is never poisoned")
             .record_us(us);
-        if classifier.classify(r.outcome) == Class::Good {
+        if good {
             tally.good.fetch_add(1, Ordering::Relaxed);
             if us <= deadline_us {
                 tally.within_deadline.fetch_add(1, Ordering::Relaxed);
@@ -366,4 +436,21 @@ fn open_files_limit() -> u64 {
         return hard;
     }
     soft
+}
+
+/// A backend as the live page lists it: its latency, then how often it fails, if it does
+/// (`1s, 40% 500s`).
+fn describe_backend(b: &tailguard_fleet::BackendSpec) -> String {
+    let f = &b.failure;
+    let mut text = b.latency.to_string();
+    for (ratio, what) in [
+        (f.error().get(), format!("{}s", f.status())),
+        (f.close().get(), "closed".to_owned()),
+        (f.reset().get(), "reset".to_owned()),
+    ] {
+        if ratio > 0.0 {
+            text += &format!(", {}% {what}", tailguard_report::svg::number(ratio * 100.0));
+        }
+    }
+    text
 }

@@ -97,6 +97,7 @@ pub(crate) fn run(opts: &Options, rts: &Runtimes, run: &mut Run<'_>) -> Result<(
                     drain_limit: Some(Duration::from_secs(3)),
                     grpc,
                 },
+                prefix: String::new(),
             };
             if run.halt() {
                 return Ok(());

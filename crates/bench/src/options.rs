@@ -1,5 +1,6 @@
 //! How to run a scenario.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -32,9 +33,21 @@ pub struct Options {
     pub rates: Option<Vec<f64>>,
     /// `overhead`: interleaved rounds per phase, each path's median reported (default 3).
     pub rounds: Option<usize>,
+    /// Run a balancer scenario's arms at the same time, each on its own fleet (as seed 000's
+    /// two clusters ran), instead of one after another.
+    pub together: bool,
+    /// Serve the live page here while the run lasts; `None`: no page.
+    pub live: Option<SocketAddr>,
+    /// When the live page's port is taken, take any free port on the same host instead of
+    /// failing (for the default address; an address given is kept to).
+    pub live_fallback: bool,
     /// Set to stop between arms (Ctrl-C); the load generator stops itself on Ctrl-C.
     pub stop: Arc<AtomicBool>,
 }
+
+/// Where the live page is served unless told otherwise.
+pub const LIVE_ADDR: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 9902);
 
 impl Default for Options {
     fn default() -> Self {
@@ -50,6 +63,9 @@ impl Default for Options {
             grpc: false,
             rates: None,
             rounds: None,
+            together: false,
+            live: None,
+            live_fallback: false,
             stop: Arc::new(AtomicBool::new(false)),
         }
     }

@@ -162,6 +162,7 @@ impl Rounds<'_> {
                     path: path.clone(),
                     fleet: self.fleet,
                     traffic: traffic.clone(),
+                    prefix: String::new(),
                 };
                 let outcome = live::run_arm(self.rts, run.console, &plan)?;
                 let interrupted = outcome.interrupted;

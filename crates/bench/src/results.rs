@@ -71,6 +71,49 @@ pub struct ArmRun {
     pub sim: Option<SimPrediction>,
     /// The load generator's own summary (status codes, errors, send lag, histogram table).
     pub load: RunSummary,
+    /// Each second of the arm as the live page drew it (absent in results saved before it
+    /// existed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seconds: Vec<SecondPoint>,
+}
+
+/// One second of an arm, as the live page draws it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct SecondPoint {
+    /// When the second ended, seconds since the arm started.
+    pub at_s: f64,
+    /// Requests that ended in the second, per second.
+    pub rps: f64,
+    /// Good over requests that ended in the second (`null`: none ended).
+    pub success: Option<f64>,
+    /// Percentiles over the ten seconds that end with this one, microseconds (`null`: no
+    /// request in them).
+    pub p50_us: Option<u64>,
+    /// See `p50_us`.
+    pub p99_us: Option<u64>,
+    /// See `p50_us`.
+    pub p999_us: Option<u64>,
+    /// Requests each backend received in the second: `[name, requests, failed]` (a backend
+    /// that received none is left out).
+    pub backends: Vec<(String, u64, u64)>,
+}
+
+impl From<&tailguard_record::live::Sample> for SecondPoint {
+    fn from(s: &tailguard_record::live::Sample) -> Self {
+        SecondPoint {
+            at_s: s.at_ms as f64 / 1e3,
+            rps: s.rps,
+            success: s.success,
+            p50_us: s.p50_us,
+            p99_us: s.p99_us,
+            p999_us: s.p999_us,
+            backends: s
+                .endpoints
+                .iter()
+                .map(|e| (e.addr.to_string(), e.attempts, e.failures))
+                .collect(),
+        }
+    }
 }
 
 /// One interval of one arm.

@@ -60,6 +60,7 @@ pub fn from_load(label: &str, s: RunSummary) -> BenchReport {
         proxy: None,
         sim: None,
         load: s,
+        seconds: Vec::new(),
     };
     BenchReport {
         format: FORMAT,

@@ -148,6 +148,7 @@ mod tests {
             proxy: None,
             sim: None,
             load: RunSummary::default(),
+            seconds: Vec::new(),
         }
     }
 

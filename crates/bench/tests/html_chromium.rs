@@ -114,6 +114,7 @@ fn arm(name: &str, group: &str, seed: u64, p99_us: u64, spike: bool) -> ArmRun {
             within_deadline_rate: 0.98,
         }),
         load: RunSummary::default(),
+        seconds: Vec::new(),
     }
 }
 

@@ -42,6 +42,7 @@ fn arm(name: &str, group: &str, p99_us: u64) -> ArmRun {
         proxy: None,
         sim: None,
         load: RunSummary::default(),
+        seconds: Vec::new(),
     }
 }
 
@@ -140,6 +141,35 @@ fn four_charts_per_group_and_none_without_data() {
     // Curve, success and rate charts: one line per arm each.
     assert_eq!(page.matches("data-series=\"proxy\"").count(), 3);
     assert!(!page.contains("data-series=\"idle"));
+}
+
+#[test]
+fn each_arm_gets_a_card_like_the_live_page() {
+    let mut live = arm("proxy", "g", 7_000);
+    live.seconds = (1..=5_u32)
+        .map(|i| crate::results::SecondPoint {
+            at_s: f64::from(i),
+            rps: 100.0,
+            success: Some(1.0),
+            p50_us: Some(260),
+            p99_us: Some(7_000),
+            p999_us: Some(9_000),
+            // The slow backend loses its share.
+            backends: vec![
+                ("fast".into(), 50 + 8 * u64::from(i), 0),
+                ("slow".into(), 50 - 8 * u64::from(i), 0),
+            ],
+        })
+        .collect();
+    let page = html(&report(vec![arm("baseline", "g", 5_000), live]));
+    assert_eq!(page.matches("<article>").count(), 2, "a card per arm");
+    assert!(page.contains("<div class=\"k\">p99</div><div class=\"v\">7.00ms</div>"));
+    // The four charts of the live page for the arm with seconds, then the group's four.
+    assert_eq!(page.matches("<svg").count(), 8);
+    assert!(page.contains("proxy: share of requests by backend"));
+    for name in ["fast", "slow", "p99.9", "success", "req/s"] {
+        assert!(page.contains(&format!("data-series=\"{name}\"")), "{name}");
+    }
 }
 
 #[test]

@@ -14,8 +14,10 @@ const AFTER_HELP: &str = "\
 Scenarios: add-steps (seed 000), slow-middle (seed 002), overhead (seed 003), nagle (seed 001),
 gc-pause (seed 004), herd (sim's scale scenario, beyond one machine live), or a scenario file in
 the `tailguard sim` format.
-Each arm runs in turn on a fresh fleet on 127.0.0.1; an arm that is plain round robin runs in the
-load generator itself (the baseline), any other arm through a tailguard proxy.
+Each arm runs in turn on a fresh fleet on 127.0.0.1 (--together: all at once, each on its own
+fleet); an arm that is plain round robin runs in the load generator itself (the baseline), any other
+arm through a tailguard proxy. While it runs, a live page on 127.0.0.1:9902 shows every arm side by
+side (--no-live to skip).
 Example: tailguard bench add-steps --duration 30s --html add-steps.html
 Exit codes: 0 done; 2 bad input; 130 interrupted by Ctrl-C (what was measured is reported).";
 
@@ -57,6 +59,12 @@ pub struct Args {
     /// Do not run the simulator's prediction next to the live figures.
     #[arg(long)]
     no_sim: bool,
+    /// Run a balancer scenario's arms at the same time, each on its own fleet (as seed 000's
+    /// two clusters ran), instead of one after another.
+    #[arg(long)]
+    together: bool,
+    #[command(flatten)]
+    live: LiveArgs,
     /// Latency unit in reports: auto, us, ms or s.
     #[arg(long, default_value = "auto")]
     unit: Unit,
@@ -68,6 +76,27 @@ pub struct Args {
     html: Option<PathBuf>,
 }
 
+/// Where the live page goes (shared by `bench` and `demo`).
+#[derive(Debug, clap::Args)]
+pub struct LiveArgs {
+    /// Do not serve the live page.
+    #[arg(long, conflicts_with = "live_addr")]
+    no_live: bool,
+    /// Serve the live page here [default: 127.0.0.1:9902, or any free port when that is taken].
+    #[arg(long, value_name = "ADDR")]
+    live_addr: Option<std::net::SocketAddr>,
+}
+
+impl LiveArgs {
+    pub(crate) fn addr(&self) -> Option<std::net::SocketAddr> {
+        (!self.no_live).then(|| self.live_addr.unwrap_or(tailguard_bench::LIVE_ADDR))
+    }
+
+    pub(crate) fn fallback(&self) -> bool {
+        self.live_addr.is_none()
+    }
+}
+
 /// Runs `tailguard bench`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.list {
@@ -77,6 +106,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let name = args.name.clone().unwrap_or_default();
+    if args.together && matches!(name.as_str(), "overhead" | "nagle") {
+        anyhow::bail!(
+            "--together applies to balancer scenarios; overhead and nagle compare paths one at a \
+             time so each measures alone"
+        );
+    }
     if args.grpc && name != "overhead" {
         anyhow::bail!("--grpc applies to the overhead scenario only (nagle runs gRPC by itself)");
     }
@@ -99,6 +134,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         grpc: args.grpc,
         rates: (!args.rates.is_empty()).then(|| args.rates.clone()),
         rounds: args.rounds.map(usize::from),
+        together: args.together,
+        live: args.live.addr(),
+        live_fallback: args.live.fallback(),
         stop: Arc::new(AtomicBool::new(false)),
     };
     let report = execute(&name, &opts)?;

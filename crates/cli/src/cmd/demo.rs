@@ -21,15 +21,25 @@ pub struct Args {
     /// Also write the results as JSON.
     #[arg(long, value_name = "PATH")]
     json: Option<PathBuf>,
+    /// Run the two arms one after another instead of at the same time.
+    #[arg(long)]
+    one_at_a_time: bool,
+    #[command(flatten)]
+    live: super::bench::LiveArgs,
 }
 
 /// Runs `tailguard demo`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let order = if args.one_at_a_time {
+        "one after the other"
+    } else {
+        "at the same time, each on its own fleet"
+    };
     println!(
         "# tailguard demo: seed 000 (add-steps) live on 127.0.0.1: ten backends from 0 ms to 2 s,\n\
-         # the slowest two failing often; 50 clients, each at most 10 req/s. First the clients\n\
-         # balance round robin themselves (baseline), then they go through tailguard proxy\n\
-         # (peak EWMA, retries under a budget, failure accrual). {}s each.\n",
+         # the slowest two failing often; 50 clients, each at most 10 req/s. The baseline clients\n\
+         # balance round robin themselves; the others go through tailguard proxy (peak EWMA,\n\
+         # retries under a budget, failure accrual). Both arms run {order}, {}s each.\n",
         args.duration.as_secs_f64()
     );
     let opts = Options {
@@ -37,6 +47,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         interval: Some(Duration::from_secs(5)),
         unit: Unit::Auto,
         progress: true,
+        together: !args.one_at_a_time,
+        live: args.live.addr(),
+        live_fallback: args.live.fallback(),
         stop: Arc::new(AtomicBool::new(false)),
         ..Options::default()
     };
