@@ -27,7 +27,7 @@
 //! assert_eq!(d.outcome, Outcome::Respond { status: 200 });
 //! ```
 
-use crate::{Effect, Failure, Fault, LatencyDist, Outcome, Schedule, Window};
+use crate::{Capacity, Effect, Failure, Fault, LatencyDist, Outcome, Schedule, Window};
 use rand::Rng;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
@@ -138,6 +138,9 @@ pub struct BackendSpec {
     pub schedule: Schedule,
     /// Response body.
     pub body: Body,
+    /// Requests served at once, the others waiting (`None`: every request at once, its latency
+    /// whatever the load).
+    pub capacity: Option<Capacity>,
 }
 
 impl BackendSpec {
@@ -149,7 +152,25 @@ impl BackendSpec {
             failure: Failure::default(),
             schedule: Schedule::default(),
             body: Body::default(),
+            capacity: None,
         }
+    }
+
+    /// The workers at `elapsed`, the schedule's `capacity` effects applied (`None`: no
+    /// capacity). A scaled capacity keeps at least one worker.
+    pub fn workers(&self, elapsed: Duration) -> Option<u32> {
+        let base = self.capacity?.workers;
+        let mut workers = base;
+        for effect in self.schedule.effects(elapsed) {
+            match *effect {
+                Effect::CapacityScale(x) => {
+                    workers = ((f64::from(base) * x).round() as u32).max(1);
+                }
+                Effect::CapacitySet(n) => workers = n,
+                _ => {}
+            }
+        }
+        Some(workers)
     }
 
     /// What this backend does with a request that arrives `elapsed` after the fleet started.
@@ -164,7 +185,10 @@ impl BackendSpec {
                 Effect::Fail { rate, status } => failure = failure.with_error(rate, status),
                 Effect::Close(p) => failure = failure.with_close(p),
                 Effect::Reset(p) => failure = failure.with_reset(p),
-                Effect::Pause | Effect::Down => {}
+                Effect::Pause
+                | Effect::Down
+                | Effect::CapacityScale(_)
+                | Effect::CapacitySet(_) => {}
             }
         }
         Decision {

@@ -12,6 +12,10 @@
 //!     fail: {error: 0.1, status: 503, close: 0.01, reset: 0.01}
 //!     schedule: ["from 15s to 45s latency x10", "every 10s pause 5s"]
 //!     body: echo               # name (default), echo, {text: ...} or {size: BYTES}
+//!   - name: busy
+//!     latency: 20ms            # each request's service time, once a worker takes it
+//!     capacity: {workers: 8, queue: 64, status: 503}   # or just 8: see `capacity`
+//!     schedule: ["from 20s to 40s capacity x0.25"]    # a noisy neighbour
 //! ```
 //! Unknown keys are errors, and every error names the file, line and field.
 //!
@@ -25,7 +29,7 @@
 //! ```
 
 use crate::error::{from_yaml, FleetError};
-use crate::{BackendSpec, Body, Failure, LatencyDist, Schedule};
+use crate::{BackendSpec, Body, Capacity, Effect, Failure, LatencyDist, Schedule};
 use serde::Deserialize;
 use std::collections::HashSet;
 use std::path::Path;
@@ -62,6 +66,8 @@ struct RawBackend {
     body: Body,
     #[serde(default = "one")]
     replicas: usize,
+    #[serde(default)]
+    capacity: Option<Capacity>,
 }
 
 fn one() -> usize {
@@ -80,6 +86,16 @@ impl TryFrom<RawFleet> for Fleet {
             if b.replicas == 0 {
                 return Err(format!("backends[{i}].replicas: must be at least 1"));
             }
+            let rescales = b
+                .schedule
+                .faults()
+                .iter()
+                .any(|f| matches!(f.effect, Effect::CapacityScale(_) | Effect::CapacitySet(_)));
+            if rescales && b.capacity.is_none() {
+                return Err(format!(
+                    "backends[{i}].schedule: a `capacity` fault needs the backend's `capacity`"
+                ));
+            }
             let base = b.name.clone();
             for r in 0..b.replicas {
                 let name = match (&base, b.replicas) {
@@ -93,6 +109,7 @@ impl TryFrom<RawFleet> for Fleet {
                     failure: b.fail.unwrap_or_default(),
                     schedule: b.schedule.clone(),
                     body: b.body.clone(),
+                    capacity: b.capacity,
                 });
             }
         }

@@ -8,6 +8,7 @@
 //!
 //! - [`LatencyDist`]: fixed, uniform, clamped normal, log-normal, percentile table, replay.
 //! - [`Failure`]: probabilities of an error status, a close and a reset.
+//! - [`Capacity`]: workers and a waiting line, so latency grows with load ([`capacity`]).
 //! - [`Schedule`] of [`Fault`]s: "from 15s to 45s latency x10", "every 10s pause 5s", ...
 //! - [`BackendSpec::decide`], [`BackendSpec::paused_until`], [`BackendSpec::is_down`]: the
 //!   per-request model (the protocol is in [`backend`]).
@@ -34,6 +35,7 @@
 
 pub mod backend;
 mod builtin;
+pub mod capacity;
 pub mod dist;
 pub mod error;
 pub mod failure;
@@ -42,6 +44,7 @@ pub mod ratio;
 pub mod schedule;
 
 pub use backend::{BackendSpec, Body, BodyError, Decision};
+pub use capacity::Capacity;
 pub use dist::LatencyDist;
 pub use error::FleetError;
 pub use failure::{Failure, FailureError, Outcome};

@@ -217,3 +217,28 @@ fn a_scenario_can_embed_a_fleet() {
         .to_string();
     assert!(err.contains("fleet.backends[0].latency"), "{err}");
 }
+
+#[test]
+fn capacity_faults_scale_or_set_the_workers_for_their_window() {
+    let fleet = Fleet::from_yaml_str(
+        "backends: [{latency: 1ms, capacity: 6, schedule: ['from 10s to 20s capacity x0.1', \
+         'from 30s to 40s capacity 9']}, {latency: 1ms}]",
+        "t",
+    )
+    .unwrap();
+    let b = &fleet.backends[0];
+    let at = |s: u64| b.workers(Duration::from_secs(s));
+    assert_eq!(
+        (at(5), at(15), at(35), at(45)),
+        (Some(6), Some(1), Some(9), Some(6))
+    );
+    assert_eq!(fleet.backends[1].workers(Duration::ZERO), None);
+    assert_eq!(
+        b.schedule.faults()[0].to_string(),
+        "from 10s to 20s capacity x0.1"
+    );
+    for bad in ["capacity x0", "capacity 0", "capacity lots"] {
+        let fault = format!("from 1s {bad}");
+        assert!(fault.parse::<Fault>().is_err(), "{bad}");
+    }
+}

@@ -169,6 +169,53 @@ fn capacity_queues_requests_past_saturation() {
 }
 
 #[test]
+fn a_backends_own_capacity_bounds_its_line_and_a_neighbour_takes_workers() {
+    // Two workers of 10 ms each: 200 req/s. 300 req/s offered for 4 s.
+    let text = |capacity: &str, schedule: &str| {
+        format!(
+            "fleet: {{backends: [{{latency: 10ms, capacity: {capacity}, schedule: [{schedule}]}}]}}\n\
+             load: {{rate: 300, duration: 4s}}\narms: [{{name: a, balancer: {{kind: heap}}}}]\n"
+        )
+    };
+    // An unbounded line grows by 100 requests a second: the last waits about 2 s.
+    let queued = sim(&text("2", ""));
+    let a = &queued.arms[0];
+    assert!(a.latency.max_us() > ms(1_500), "{}", a.latency.max_us());
+    assert_eq!(a.success_rate(), 1.0);
+    // A line of 10 sheds the excess at once with its status; what it admits waits 60 ms at most.
+    let shed = sim(&text("{workers: 2, queue: 10, status: 503}", ""));
+    let a = &shed.arms[0];
+    assert!(a.latency.max_us() <= ms(61), "{}", a.latency.max_us());
+    let rejected = 1.0 - a.success_rate();
+    assert!(
+        (0.30..0.36).contains(&rejected),
+        "one in three shed: {rejected}"
+    );
+    // Enough workers: every request at its 10 ms.
+    let ample = sim(&text("4", ""));
+    assert!(ample.arms[0].latency.max_us() <= ms(11));
+    // A neighbour takes three quarters of six workers for a second: the line forms (100
+    // requests, half a second's wait at its end) then drains in a third of a second.
+    let neighbour = sim(&text("6", "'from 1s to 2s capacity x0.25'"));
+    let a = &neighbour.arms[0];
+    assert!(a.latency.max_us() > ms(300), "{}", a.latency.max_us());
+    assert!(a.latency.max_us() < ms(700), "{}", a.latency.max_us());
+    assert!(a.latency.quantile_us(0.5) <= ms(11));
+}
+
+#[test]
+fn a_capacity_fault_needs_a_capacity() {
+    let err = Scenario::from_yaml_str(
+        "fleet: {backends: [{latency: 1ms, schedule: ['from 1s capacity 2']}]}\n\
+         load: {rate: 10, duration: 1s}\narms: [{name: a, balancer: {kind: heap}}]\n",
+        "t.yaml",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("needs the backend's `capacity`"), "{err}");
+}
+
+#[test]
 fn a_paused_endpoint_answers_when_it_resumes() {
     let r = sim("fleet: gc-pause\nload: {rate: 10, duration: 20s}\narms: [{name: a, balancer: {kind: round-robin}}]\n");
     let a = &r.arms[0];

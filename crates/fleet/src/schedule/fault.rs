@@ -8,6 +8,7 @@
 //!         | "close" PCT | "reset" PCT            close / reset probability
 //!         | "pause" [D]                          stop reading and answering, like SIGSTOP
 //!         | "down"                               refuse connections
+//!         | "capacity" ("x" N | N)                 multiply or set the workers (see `capacity`)
 //! ```
 //! `every 10s pause 5s` pauses 5 s at the end of each 10 s period (from 5 s to 10 s, 15 s to
 //! 20 s, ...); add `from T` to choose the first start. `at 30s down` lasts until an `at 40s up`
@@ -63,6 +64,10 @@ pub enum Effect {
     Pause,
     /// Refuse connections.
     Down,
+    /// Multiply the backend's workers (a noisy neighbour); at least one remains.
+    CapacityScale(f64),
+    /// Set the backend's workers.
+    CapacitySet(u32),
 }
 
 /// An effect and when it is active.
@@ -189,11 +194,15 @@ fn parse_effect(tokens: &[&str]) -> Result<(Parsed, usize), String> {
             _ => (Parsed::Pause(None), 1),
         },
         "down" => (Parsed::Effect(Effect::Down), 1),
+        "capacity" => (
+            Parsed::Effect(capacity(need(1, "`xN` or a number of workers")?)?),
+            2,
+        ),
         "up" => (Parsed::End { pause: false }, 1),
         "resume" => (Parsed::End { pause: true }, 1),
         other => {
             return Err(format!(
-                "unknown effect `{other}`: use latency, fail, close, reset, pause or down"
+                "unknown effect `{other}`: use latency, fail, close, reset, pause, down or capacity"
             ))
         }
     };
@@ -218,6 +227,22 @@ fn latency(arg: &str) -> Result<Effect, String> {
         None => parse_duration(arg).map(Effect::LatencySet),
     }
     .map_err(|e| e.to_string())
+}
+
+fn capacity(arg: &str) -> Result<Effect, String> {
+    if let Some(factor) = arg.strip_prefix('x').or_else(|| arg.strip_prefix('*')) {
+        return factor
+            .parse::<f64>()
+            .ok()
+            .filter(|f| f.is_finite() && *f > 0.0)
+            .map(Effect::CapacityScale)
+            .ok_or_else(|| format!("`{arg}` is not a factor above 0: write e.g. `x0.25`"));
+    }
+    arg.parse::<u32>()
+        .ok()
+        .filter(|n| *n >= 1)
+        .map(Effect::CapacitySet)
+        .ok_or_else(|| format!("`{arg}` is neither `xN` nor a number of workers from 1"))
 }
 
 fn build(words: Words, parsed: Parsed) -> Result<Line, String> {
@@ -297,6 +322,8 @@ impl fmt::Display for Effect {
             Effect::Reset(r) => write!(f, "reset {r}"),
             Effect::Pause => f.write_str("pause"),
             Effect::Down => f.write_str("down"),
+            Effect::CapacityScale(x) => write!(f, "capacity x{x}"),
+            Effect::CapacitySet(n) => write!(f, "capacity {n}"),
         }
     }
 }

@@ -2,9 +2,11 @@
 //!
 //! The fleet's protocol (see `tailguard_fleet::backend`), for an attempt arriving at `t`:
 //! 1. the endpoint is down: the connection is refused at once;
-//! 2. with a capacity limit and every slot busy, the attempt waits in a FIFO queue, and its
-//!    service starts when a slot frees (attempts abandoned while queued are skipped, as a
-//!    server skips a request whose client hung up);
+//! 2. with a capacity (the backend's own, `tailguard_fleet::capacity`, or the scenario's
+//!    `servers.concurrency` for backends without one) and every worker busy, the attempt waits
+//!    in the fleet's FIFO `Line`, and its service starts when a worker frees (attempts abandoned
+//!    while queued are skipped, as a server skips a request whose client hung up); when the
+//!    line is full it is rejected at once with the capacity's status;
 //! 3. service starting at `s`: if paused at `s`, it starts when the pause ends; the fleet's
 //!    `decide` gives the latency and outcome; a response falling due during a pause leaves
 //!    when the pause ends. A pause that never ends means no response at all.
@@ -17,9 +19,9 @@ use super::request::Attempt;
 use super::slab::{Key, Slab};
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
-use std::collections::VecDeque;
 use std::time::Duration;
-use tailguard_fleet::{Fleet, Outcome};
+use tailguard_fleet::capacity::{Arrival, Line};
+use tailguard_fleet::{Capacity, Fleet, Outcome};
 use tailguard_resilience::AttemptOutcome;
 
 /// Pauses chained back to back are followed this many times before giving up on a response.
@@ -29,8 +31,8 @@ const MAX_PAUSE_CHAIN: usize = 64;
 #[derive(Debug)]
 struct Server {
     rng: Xoshiro256PlusPlus,
-    busy: u32,
-    waiting: VecDeque<Key>,
+    capacity: Option<Capacity>,
+    line: Line<Key>,
 }
 
 /// The engine's state that an endpoint step reads and writes.
@@ -45,29 +47,36 @@ pub(super) struct Step<'e> {
 #[derive(Debug)]
 pub(super) struct Endpoints {
     servers: Vec<Server>,
-    /// Each endpoint's capacity (`None`: unlimited).
-    concurrency: Option<u32>,
 }
 
 impl Endpoints {
-    /// One endpoint per seed.
-    pub(super) fn new(seeds: impl IntoIterator<Item = u64>, concurrency: Option<u32>) -> Self {
+    /// One endpoint per seed and backend of `fleet`; `concurrency` is the capacity of the
+    /// backends that have none of their own.
+    pub(super) fn new(
+        seeds: impl IntoIterator<Item = u64>,
+        fleet: &Fleet,
+        concurrency: Option<u32>,
+    ) -> Self {
         let servers = seeds
             .into_iter()
-            .map(|seed| Server {
+            .zip(&fleet.backends)
+            .map(|(seed, spec)| Server {
                 rng: Xoshiro256PlusPlus::seed_from_u64(seed),
-                busy: 0,
-                waiting: VecDeque::new(),
+                capacity: spec.capacity.or(concurrency.map(Capacity::new)),
+                line: Line::default(),
             })
             .collect();
-        Self {
-            servers,
-            concurrency,
-        }
+        Self { servers }
+    }
+
+    /// Endpoint `endpoint`'s workers at `now`, if it has a capacity.
+    fn workers(&self, endpoint: usize, fleet: &Fleet, now: Duration) -> Option<u32> {
+        let cap = self.servers[endpoint].capacity?;
+        Some(fleet.backends[endpoint].workers(now).unwrap_or(cap.workers))
     }
 
     /// Steps 1 and 2.
-    pub(super) fn accept(&mut self, endpoint: usize, attempt: Key, step: Step<'_>) {
+    pub(super) fn accept(&mut self, endpoint: usize, attempt: Key, mut step: Step<'_>) {
         if step.fleet.backends[endpoint].is_down(step.now) {
             if let Some(a) = step.attempts.get_mut(attempt) {
                 a.outcome = AttemptOutcome::Refused;
@@ -75,22 +84,38 @@ impl Endpoints {
             step.queue.push(step.now, done(attempt, endpoint, false));
             return;
         }
-        match self.concurrency {
-            Some(limit) if self.servers[endpoint].busy >= limit => {
-                self.servers[endpoint].waiting.push_back(attempt);
+        let (Some(cap), Some(workers)) = (
+            self.servers[endpoint].capacity,
+            self.workers(endpoint, step.fleet, step.now),
+        ) else {
+            return self.start_service(endpoint, attempt, &mut step);
+        };
+        // A raised capacity serves those already waiting first.
+        let attempts = &*step.attempts;
+        let line = &mut self.servers[endpoint].line;
+        let mut ready = line.admit(workers, |k| attempts.get(*k).is_some_and(|a| a.live));
+        match line.arrive(&cap, workers, attempt) {
+            Arrival::Start(a) => ready.push(a),
+            Arrival::Wait => {}
+            Arrival::Reject(a, status) => {
+                if let Some(a) = step.attempts.get_mut(a) {
+                    a.outcome = AttemptOutcome::Status(status);
+                }
+                step.queue.push(step.now, done(attempt, endpoint, false));
             }
-            _ => self.start_service(endpoint, attempt, step),
+        }
+        for a in ready {
+            self.start_service(endpoint, a, &mut step);
         }
     }
 
-    /// Step 3.
-    fn start_service(&mut self, endpoint: usize, attempt: Key, step: Step<'_>) {
+    /// Step 3 (a worker, if the endpoint has a capacity, is already taken for it).
+    fn start_service(&mut self, endpoint: usize, attempt: Key, step: &mut Step<'_>) {
         let spec = &step.fleet.backends[endpoint];
         let server = &mut self.servers[endpoint];
         let start = spec.paused_until(step.now).unwrap_or(step.now);
         let decision = spec.decide(start, &mut server.rng);
-        let slot = self.concurrency.is_some();
-        server.busy += u32::from(slot);
+        let slot = server.capacity.is_some();
         if let Some(a) = step.attempts.get_mut(attempt) {
             a.outcome = match decision.outcome {
                 Outcome::Respond { status } => AttemptOutcome::Status(status),
@@ -102,18 +127,21 @@ impl Endpoints {
         }
     }
 
-    /// The endpoint finished an attempt: free its slot and serve the next in line (the engine
-    /// then delivers the outcome if the client still waits for it).
-    pub(super) fn on_done(&mut self, endpoint: usize, slot: bool, step: Step<'_>) {
+    /// The endpoint finished an attempt: free its worker and serve the next in line (the
+    /// engine then delivers the outcome if the client still waits for it).
+    pub(super) fn on_done(&mut self, endpoint: usize, slot: bool, mut step: Step<'_>) {
         if !slot {
             return;
         }
-        self.servers[endpoint].busy -= 1;
-        while let Some(next) = self.servers[endpoint].waiting.pop_front() {
-            if step.attempts.get(next).is_some_and(|a| a.live) {
-                self.start_service(endpoint, next, step);
-                break;
-            }
+        let workers = self
+            .workers(endpoint, step.fleet, step.now)
+            .unwrap_or(u32::MAX);
+        let attempts = &*step.attempts;
+        let ready = self.servers[endpoint]
+            .line
+            .finish(workers, |k| attempts.get(*k).is_some_and(|a| a.live));
+        for a in ready {
+            self.start_service(endpoint, a, &mut step);
         }
     }
 }
