@@ -452,5 +452,9 @@ fn describe_backend(b: &tailguard_fleet::BackendSpec) -> String {
             text += &format!(", {}% {what}", tailguard_report::svg::number(ratio * 100.0));
         }
     }
+    if let Some(c) = b.capacity {
+        text += &format!(", {}", c.workers);
+        text += if c.workers == 1 { " worker" } else { " workers" };
+    }
     text
 }

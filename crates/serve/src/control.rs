@@ -232,6 +232,12 @@ pub fn describe(backend: &Backend) -> Value {
         "fail": spec.failure.to_string(),
         "schedule": spec.schedule.faults().iter().map(ToString::to_string).collect::<Vec<_>>(),
         "body": spec.body.to_string(),
+        "capacity": spec.capacity.map(|c| json!({
+            "workers": spec.workers(backend.elapsed()).unwrap_or(c.workers),
+            "configured": c.to_string(),
+            "busy": backend.load().map_or(0, |(busy, _)| busy),
+            "waiting": backend.load().map_or(0, |(_, waiting)| waiting),
+        })),
     })
 }
 

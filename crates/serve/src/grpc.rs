@@ -110,6 +110,19 @@ pub(crate) async fn handle(
             .into_http()
             .map(Either::Right);
     }
+    // A backend with a capacity: wait for a worker, held until the call ends; the service
+    // starts when it is taken.
+    let (_worker, arrival) = match svc.backend.worker(arrival).await {
+        Ok(turn) => turn,
+        Err(status) => {
+            svc.backend
+                .counters
+                .record(tailguard_fleet::Outcome::Respond { status });
+            return Status::unavailable(format!("{} is at capacity", svc.backend.name()))
+                .into_http()
+                .map(Either::Right);
+        }
+    };
     let decision = match svc.decide(arrival, None) {
         Ok((decision, _)) => decision,
         Err(message) => {

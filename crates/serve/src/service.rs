@@ -208,6 +208,9 @@ impl BackendService {
     /// The plain-HTTP answer to any method, body included, for a request that arrived at
     /// `arrival`.
     pub(crate) fn answer(&self, req: Request<Incoming>, arrival: Instant) -> RespFuture {
+        if self.backend.spec().capacity.is_some() {
+            return RespFuture::Waiting(Box::pin(self.clone().in_turn(req, arrival)));
+        }
         let plan = match self.plan(&req, arrival) {
             Ok(plan) => plan,
             Err(message) => return RespFuture::Ready(Some(self.bad_request(message))),
@@ -226,6 +229,31 @@ impl BackendService {
             }
             plan => RespFuture::Waiting(Box::pin(self.clone().finish(req, arrival, plan))),
         }
+    }
+}
+
+impl BackendService {
+    /// A backend with a capacity: wait for a worker (or be turned away when the line is full),
+    /// then decide and answer as of the moment the service starts, holding the worker until
+    /// the answer is ready.
+    async fn in_turn(self, req: Request<Incoming>, arrival: Instant) -> Response<RespBody> {
+        let (worker, start) = match self.backend.worker(arrival).await {
+            Ok(turn) => turn,
+            Err(status) => return self.turned_away(status),
+        };
+        let resp = match self.plan(&req, start) {
+            Ok(plan) => self.clone().finish(req, start, plan).await,
+            Err(message) => self.bad_request(message),
+        };
+        drop(worker);
+        resp
+    }
+
+    /// The answer to a request the full line turned away, counted as the failure it is.
+    pub(crate) fn turned_away(&self, status: u16) -> Response<RespBody> {
+        self.backend.counters.record(Outcome::Respond { status });
+        let body = format!("{} is at capacity\n", self.backend.name());
+        plain(status, Bytes::from(body), &self.backend)
     }
 }
 

@@ -3,6 +3,11 @@
 //! The spec sits behind a lock holding an `Arc`, so a request takes a cheap snapshot and the
 //! control endpoint swaps in a changed copy (run-time changes are edits of the same
 //! [`BackendSpec`] the fleet file produced, so live behaviour stays what `decide` says).
+//!
+//! A backend with a capacity keeps the fleet's waiting [`Line`] here: a request takes a
+//! [`Worker`] ([`Backend::worker`]) before its service starts, and gives it back when dropped
+//! (answered, or its connection gone), which hands the worker to the first request still
+//! waiting. A waiting request's client that hangs up is skipped.
 
 use crate::gate::{Gate, RunState};
 use crate::metrics::Counters;
@@ -10,9 +15,11 @@ use bytes::Bytes;
 use http::HeaderValue;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
+use tailguard_fleet::capacity::{Arrival, Line};
 use tailguard_fleet::{BackendSpec, Body};
+use tokio::sync::oneshot;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tonic_health::pb::health_server::HealthServer;
@@ -54,6 +61,8 @@ pub struct Backend {
     pub health: HealthServer<HealthService>,
     spec: RwLock<Arc<BackendSpec>>,
     original: Arc<BackendSpec>,
+    /// Requests waiting for a worker: each is handed its worker through its channel.
+    line: Mutex<Line<oneshot::Sender<Worker>>>,
     seed: u64,
     connections: AtomicU64,
     body: Bytes,
@@ -85,6 +94,7 @@ impl Backend {
             health: HealthServer::new(HealthService::from_health_reporter(HealthReporter::new())),
             spec: RwLock::new(spec.clone()),
             original: spec,
+            line: Mutex::new(Line::default()),
             seed,
             connections: AtomicU64::new(0),
             body,
@@ -150,6 +160,65 @@ impl Backend {
         }
     }
 
+    /// A worker for a request that arrived at `arrival`, once one is free, and when its service
+    /// starts: at once (`None`, `arrival`) without a capacity; `Err(status)` when the line is
+    /// full (or the backend gave up on the request).
+    pub async fn worker(
+        self: &Arc<Self>,
+        arrival: Instant,
+    ) -> Result<(Option<Worker>, Instant), u16> {
+        let spec = self.spec();
+        let Some(capacity) = spec.capacity else {
+            return Ok((None, arrival));
+        };
+        let elapsed = arrival.saturating_duration_since(self.shared.start);
+        let workers = spec.workers(elapsed).unwrap_or(capacity.workers);
+        let (tx, rx) = oneshot::channel();
+        let (arrived, ready) = {
+            let mut line = lock(&self.line);
+            if capacity.queue.is_some_and(|q| line.waiting() >= q as usize) {
+                line.forget(|w| !w.is_closed());
+            }
+            let ready = line.admit(workers, |w| !w.is_closed());
+            (line.arrive(&capacity, workers, tx), ready)
+        };
+        self.hand_out(ready);
+        match arrived {
+            Arrival::Start(_) => Ok((Some(Worker(Arc::clone(self))), arrival)),
+            Arrival::Reject(_, status) => Err(status),
+            Arrival::Wait => match rx.await {
+                Ok(worker) => Ok((Some(worker), Instant::now())),
+                Err(_) => Err(capacity.status),
+            },
+        }
+    }
+
+    /// Requests in service and waiting (`None`: no capacity).
+    pub fn load(&self) -> Option<(u32, usize)> {
+        self.spec().capacity?;
+        let line = lock(&self.line);
+        Some((line.busy(), line.waiting()))
+    }
+
+    /// Gives each request whose turn came its worker; one whose client has just gone gives it
+    /// straight back.
+    fn hand_out(self: &Arc<Self>, ready: Vec<oneshot::Sender<Worker>>) {
+        for tx in ready {
+            // A failed send returns the worker, which is dropped: released again.
+            let _ = tx.send(Worker(Arc::clone(self)));
+        }
+    }
+
+    fn release(self: &Arc<Self>) {
+        let spec = self.spec();
+        let workers = spec
+            .workers(self.elapsed())
+            .or(spec.capacity.map(|c| c.workers))
+            .unwrap_or(u32::MAX);
+        let ready = lock(&self.line).finish(workers, |w| !w.is_closed());
+        self.hand_out(ready);
+    }
+
     /// A seed for the next connection's RNG: the backend's seed and the connection's sequence
     /// number mixed, so one connection's decisions reproduce run to run.
     pub fn next_connection_seed(&self) -> u64 {
@@ -171,6 +240,21 @@ impl Backend {
     pub fn fixed_body(&self) -> Bytes {
         self.body.clone()
     }
+}
+
+/// A busy worker of a backend with a capacity: the next request in line gets it when this is
+/// dropped.
+#[derive(Debug)]
+pub struct Worker(Arc<Backend>);
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.0.release();
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn fixed_body(spec: &BackendSpec) -> Bytes {

@@ -1,0 +1,108 @@
+//! A backend with a capacity serves that many requests at once: the others wait their turn in
+//! line (their latency counts from when a worker takes them), and a full line turns requests
+//! away at once with its status. The control endpoint shows the workers and the line.
+
+mod common;
+
+use common::{addr, control_get, serve};
+use std::time::Duration;
+use tailguard_testsupport::client::{raw_get, Raw};
+use tokio::time::Instant;
+
+/// Each request's status and when it ended, from a common start.
+async fn timed(target: std::net::SocketAddr, start: Instant) -> (Raw, Duration) {
+    let raw = raw_get(target).await;
+    (raw, start.elapsed())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_worker_serves_in_turn_and_a_full_line_turns_away() {
+    let running =
+        serve("backends: [{latency: 300ms, capacity: {workers: 1, queue: 1, status: 503}}]").await;
+    let target = addr(&running, 0);
+    let start = Instant::now();
+    let first = tokio::spawn(timed(target, start));
+    // The second waits behind the first: wait until the line shows it (bounded poll).
+    let second = {
+        let mut waited = 0;
+        loop {
+            let json = control_get(&running, "/backends/0").await;
+            if json["capacity"]["busy"] == 1 {
+                break;
+            }
+            waited += 1;
+            assert!(
+                waited < 200,
+                "the first request never took the worker: {json}"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tokio::spawn(timed(target, start))
+    };
+    let mut waited = 0;
+    loop {
+        let json = control_get(&running, "/backends/0").await;
+        if json["capacity"]["waiting"] == 1 {
+            assert_eq!(json["capacity"]["workers"], 1);
+            assert_eq!(
+                json["capacity"]["configured"],
+                "1 workers, queue 1 then 503"
+            );
+            break;
+        }
+        waited += 1;
+        assert!(waited < 200, "the second request never queued: {json}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The line is full: the third is turned away at once, before the first is answered.
+    let (third, at) = timed(target, start).await;
+    assert_eq!(third, Raw::Status(503));
+    assert!(at < Duration::from_millis(300), "turned away after {at:?}");
+    let (first, first_at) = first.await.unwrap();
+    let (second, second_at) = second.await.unwrap();
+    assert_eq!((first, second), (Raw::Status(200), Raw::Status(200)));
+    // The second's 300 ms started when the first's ended.
+    assert!(
+        second_at >= first_at + Duration::from_millis(300),
+        "first {first_at:?}, second {second_at:?}"
+    );
+    let json = control_get(&running, "/backends/0").await;
+    assert_eq!(json["requests"]["ok"], 2);
+    assert_eq!(json["requests"]["error"], 1);
+    assert_eq!(json["capacity"]["busy"], 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_hangs_up_while_waiting_gives_its_turn_away() {
+    let running = serve("backends: [{latency: 200ms, capacity: 1}]").await;
+    let target = addr(&running, 0);
+    let start = Instant::now();
+    let first = tokio::spawn(timed(target, start));
+    let mut waited = 0;
+    while control_get(&running, "/backends/0").await["capacity"]["busy"] != 1 {
+        waited += 1;
+        assert!(waited < 200, "the first request never took the worker");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // A client queues, then hangs up before its turn.
+    let quitter = tokio::spawn(raw_get(target));
+    let mut waited = 0;
+    while control_get(&running, "/backends/0").await["capacity"]["waiting"] != 1 {
+        waited += 1;
+        assert!(waited < 200, "the quitter never queued");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    quitter.abort();
+    let _ = quitter.await;
+    let last = tokio::spawn(timed(target, start));
+    let (first, first_at) = first.await.unwrap();
+    let (last, last_at) = last.await.unwrap();
+    assert_eq!((first, last), (Raw::Status(200), Raw::Status(200)));
+    // The last waited for the first only, not for the quitter's 200 ms too (that would end
+    // it 400 ms after the first).
+    assert!(last_at >= first_at + Duration::from_millis(200));
+    assert!(
+        last_at < first_at + Duration::from_millis(330),
+        "first {first_at:?}, last {last_at:?}"
+    );
+}
