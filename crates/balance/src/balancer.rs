@@ -30,6 +30,7 @@
 //! ```
 
 use crate::load::Snapshot;
+use crate::prequal::ProbeReply;
 use rand::RngCore;
 use std::time::Duration;
 
@@ -69,6 +70,31 @@ pub trait Balance: std::fmt::Debug {
     fn snapshot(&self, endpoint: usize, now: Duration) -> Option<Snapshot> {
         let _ = (endpoint, now);
         None
+    }
+
+    /// A request sent to `endpoint` failed at `now` (an endpoint-side failure by the caller's
+    /// classifier; [`Balance::end`] is called as well). Only a probing balancer, whose replies
+    /// cannot tell a fast failure from a fast success, listens.
+    fn failed(&mut self, endpoint: usize, now: Duration) {
+        let _ = (endpoint, now);
+    }
+
+    /// The endpoints this balancer wants probed now, appended to `out` (called after each
+    /// pick; only a probing balancer wants any). The caller sends the probes off the request
+    /// path and reports each with [`Balance::probe_reply`].
+    fn probe_targets(
+        &mut self,
+        now: Duration,
+        ready: &dyn Fn(usize) -> bool,
+        rng: &mut dyn RngCore,
+        out: &mut Vec<usize>,
+    ) {
+        let _ = (now, ready, rng, out);
+    }
+
+    /// A probe of `endpoint` came back at `now` with `reply`, or failed (`None`).
+    fn probe_reply(&mut self, endpoint: usize, reply: Option<ProbeReply>, now: Duration) {
+        let _ = (endpoint, reply, now);
     }
 }
 

@@ -7,7 +7,8 @@
 //!   one-method [`load::Load`] trait.
 //! - pickers, behind the [`Balance`] trait: [`RoundRobin`], [`Random`], [`BestOf`] (power of `d`
 //!   choices, P2C at `d = 2`, full scan at `d = n`) over any estimator, [`HeapLeastLoaded`],
-//!   and [`Aperture`]. [`Policy`] builds any of them at run time.
+//!   [`Aperture`], and the probing [`Prequal`] (which also asks for probes and hears their
+//!   replies). [`Policy`] builds any of them at run time.
 //!
 //! Everything here is pure: no clock, no global RNG, no I/O, no allocation per request. Time is a
 //! [`std::time::Duration`] since an epoch the caller fixes (the simulator's virtual zero, or the
@@ -39,6 +40,7 @@ pub mod heap;
 pub mod load;
 pub mod pair;
 pub mod policy;
+pub mod prequal;
 pub mod random;
 pub mod round_robin;
 
@@ -47,5 +49,6 @@ pub use balancer::{all_ready, Balance, MAX_EFFORT};
 pub use best_of::{BestOf, Choices, ChoicesError};
 pub use heap::HeapLeastLoaded;
 pub use policy::{LoadKind, Policy, PolicyError};
+pub use prequal::{Prequal, PrequalConfig, PrequalError, ProbeReply};
 pub use random::Random;
 pub use round_robin::RoundRobin;

@@ -19,7 +19,7 @@
 use crate::load::{PeakEwma, PeakEwmaConfig, PeakEwmaError, Pending};
 use crate::{
     Aperture, ApertureConfig, ApertureError, Balance, BestOf, Choices, ChoicesError,
-    HeapLeastLoaded, Random, RoundRobin,
+    HeapLeastLoaded, Prequal, PrequalConfig, PrequalError, Random, RoundRobin,
 };
 use rand::{Rng, RngCore};
 use std::fmt;
@@ -64,6 +64,8 @@ pub enum Policy {
         /// The metric compared inside the aperture.
         load: LoadKind,
     },
+    /// Probes for requests in flight and latency; hot-cold choice ([`crate::prequal`]).
+    Prequal(PrequalConfig),
 }
 
 /// A [`Policy`] with a broken parameter.
@@ -78,6 +80,9 @@ pub enum PolicyError {
     /// The aperture parameters.
     #[error(transparent)]
     Aperture(#[from] ApertureError),
+    /// The probing parameters.
+    #[error(transparent)]
+    Prequal(#[from] PrequalError),
 }
 
 impl Policy {
@@ -96,6 +101,7 @@ impl Policy {
     pub fn validate(&self) -> Result<(), PolicyError> {
         let load = match self {
             Policy::RoundRobin | Policy::Random | Policy::Heap => return Ok(()),
+            Policy::Prequal(config) => return Ok(config.validate()?),
             Policy::BestOf { choices, load } => {
                 choices.validate()?;
                 load
@@ -131,6 +137,7 @@ impl Policy {
             }
             Policy::Random => Box::new(Random::new(n)),
             Policy::Heap => Box::new(HeapLeastLoaded::new(n)),
+            Policy::Prequal(config) => Box::new(Prequal::new(config, n, now)),
             Policy::BestOf { choices, load } => match load {
                 LoadKind::Pending => Box::new(BestOf::new(vec![Pending::default(); n], choices)),
                 LoadKind::PeakEwma(cfg) => {
@@ -182,6 +189,14 @@ impl fmt::Display for Policy {
                 load,
             } => write!(f, "full-scan {load}"),
             Policy::Aperture { load, .. } => write!(f, "aperture p2c {load}"),
+            Policy::Prequal(c) => write!(
+                f,
+                "prequal ({} probes per request, pool {}, max age {}, q_rif {})",
+                c.probes_per_query,
+                c.pool_size,
+                short(c.max_age),
+                c.q_rif
+            ),
         }
     }
 }

@@ -5,7 +5,9 @@
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use std::time::Duration;
-use tailguard_balance::{ApertureConfig, Balance, Choices, LoadKind, Policy};
+use tailguard_balance::{
+    ApertureConfig, Balance, Choices, LoadKind, Policy, PrequalConfig, ProbeReply,
+};
 
 fn policies() -> Vec<Policy> {
     let aperture = ApertureConfig::default();
@@ -31,7 +33,32 @@ fn policies() -> Vec<Policy> {
             config: aperture,
             load: LoadKind::peak_ewma(),
         },
+        Policy::Prequal(PrequalConfig::default()),
     ]
+}
+
+/// Answers the probes a probing balancer asks for after a pick, at once: each endpoint's
+/// requests in flight and a latency that grows with them (other balancers ask for none).
+fn answer_probes(
+    b: &mut dyn Balance,
+    in_flight: &[InFlight],
+    ready: &dyn Fn(usize) -> bool,
+    now: Duration,
+    rng: &mut Xoshiro256PlusPlus,
+) {
+    let mut targets = Vec::new();
+    b.probe_targets(now, ready, rng, &mut targets);
+    for t in targets {
+        assert!(ready(t), "probes go to ready endpoints only");
+        let rif = in_flight.iter().filter(|x| x.1 == t).count() as u32;
+        let reply = ProbeReply {
+            rif,
+            latency: Duration::from_millis(50 + 10 * u64::from(rif)),
+        };
+        // Now and then a probe gets no answer.
+        let reply = (!rng.random_bool(0.1)).then_some(reply);
+        b.probe_reply(t, reply, now);
+    }
 }
 
 /// One request in flight: (completion time, endpoint, send time).
@@ -75,6 +102,7 @@ fn flapping(policy: &Policy, seed: u64) {
         b.start(chosen, now);
         let latency = Duration::from_millis(rng.random_range(1..50));
         in_flight.push((now + latency, chosen, now));
+        answer_probes(b.as_mut(), &in_flight, &ready, now, &mut rng);
     }
 }
 
@@ -97,6 +125,7 @@ fn no_starvation(policy: &Policy, seed: u64) {
         b.start(chosen, now);
         let latency = Duration::from_micros(rng.random_range(45_000..55_000));
         in_flight.push((now + latency, chosen, now));
+        answer_probes(b.as_mut(), &in_flight, &|_| true, now, &mut rng);
     }
     let fair = picks as f64 / n as f64;
     for (i, &c) in counts.iter().enumerate() {

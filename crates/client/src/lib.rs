@@ -72,6 +72,8 @@ pub struct ClientStats {
     pub retries_refused: u64,
     /// Backup requests sent.
     pub hedges: u64,
+    /// Load probes asked for (a probing balancer only).
+    pub probes: u64,
 }
 
 /// The running request path of one client over `n` endpoints (see the module docs).
@@ -202,6 +204,36 @@ impl Client {
         chosen
     }
 
+    /// After a pick: the endpoints a probing balancer wants probed now, appended to `out` (ready
+    /// ones only; none for other balancers). Send each probe off the request path and report
+    /// it with [`Client::on_probe`].
+    pub fn probe_targets(&mut self, now: Duration, rng: &mut dyn RngCore, out: &mut Vec<usize>) {
+        let Self {
+            balancer,
+            accrual,
+            outlier,
+            stats,
+            ..
+        } = self;
+        let ready = |i: usize| {
+            accrual.get(i).is_none_or(|a| a.is_available(now))
+                && outlier.as_ref().is_none_or(|o| !o.is_ejected(i, now))
+        };
+        let before = out.len();
+        balancer.probe_targets(now, &ready, rng, out);
+        stats.probes += (out.len() - before) as u64;
+    }
+
+    /// A probe of `endpoint` came back at `now` with `reply`, or failed (`None`).
+    pub fn on_probe(
+        &mut self,
+        endpoint: usize,
+        reply: Option<tailguard_balance::ProbeReply>,
+        now: Duration,
+    ) {
+        self.balancer.probe_reply(endpoint, reply, now);
+    }
+
     /// Step 3: an attempt goes to `endpoint` at `now`; keep the ticket for its outcome.
     pub fn on_send(&mut self, endpoint: usize, now: Duration) -> Option<Ticket> {
         self.balancer.start(endpoint, now);
@@ -227,6 +259,9 @@ impl Client {
             _ => rtt,
         };
         self.balancer.end(endpoint, charged, now);
+        if !class.success {
+            self.balancer.failed(endpoint, now);
+        }
         if let (Some(a), Some(t)) = (self.accrual.get_mut(endpoint), ticket) {
             let transition = a.on_outcome(t, class.success, now, rng);
             if matches!(

@@ -9,6 +9,7 @@
 //! - [`LatencyDist`]: fixed, uniform, clamped normal, log-normal, percentile table, replay.
 //! - [`Failure`]: probabilities of an error status, a close and a reset.
 //! - [`Capacity`]: workers and a waiting line, so latency grows with load ([`capacity`]).
+//! - [`probe`]: what a backend answers a load probe (requests in flight, latency estimate).
 //! - [`Schedule`] of [`Fault`]s: "from 15s to 45s latency x10", "every 10s pause 5s", ...
 //! - [`BackendSpec::decide`], [`BackendSpec::paused_until`], [`BackendSpec::is_down`]: the
 //!   per-request model (the protocol is in [`backend`]).
@@ -40,6 +41,7 @@ pub mod dist;
 pub mod error;
 pub mod failure;
 pub mod fleet;
+pub mod probe;
 pub mod ratio;
 pub mod schedule;
 

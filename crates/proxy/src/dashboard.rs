@@ -148,6 +148,8 @@ fn cost_unit(policy: &Policy) -> Option<&'static str> {
     let load = match policy {
         Policy::RoundRobin | Policy::Random => return None,
         Policy::Heap => return Some("requests"),
+        // Its own round trips times requests in flight, the fallback it picks by.
+        Policy::Prequal(_) => return Some("ns"),
         Policy::BestOf { load, .. } | Policy::Aperture { load, .. } => load,
     };
     Some(match load {

@@ -1,0 +1,581 @@
+//! A probing balancer in the spirit of Prequal (Wydrowski, Kleinberg, Rumble: "Load is not what
+//! you should balance: Introducing Prequal", NSDI 2024; run at YouTube).
+//!
+//! Load (CPU, or requests in flight alone) is not what decides a request's latency on a server
+//! shared with other work; what the server reports about its own queue is. So the client asks:
+//!
+//! 1. **Probes, off the request path.** After each request the caller sends a few probes
+//!    ([`PrequalConfig::probes_per_query`], 3 in the paper's testbed, 5 at YouTube) to endpoints
+//!    drawn without replacement ([`Balance::probe_targets`]). A reply carries the endpoint's
+//!    requests in flight (RIF) and its own latency estimate ([`ProbeReply`]), and comes back as an
+//!    event ([`Balance::probe_reply`]); the request never waits for one.
+//! 2. **A small pool of recent replies** ([`PrequalConfig::pool_size`], 16 in the paper): a reply
+//!    older than [`PrequalConfig::max_age`] (about a second) is dropped, one reply is removed per
+//!    request, alternating the oldest and the worst, and a reply serves at most
+//!    [`PrequalConfig::max_uses`] requests. A reply used once counts the request it sent (its RIF
+//!    goes up by one), so reusing it is not blind. The paper reuses replies when probes are
+//!    scarcer than requests; with three probes per request there is a fresh reply for every
+//!    pick, and reuse only spreads one stale view over several requests (in `sim`'s `capacity`
+//!    scenario, p99 65 ms with one use per reply against 115 ms with three), so the default is
+//!    one use.
+//! 3. **Hot-cold lexicographic choice.** A reply is *hot* when its RIF is above the
+//!    [`PrequalConfig::q_rif`] quantile of recent replies' RIFs (the paper's band is 0.6 to 0.9;
+//!    its suggested `2^-0.25`, about 0.84, is the default). Among cold replies the lowest latency
+//!    wins; if every reply is hot, the lowest RIF. So latency decides while queues are short, and
+//!    queue length decides when every server is busy.
+//!
+//! Two things the paper leaves to the deployment, decided here:
+//! - **No probe answers.** A failed probe, or an endpoint that does not serve probes, is
+//!   answered from what this client sees itself: its own requests in flight there and its own
+//!   recent round trips. With an empty pool the pick is power of two choices on the same view.
+//! - **Sinkholing.** An endpoint that fails fast reports a short latency and few requests in
+//!   flight, and would attract every request. An endpoint that failed one of this client's
+//!   requests ([`Balance::failed`]) counts as hot for `max_age`: it is picked only when every
+//!   reply is hot, and then by its RIF like the others. (Mixing this client's own round trips
+//!   into the replies' latency instead was tried and made the tail worse: its peak EWMA
+//!   remembers one slow response for longer than the server's queue lasts.)
+//!
+//! Pure: time comes in as `now`, randomness as `rng`; nothing allocates per request.
+//!
+//! # Example
+//! ```
+//! use std::time::Duration;
+//! use rand::SeedableRng;
+//! use tailguard_balance::prequal::{Prequal, PrequalConfig, ProbeReply};
+//! use tailguard_balance::Balance;
+//!
+//! let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+//! let mut b = Prequal::new(PrequalConfig::default(), 3, Duration::ZERO);
+//! let ms = Duration::from_millis;
+//! // Endpoint 0 is idle but slow, 1 is fast, 2 has a long queue.
+//! b.probe_reply(0, Some(ProbeReply { rif: 0, latency: ms(80) }), ms(1));
+//! b.probe_reply(1, Some(ProbeReply { rif: 1, latency: ms(10) }), ms(1));
+//! b.probe_reply(2, Some(ProbeReply { rif: 40, latency: ms(5) }), ms(1));
+//! assert_eq!(b.pick(ms(2), &|_| true, &mut rng), Some(1));
+//! ```
+
+use crate::load::{PeakEwma, PeakEwmaConfig, Snapshot};
+use crate::Balance;
+use rand::{Rng, RngCore};
+use std::time::Duration;
+
+/// How many recent replies' RIFs the hot/cold threshold is taken from.
+const HISTORY: usize = 64;
+
+/// What an endpoint says when probed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProbeReply {
+    /// Requests in flight there: in service and waiting.
+    pub rif: u32,
+    /// Its estimate of a request's latency there now.
+    pub latency: Duration,
+}
+
+/// Prequal's parameters, defaulted from the paper (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PrequalConfig {
+    /// Probes sent after each request (1 to 16).
+    pub probes_per_query: u32,
+    /// Replies kept (1 to 64).
+    pub pool_size: usize,
+    /// A reply older than this is not used.
+    pub max_age: Duration,
+    /// Requests one reply may send (at least 1).
+    pub max_uses: u32,
+    /// The quantile of recent RIFs above which a reply is hot (above 0, below 1).
+    pub q_rif: f64,
+}
+
+impl Default for PrequalConfig {
+    fn default() -> Self {
+        PrequalConfig {
+            probes_per_query: 3,
+            pool_size: 16,
+            max_age: Duration::from_secs(1),
+            max_uses: 1,
+            q_rif: 0.84,
+        }
+    }
+}
+
+/// A [`PrequalConfig`] parameter out of range.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum PrequalError {
+    /// Probes per query.
+    #[error("probes per query must be from 1 to 16, not {0}")]
+    Probes(u32),
+    /// Pool size.
+    #[error("the probe pool must hold from 1 to 64 replies, not {0}")]
+    Pool(usize),
+    /// Maximum age.
+    #[error("a reply's maximum age must be above zero")]
+    Age,
+    /// Uses per reply.
+    #[error("a reply must serve at least one request")]
+    Uses,
+    /// The RIF quantile.
+    #[error("the RIF quantile must be above 0 and below 1, not {0}")]
+    Quantile(f64),
+}
+
+impl PrequalConfig {
+    /// Checks every parameter.
+    ///
+    /// # Errors
+    /// The first one out of range.
+    pub fn validate(&self) -> Result<(), PrequalError> {
+        if !(1..=16).contains(&self.probes_per_query) {
+            return Err(PrequalError::Probes(self.probes_per_query));
+        }
+        if !(1..=64).contains(&self.pool_size) {
+            return Err(PrequalError::Pool(self.pool_size));
+        }
+        if self.max_age.is_zero() {
+            return Err(PrequalError::Age);
+        }
+        if self.max_uses == 0 {
+            return Err(PrequalError::Uses);
+        }
+        if !(self.q_rif > 0.0 && self.q_rif < 1.0) {
+            return Err(PrequalError::Quantile(self.q_rif));
+        }
+        Ok(())
+    }
+}
+
+/// One reply in the pool.
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    endpoint: usize,
+    rif: u32,
+    latency: Duration,
+    at: Duration,
+    uses: u32,
+}
+
+/// The probing balancer (see the module docs).
+#[derive(Debug)]
+pub struct Prequal {
+    config: PrequalConfig,
+    pool: Vec<Entry>,
+    /// Recent replies' RIFs, a ring.
+    rifs: [u32; HISTORY],
+    rifs_len: usize,
+    rifs_next: usize,
+    /// This client's own view of each endpoint: requests in flight and recent round trips.
+    local: Vec<PeakEwma>,
+    /// Endpoint indices, partly shuffled to draw probe targets without replacement.
+    order: Vec<usize>,
+    /// Which removal comes next: the oldest reply, or the worst.
+    remove_oldest: bool,
+    /// When each endpoint last failed one of this client's requests.
+    failed_at: Vec<Option<Duration>>,
+}
+
+impl Prequal {
+    /// A balancer over `n` endpoints, created at `now`. Parameters out of range are clamped;
+    /// call [`PrequalConfig::validate`] at the edge to reject them instead.
+    pub fn new(config: PrequalConfig, n: usize, now: Duration) -> Prequal {
+        let config = PrequalConfig {
+            probes_per_query: config.probes_per_query.clamp(1, 16),
+            pool_size: config.pool_size.clamp(1, 64),
+            max_age: config.max_age.max(Duration::from_nanos(1)),
+            max_uses: config.max_uses.max(1),
+            q_rif: if config.q_rif > 0.0 && config.q_rif < 1.0 {
+                config.q_rif
+            } else {
+                0.84
+            },
+        };
+        let local_config = PeakEwmaConfig {
+            tau: config.max_age,
+            default_rtt: Duration::from_millis(1),
+        };
+        Prequal {
+            config,
+            pool: Vec::with_capacity(config.pool_size),
+            rifs: [0; HISTORY],
+            rifs_len: 0,
+            rifs_next: 0,
+            local: (0..n).map(|_| PeakEwma::new(local_config, now)).collect(),
+            order: (0..n).collect(),
+            remove_oldest: true,
+            failed_at: vec![None; n],
+        }
+    }
+
+    /// The parameters in use.
+    pub fn config(&self) -> &PrequalConfig {
+        &self.config
+    }
+
+    /// Replies in the pool now.
+    pub fn pool_len(&self) -> usize {
+        self.pool.len()
+    }
+
+    /// The RIF at or below which a reply is cold: the `q_rif` quantile of recent replies.
+    fn threshold(&self) -> u32 {
+        if self.rifs_len == 0 {
+            return u32::MAX;
+        }
+        let mut sorted = self.rifs;
+        let recent = &mut sorted[..self.rifs_len];
+        recent.sort_unstable();
+        let rank =
+            ((self.config.q_rif * self.rifs_len as f64).ceil() as usize).clamp(1, self.rifs_len);
+        recent[rank - 1]
+    }
+
+    /// True when `endpoint` failed one of this client's requests within `max_age` of `now`.
+    fn failed_lately(&self, endpoint: usize, now: Duration) -> bool {
+        self.failed_at[endpoint].is_some_and(|at| now.saturating_sub(at) <= self.config.max_age)
+    }
+
+    /// Hot-cold lexicographic order: lower is better.
+    fn rank(&self, e: &Entry, threshold: u32, now: Duration) -> (bool, u32, Duration) {
+        let hot = e.rif > threshold || self.failed_lately(e.endpoint, now);
+        // Cold replies compare by latency only; hot ones by RIF, then latency.
+        let rif = if hot { e.rif } else { 0 };
+        (hot, rif, e.latency)
+    }
+
+    fn forget_stale(&mut self, now: Duration) {
+        let (max_age, n) = (self.config.max_age, self.local.len());
+        self.pool
+            .retain(|e| e.endpoint < n && now.saturating_sub(e.at) <= max_age);
+    }
+
+    /// Removes one reply per request, alternating the oldest and the worst, while the pool
+    /// holds more than one request's worth of probes.
+    fn remove_one(&mut self, now: Duration) {
+        if self.pool.len() <= self.config.probes_per_query as usize {
+            return;
+        }
+        let victim = if self.remove_oldest {
+            self.pool
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, e)| e.at)
+                .map(|(i, _)| i)
+        } else {
+            let threshold = self.threshold();
+            self.pool
+                .iter()
+                .enumerate()
+                .max_by_key(|(_, e)| self.rank(e, threshold, now))
+                .map(|(i, _)| i)
+        };
+        self.remove_oldest = !self.remove_oldest;
+        if let Some(i) = victim {
+            self.pool.swap_remove(i);
+        }
+    }
+
+    /// Power of two choices on this client's own view (an empty pool).
+    fn fallback(
+        &mut self,
+        now: Duration,
+        ready: &dyn Fn(usize) -> bool,
+        rng: &mut dyn RngCore,
+    ) -> usize {
+        let n = self.local.len();
+        let draw = |rng: &mut dyn RngCore| -> usize {
+            for _ in 0..crate::MAX_EFFORT {
+                let i = rng.random_range(0..n);
+                if ready(i) {
+                    return i;
+                }
+            }
+            (0..n)
+                .find(|&i| ready(i))
+                .unwrap_or_else(|| rng.random_range(0..n))
+        };
+        let (a, b) = (draw(rng), draw(rng));
+        let cost = |p: &PeakEwma| {
+            p.snapshot_estimate(now).as_nanos() as f64 * (f64::from(p.pending()) + 1.0)
+        };
+        if cost(&self.local[b]) < cost(&self.local[a]) {
+            b
+        } else {
+            a
+        }
+    }
+
+    fn remember_rif(&mut self, rif: u32) {
+        self.rifs[self.rifs_next] = rif;
+        self.rifs_next = (self.rifs_next + 1) % HISTORY;
+        self.rifs_len = (self.rifs_len + 1).min(HISTORY);
+    }
+}
+
+impl Balance for Prequal {
+    fn len(&self) -> usize {
+        self.local.len()
+    }
+
+    fn pick(
+        &mut self,
+        now: Duration,
+        ready: &dyn Fn(usize) -> bool,
+        rng: &mut dyn RngCore,
+    ) -> Option<usize> {
+        if self.local.is_empty() {
+            return None;
+        }
+        self.forget_stale(now);
+        let threshold = self.threshold();
+        let best = self
+            .pool
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| ready(e.endpoint))
+            .min_by_key(|(_, e)| self.rank(e, threshold, now))
+            .map(|(i, _)| i);
+        let chosen = match best {
+            Some(i) => {
+                let e = &mut self.pool[i];
+                e.uses += 1;
+                e.rif += 1;
+                let endpoint = e.endpoint;
+                if e.uses >= self.config.max_uses {
+                    self.pool.swap_remove(i);
+                }
+                endpoint
+            }
+            None => self.fallback(now, ready, rng),
+        };
+        self.remove_one(now);
+        Some(chosen)
+    }
+
+    fn start(&mut self, endpoint: usize, now: Duration) {
+        if let Some(l) = self.local.get_mut(endpoint) {
+            crate::load::Estimator::start(l, now);
+        }
+    }
+
+    fn end(&mut self, endpoint: usize, rtt: Duration, now: Duration) {
+        if let Some(l) = self.local.get_mut(endpoint) {
+            crate::load::Estimator::end(l, rtt, now);
+        }
+    }
+
+    fn failed(&mut self, endpoint: usize, now: Duration) {
+        if let Some(at) = self.failed_at.get_mut(endpoint) {
+            *at = Some(now);
+        }
+    }
+
+    fn snapshot(&self, endpoint: usize, now: Duration) -> Option<Snapshot> {
+        let l = self.local.get(endpoint)?;
+        Some(Snapshot {
+            cost: l.snapshot_estimate(now).as_nanos() as f64 * (f64::from(l.pending()) + 1.0),
+            pending: l.pending(),
+        })
+    }
+
+    fn probe_targets(
+        &mut self,
+        _now: Duration,
+        ready: &dyn Fn(usize) -> bool,
+        rng: &mut dyn RngCore,
+        out: &mut Vec<usize>,
+    ) {
+        let n = self.order.len();
+        let want = (self.config.probes_per_query as usize).min(n);
+        // A partial Fisher-Yates shuffle: each drawn index is moved to the front part.
+        let mut drawn = 0;
+        while out.len() < want && drawn < n {
+            let j = rng.random_range(drawn..n);
+            self.order.swap(drawn, j);
+            let endpoint = self.order[drawn];
+            drawn += 1;
+            if ready(endpoint) {
+                out.push(endpoint);
+            }
+        }
+    }
+
+    fn probe_reply(&mut self, endpoint: usize, reply: Option<ProbeReply>, now: Duration) {
+        let Some(local) = self.local.get(endpoint) else {
+            return;
+        };
+        // No answer: what this client sees there itself.
+        let reply = reply.unwrap_or(ProbeReply {
+            rif: local.pending(),
+            latency: local.snapshot_estimate(now),
+        });
+        self.remember_rif(reply.rif);
+        // One reply per endpoint: the newer one replaces it.
+        self.pool.retain(|e| e.endpoint != endpoint);
+        if self.pool.len() >= self.config.pool_size {
+            if let Some(i) = self
+                .pool
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, e)| e.at)
+                .map(|(i, _)| i)
+            {
+                self.pool.swap_remove(i);
+            }
+        }
+        self.pool.push(Entry {
+            endpoint,
+            rif: reply.rif,
+            latency: reply.latency,
+            at: now,
+            uses: 0,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand_xoshiro::Xoshiro256PlusPlus;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn reply(rif: u32, latency_ms: u64) -> Option<ProbeReply> {
+        Some(ProbeReply {
+            rif,
+            latency: ms(latency_ms),
+        })
+    }
+
+    fn balancer(n: usize) -> (Prequal, Xoshiro256PlusPlus) {
+        (
+            Prequal::new(PrequalConfig::default(), n, Duration::ZERO),
+            Xoshiro256PlusPlus::seed_from_u64(9),
+        )
+    }
+
+    #[test]
+    fn cold_replies_compete_on_latency_and_hot_ones_on_queue_length() {
+        let (mut b, mut rng) = balancer(4);
+        // Recent RIFs 1, 2, 3 and 30: the 0.84 quantile is 30, so only RIF above 30 is hot.
+        b.probe_reply(0, reply(1, 90), ms(1));
+        b.probe_reply(1, reply(2, 15), ms(1));
+        b.probe_reply(2, reply(3, 40), ms(1));
+        b.probe_reply(3, reply(30, 5), ms(1));
+        // All cold: the lowest latency, however long its queue.
+        assert_eq!(b.pick(ms(2), &|_| true, &mut rng), Some(3));
+        // Many busy replies raise the threshold's history: now 3's RIF is above the quantile.
+        let (mut b, mut rng) = balancer(4);
+        for _ in 0..10 {
+            b.remember_rif(2);
+        }
+        b.probe_reply(0, reply(2, 90), ms(1));
+        b.probe_reply(3, reply(30, 5), ms(1));
+        assert_eq!(
+            b.pick(ms(2), &|_| true, &mut rng),
+            Some(0),
+            "the hot one waits"
+        );
+        // Only hot replies: the shortest queue.
+        let (mut b, mut rng) = balancer(3);
+        for _ in 0..20 {
+            b.remember_rif(1);
+        }
+        b.probe_reply(0, reply(9, 5), ms(1));
+        b.probe_reply(1, reply(4, 50), ms(1));
+        b.probe_reply(2, reply(7, 1), ms(1));
+        assert_eq!(b.pick(ms(2), &|_| true, &mut rng), Some(1));
+    }
+
+    #[test]
+    fn a_reply_is_used_once_by_default_and_stale_ones_are_not_used() {
+        let (mut b, mut rng) = balancer(3);
+        b.probe_reply(1, reply(0, 1), ms(0));
+        assert_eq!(b.pick(ms(1), &|_| true, &mut rng), Some(1));
+        assert_eq!(b.pool_len(), 0, "used up");
+        // A reply a second and a bit old is gone: the pick falls back to this client's view.
+        b.probe_reply(2, reply(0, 1), ms(0));
+        b.start(0, ms(1));
+        b.start(0, ms(1));
+        let chosen = b.pick(ms(1_001) + ms(1), &|_| true, &mut rng).unwrap();
+        assert_eq!(b.pool_len(), 0);
+        assert!(chosen < 3);
+    }
+
+    #[test]
+    fn reuse_counts_the_requests_it_sent() {
+        let config = PrequalConfig {
+            max_uses: 3,
+            ..PrequalConfig::default()
+        };
+        let mut b = Prequal::new(config, 2, Duration::ZERO);
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+        for _ in 0..20 {
+            b.remember_rif(1);
+        }
+        b.probe_reply(0, reply(0, 10), ms(0));
+        b.probe_reply(1, reply(1, 20), ms(0));
+        // 0 is cold and faster; once two requests went there its RIF (2) is above the
+        // threshold (1) and 1 wins.
+        let picks: Vec<_> = (0..3)
+            .map(|_| b.pick(ms(1), &|_| true, &mut rng).unwrap())
+            .collect();
+        assert_eq!(picks, [0, 0, 1]);
+    }
+
+    #[test]
+    fn a_failing_endpoint_is_hot_for_a_while_so_it_cannot_sinkhole() {
+        let (mut b, mut rng) = balancer(2);
+        b.failed(0, ms(0));
+        b.probe_reply(0, reply(0, 1), ms(1));
+        b.probe_reply(1, reply(3, 50), ms(1));
+        assert_eq!(b.pick(ms(2), &|_| true, &mut rng), Some(1));
+        // A second later the failure is forgotten.
+        b.probe_reply(0, reply(0, 1), ms(1_500));
+        b.probe_reply(1, reply(3, 50), ms(1_500));
+        assert_eq!(b.pick(ms(1_500), &|_| true, &mut rng), Some(0));
+    }
+
+    #[test]
+    fn probes_go_to_distinct_ready_endpoints_and_a_silent_one_is_judged_locally() {
+        let (mut b, mut rng) = balancer(5);
+        let mut out = Vec::new();
+        for _ in 0..100 {
+            out.clear();
+            b.probe_targets(ms(0), &|i| i != 2, &mut rng, &mut out);
+            assert_eq!(out.len(), 3);
+            assert!(!out.contains(&2));
+            let mut sorted = out.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            assert_eq!(sorted.len(), 3, "{out:?}");
+        }
+        // Endpoint 4 does not answer probes: its entry is what this client sees there.
+        for _ in 0..5 {
+            b.start(4, ms(0));
+        }
+        b.probe_reply(4, None, ms(1));
+        let e = b.pool.iter().find(|e| e.endpoint == 4).unwrap();
+        assert_eq!(e.rif, 5);
+        // More probes than endpoints: each once.
+        let (mut b, mut rng) = balancer(2);
+        out.clear();
+        b.probe_targets(ms(0), &|_| true, &mut rng, &mut out);
+        assert_eq!(out.len(), 2);
+    }
+
+    #[test]
+    fn parameters_out_of_range_are_named() {
+        let bad = |f: fn(&mut PrequalConfig)| {
+            let mut c = PrequalConfig::default();
+            f(&mut c);
+            c.validate().unwrap_err().to_string()
+        };
+        assert!(bad(|c| c.probes_per_query = 0).contains("probes per query"));
+        assert!(bad(|c| c.pool_size = 65).contains("pool"));
+        assert!(bad(|c| c.max_age = Duration::ZERO).contains("age"));
+        assert!(bad(|c| c.max_uses = 0).contains("at least one"));
+        assert!(bad(|c| c.q_rif = 1.0).contains("quantile"));
+        assert!(PrequalConfig::default().validate().is_ok());
+    }
+}
