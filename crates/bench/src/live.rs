@@ -454,7 +454,11 @@ fn describe_backend(b: &tailguard_fleet::BackendSpec) -> String {
     }
     if let Some(c) = b.capacity {
         text += &format!(", {}", c.workers);
-        text += if c.workers == 1 { " worker" } else { " workers" };
+        text += if c.workers == 1 {
+            " worker"
+        } else {
+            " workers"
+        };
     }
     text
 }

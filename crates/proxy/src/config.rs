@@ -350,6 +350,12 @@ pub enum ConfigError {
     /// A limit above its ceiling.
     #[error("{0}: must be at most {1}")]
     TooLarge(&'static str, usize),
+    /// A balancer the proxy cannot run yet.
+    #[error(
+        "services[{0}].client.loadBalancer: the probing balancer runs in `tailguard sim` only \
+         for now (the proxy does not send load probes yet)"
+    )]
+    ProbingBalancer(String),
 }
 
 impl Config {
@@ -443,6 +449,9 @@ fn validate_service(s: &ServiceConfig) -> Result<(), ConfigError> {
     }
     if s.max_in_flight == Some(0) {
         return Err(ConfigError::Zero("services[].maxConcurrentRequests"));
+    }
+    if matches!(s.arm.policy, tailguard_balance::Policy::Prequal(_)) {
+        return Err(ConfigError::ProbingBalancer(name()));
     }
     s.arm.validate().map_err(|source| ConfigError::Arm {
         service: name(),

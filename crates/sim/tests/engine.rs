@@ -278,3 +278,35 @@ arms:
     assert!(arm(&r, "aperture").endpoints_per_client < 10.0);
     assert_eq!(arm(&r, "rr").endpoints_per_client, 40.0);
 }
+
+#[test]
+fn probing_keeps_the_tail_where_p2c_queues_and_does_not_sinkhole() {
+    let mut s = Scenario::builtin("capacity").unwrap();
+    let o = Overrides {
+        duration: Some(Duration::from_secs(10)),
+        arms: vec!["p2c-peak-ewma".into(), "prequal".into()],
+        ..Overrides::default()
+    };
+    s.apply(&o).unwrap();
+    let r = run(&s).unwrap();
+    let (ewma, prequal) = (arm(&r, "p2c-peak-ewma"), arm(&r, "prequal"));
+    let p99 = |a: &ArmResult| a.latency.quantile_us(0.99);
+    assert!(
+        p99(prequal) * 3 < p99(ewma) * 2,
+        "prequal p99 {} vs p2c peak EWMA {}",
+        p99(prequal),
+        p99(ewma)
+    );
+    // Three probes per request, sent while the clients balance.
+    assert!(
+        prequal.stats.probes >= 3 * prequal.requests - 30,
+        "{}",
+        prequal.stats.probes
+    );
+    assert_eq!(ewma.stats.probes, 0);
+    // The backend that fails fast gets well under its fair share (5%).
+    let broken = r.endpoints.iter().position(|n| n == "broken").unwrap();
+    let share = prequal.attempts[broken] as f64 / prequal.attempts.iter().sum::<u64>() as f64;
+    assert!(share < 0.01, "broken's share {share}");
+    assert!(prequal.success_rate() > 0.99);
+}

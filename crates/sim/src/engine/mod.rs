@@ -54,6 +54,9 @@ pub enum RunError {
     NoEndpoints,
 }
 
+/// How long a probe waits for a paused endpoint before it counts as unanswered.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// Seeds of the independent random streams, from the scenario seed.
 fn stream_seed(seed: u64, stream: u64) -> u64 {
     tailguard_fleet::fleet::derive_seed(seed, stream)
@@ -74,6 +77,8 @@ struct Engine<'a> {
     next_arrival: u64,
     /// Closed loop: when each worker last sent.
     worker_sent: Vec<Duration>,
+    /// Probe targets of the last pick (kept to reuse its allocation).
+    probes: Vec<usize>,
     /// `clients x endpoints`: did this client ever send to this endpoint?
     used: Vec<bool>,
     out: ArmResult,
@@ -129,6 +134,7 @@ impl<'a> Engine<'a> {
             arrivals: arrival_schedule(scenario)?,
             next_arrival: 0,
             worker_sent: vec![Duration::ZERO; workers],
+            probes: Vec::new(),
             out: empty_result(scenario, arm),
         })
     }
@@ -165,14 +171,55 @@ impl<'a> Engine<'a> {
             Event::Hedge(r) => self.on_hedge(r),
             Event::RequestTimeout(r) => self.on_request_timeout(r),
             Event::Retry(r) => self.on_retry(r),
+            Event::ProbeAt { client, endpoint } => self.on_probe_at(client, endpoint),
+            Event::ProbeReply {
+                client,
+                endpoint,
+                rif,
+                latency_us,
+            } => {
+                let reply = (rif != u32::MAX).then(|| tailguard_balance::ProbeReply {
+                    rif,
+                    latency: Duration::from_micros(latency_us),
+                });
+                self.clients[client as usize].on_probe(endpoint as usize, reply, self.now);
+            }
         }
+    }
+
+    /// A probe reaches its endpoint: the answer leaves when the endpoint can give it (a paused
+    /// one answers when it resumes, within [`PROBE_TIMEOUT`]) and takes the other half of the
+    /// probe's round trip back; a down endpoint's refusal comes back at once.
+    fn on_probe_at(&mut self, client: u32, endpoint: u32) {
+        let half = self.scenario.servers.probe_delay / 2;
+        let sent = self.now.saturating_sub(half);
+        let (rif, latency_us, at) =
+            match self
+                .endpoints
+                .probe(endpoint as usize, &self.scenario.fleet, self.now)
+            {
+                Some((answer, at)) if at.saturating_sub(sent) <= PROBE_TIMEOUT => {
+                    (answer.rif, answer.latency_us, at + half)
+                }
+                Some(_) => (u32::MAX, 0, sent + PROBE_TIMEOUT),
+                None => (u32::MAX, 0, self.now + half),
+            };
+        self.queue.push(
+            at,
+            Event::ProbeReply {
+                client,
+                endpoint,
+                rif,
+                latency_us,
+            },
+        );
     }
 
     /// An endpoint finished an attempt: it frees the slot, and the outcome reaches the client
     /// if it still waits for it.
     fn on_done(&mut self, attempt: Key, endpoint: usize, slot: bool) {
         let (endpoints, step) = self.endpoint_step();
-        endpoints.on_done(endpoint, slot, step);
+        endpoints.on_done(endpoint, attempt, slot, step);
         let outcome = match self.attempts.get(attempt) {
             Some(a) if a.live => a.outcome,
             _ => return,
@@ -234,6 +281,7 @@ impl<'a> Engine<'a> {
             stats.retries += s.retries;
             stats.retries_refused += s.retries_refused;
             stats.hedges += s.hedges;
+            stats.probes += s.probes;
         }
         self.out.stats = stats;
         let used = self.used.iter().filter(|&&u| u).count();
@@ -287,6 +335,20 @@ impl Engine<'_> {
         };
         let client = &mut self.clients[req.client];
         let endpoint = client.pick(now, avoid, &mut self.rng);
+        // A probing balancer's probes for the next picks, off this request's path.
+        client.probe_targets(now, &mut self.rng, &mut self.probes);
+        let half = self.scenario.servers.probe_delay / 2;
+        let who = u32::try_from(req.client).expect("fewer than 2^32 clients");
+        for target in self.probes.drain(..) {
+            let endpoint = u32::try_from(target).expect("fewer than 2^32 endpoints");
+            self.queue.push(
+                now + half,
+                Event::ProbeAt {
+                    client: who,
+                    endpoint,
+                },
+            );
+        }
         let ticket = client.on_send(endpoint, now);
         let first = req.head.is_none();
         let attempt = self.attempts.insert(Attempt {
@@ -297,6 +359,7 @@ impl Engine<'_> {
             outcome: AttemptOutcome::Timeout,
             live: true,
             previous: req.head,
+            rif_at_arrival: 0,
         });
         req.head = Some(attempt);
         req.outstanding += 1;

@@ -13,7 +13,8 @@ pub(crate) enum Event {
     Arrival,
     /// Closed loop: worker `w` sends its next request.
     WorkerSend(u32),
-    /// Endpoint `endpoint` finished the attempt; `slot` when it held a capacity slot.
+    /// Endpoint `endpoint` finished the attempt; `slot` when it was in service (not refused or
+    /// turned away by a full line).
     Done {
         attempt: Key,
         endpoint: u32,
@@ -27,6 +28,15 @@ pub(crate) enum Event {
     RequestTimeout(Key),
     /// A retry's backoff is over.
     Retry(Key),
+    /// A load probe from `client` reaches `endpoint`.
+    ProbeAt { client: u32, endpoint: u32 },
+    /// The endpoint's answer (`rif == u32::MAX`: none) reaches the client.
+    ProbeReply {
+        client: u32,
+        endpoint: u32,
+        rif: u32,
+        latency_us: u64,
+    },
 }
 
 #[derive(Debug)]

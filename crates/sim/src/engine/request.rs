@@ -34,4 +34,6 @@ pub(super) struct Attempt {
     /// False once the attempt ended or was cancelled.
     pub(super) live: bool,
     pub(super) previous: Option<Key>,
+    /// Requests in flight at the endpoint when this one arrived (for its latency estimate).
+    pub(super) rif_at_arrival: u32,
 }

@@ -21,6 +21,7 @@ use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use std::time::Duration;
 use tailguard_fleet::capacity::{Arrival, Line};
+use tailguard_fleet::probe::{ProbeAnswer, Recent};
 use tailguard_fleet::{Capacity, Fleet, Outcome};
 use tailguard_resilience::AttemptOutcome;
 
@@ -33,6 +34,10 @@ struct Server {
     rng: Xoshiro256PlusPlus,
     capacity: Option<Capacity>,
     line: Line<Key>,
+    /// Attempts in service (the line's busy workers, or any number without a capacity).
+    in_service: u32,
+    /// Recent attempts' RIF at arrival and latency: what a probe's latency estimate reads.
+    recent: Recent,
 }
 
 /// The engine's state that an endpoint step reads and writes.
@@ -64,6 +69,8 @@ impl Endpoints {
                 rng: Xoshiro256PlusPlus::seed_from_u64(seed),
                 capacity: spec.capacity.or(concurrency.map(Capacity::new)),
                 line: Line::default(),
+                in_service: 0,
+                recent: Recent::default(),
             })
             .collect();
         Self { servers }
@@ -83,6 +90,10 @@ impl Endpoints {
             }
             step.queue.push(step.now, done(attempt, endpoint, false));
             return;
+        }
+        let rif = self.rif(endpoint);
+        if let Some(a) = step.attempts.get_mut(attempt) {
+            a.rif_at_arrival = rif;
         }
         let (Some(cap), Some(workers)) = (
             self.servers[endpoint].capacity,
@@ -115,7 +126,7 @@ impl Endpoints {
         let server = &mut self.servers[endpoint];
         let start = spec.paused_until(step.now).unwrap_or(step.now);
         let decision = spec.decide(start, &mut server.rng);
-        let slot = server.capacity.is_some();
+        server.in_service += 1;
         if let Some(a) = step.attempts.get_mut(attempt) {
             a.outcome = match decision.outcome {
                 Outcome::Respond { status } => AttemptOutcome::Status(status),
@@ -123,14 +134,55 @@ impl Endpoints {
             };
         }
         if let Some(at) = response_time(spec, start, decision.latency) {
-            step.queue.push(at, done(attempt, endpoint, slot));
+            step.queue.push(at, done(attempt, endpoint, true));
         }
     }
 
-    /// The endpoint finished an attempt: free its worker and serve the next in line (the
-    /// engine then delivers the outcome if the client still waits for it).
-    pub(super) fn on_done(&mut self, endpoint: usize, slot: bool, mut step: Step<'_>) {
-        if !slot {
+    /// Requests at `endpoint` now: in service and waiting.
+    pub(super) fn rif(&self, endpoint: usize) -> u32 {
+        let s = &self.servers[endpoint];
+        s.in_service
+            .saturating_add(u32::try_from(s.line.waiting()).unwrap_or(u32::MAX))
+    }
+
+    /// What `endpoint` answers a load probe at `now`: `None` when it is down; when paused, the
+    /// answer comes when the pause ends (as a request's would) and this returns that time.
+    pub(super) fn probe(
+        &self,
+        endpoint: usize,
+        fleet: &Fleet,
+        now: Duration,
+    ) -> Option<(ProbeAnswer, Duration)> {
+        let spec = &fleet.backends[endpoint];
+        if spec.is_down(now) {
+            return None;
+        }
+        let at = spec.paused_until(now).unwrap_or(now);
+        let rif = self.rif(endpoint);
+        Some((self.servers[endpoint].recent.answer(rif), at))
+    }
+
+    /// The endpoint finished an attempt (`served`: it was in service, not refused or turned
+    /// away): free its worker and serve the next in line (the engine then delivers the outcome
+    /// if the client still waits for it).
+    pub(super) fn on_done(
+        &mut self,
+        endpoint: usize,
+        attempt: Key,
+        served: bool,
+        mut step: Step<'_>,
+    ) {
+        if !served {
+            return;
+        }
+        let server = &mut self.servers[endpoint];
+        server.in_service = server.in_service.saturating_sub(1);
+        if let Some(a) = step.attempts.get(attempt) {
+            server
+                .recent
+                .record(a.rif_at_arrival, step.now.saturating_sub(a.sent));
+        }
+        if server.capacity.is_none() {
             return;
         }
         let workers = self

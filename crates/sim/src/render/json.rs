@@ -44,6 +44,7 @@ struct JsonArm<'a> {
     retries: u64,
     retries_refused: u64,
     hedges: u64,
+    probes: u64,
     accrual_trips: u64,
     endpoints_per_client: f64,
 }
@@ -90,6 +91,7 @@ fn arm<'a>(report: &'a Report, a: &'a ArmResult) -> JsonArm<'a> {
         retries: a.stats.retries,
         retries_refused: a.stats.retries_refused,
         hedges: a.stats.hedges,
+        probes: a.stats.probes,
         accrual_trips: a.stats.trips,
         endpoints_per_client: a.endpoints_per_client,
     }

@@ -106,6 +106,7 @@ fn resilience_table(out: &mut String, report: &Report) {
         "retries",
         "refused",
         "hedges",
+        "probes",
         "trips",
         "endpoints",
     ];
@@ -119,13 +120,15 @@ fn resilience_table(out: &mut String, report: &Report) {
             s.retries.to_string(),
             s.retries_refused.to_string(),
             s.hedges.to_string(),
+            s.probes.to_string(),
             s.trips.to_string(),
             format!("{:.1}", arm.endpoints_per_client),
         ];
         row(out, w, &arm.name, &cells, 9);
     }
-    out.push_str("(refused: retries the budget denied; trips: endpoints marked dead by accrual;\n");
-    out.push_str(" endpoints: distinct endpoints each client sent to)\n");
+    out.push_str("(refused: retries the budget denied; probes: load probes a probing balancer\n");
+    out.push_str(" sent; trips: endpoints marked dead by accrual; endpoints: distinct endpoints\n");
+    out.push_str(" each client sent to)\n");
 }
 
 fn share_table(out: &mut String, report: &Report) {

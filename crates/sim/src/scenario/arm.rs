@@ -25,7 +25,7 @@ use crate::client::{ArmConfig, RetryConfig, Timeouts};
 use serde::Deserialize;
 use std::time::Duration;
 use tailguard_balance::load::PeakEwmaConfig;
-use tailguard_balance::{ApertureConfig, Choices, LoadKind, Policy};
+use tailguard_balance::{ApertureConfig, Choices, LoadKind, Policy, PrequalConfig};
 use tailguard_resilience::{
     AccrualConfig, Backoff, Classifier, HedgeConfig, OutlierConfig, RetryBudgetConfig, TripPolicy,
 };
@@ -75,6 +75,7 @@ enum BalancerKind {
     BestOf,
     FullScan,
     Aperture,
+    Prequal,
 }
 
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
@@ -98,6 +99,11 @@ struct BalancerSpec {
     low_load: Option<f64>,
     high_load: Option<f64>,
     window: Option<Dur>,
+    probes: Option<u32>,
+    pool: Option<usize>,
+    max_age: Option<Dur>,
+    max_uses: Option<u32>,
+    q_rif: Option<f64>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -237,6 +243,16 @@ impl BalancerSpec {
             aperture_fields,
             self.kind == Aperture,
         )?;
+        let prequal_fields = self.probes.is_some()
+            || self.pool.is_some()
+            || self.max_age.is_some()
+            || self.max_uses.is_some()
+            || self.q_rif.is_some();
+        only(
+            "probes/pool/max_age/max_uses/q_rif",
+            prequal_fields,
+            self.kind == Prequal,
+        )?;
         let load_aware = matches!(self.kind, P2c | BestOf | FullScan | Aperture);
         only("load", self.load.is_some(), load_aware)?;
         Ok(match self.kind {
@@ -256,6 +272,18 @@ impl BalancerSpec {
                 config: self.aperture(),
                 load,
             },
+            Prequal => {
+                let dflt = PrequalConfig::default();
+                let config = PrequalConfig {
+                    probes_per_query: self.probes.unwrap_or(dflt.probes_per_query),
+                    pool_size: self.pool.unwrap_or(dflt.pool_size),
+                    max_age: d(self.max_age, dflt.max_age),
+                    max_uses: self.max_uses.unwrap_or(dflt.max_uses),
+                    q_rif: self.q_rif.unwrap_or(dflt.q_rif),
+                };
+                config.validate().map_err(|e| format!("balancer: {e}"))?;
+                Policy::Prequal(config)
+            }
         })
     }
 

@@ -7,9 +7,20 @@
 //!   round robin against the seed's Linkerd config, then extras.
 //! - `herd` (scale on paper): 50 independent client-side balancers over 1,000 endpoints that
 //!   serve one request at a time, at about 60% of capacity; full scan against P2C and aperture.
+//! - `capacity`: 20 backends with real capacity (workers and a line), mixed sizes, one of them
+//!   failing fast, at 90% of the good ones' capacity from 10 clients; P2C against probing.
+//! - `antagonist`: 20 equal backends at 85% load; a noisy neighbour takes three quarters of two
+//!   of them for 10 s.
 
 /// Names of the built-in scenarios.
-pub(crate) const NAMES: &[&str] = &["slow-middle", "add-steps", "herd", "gc-pause"];
+pub(crate) const NAMES: &[&str] = &[
+    "slow-middle",
+    "add-steps",
+    "herd",
+    "gc-pause",
+    "capacity",
+    "antagonist",
+];
 
 /// The YAML text of a built-in scenario.
 pub(crate) fn yaml(name: &str) -> Option<&'static str> {
@@ -18,6 +29,8 @@ pub(crate) fn yaml(name: &str) -> Option<&'static str> {
         "add-steps" => Some(ADD_STEPS),
         "herd" => Some(HERD),
         "gc-pause" => Some(GC_PAUSE),
+        "capacity" => Some(CAPACITY),
+        "antagonist" => Some(ANTAGONIST),
         _ => None,
     }
 }
@@ -133,4 +146,47 @@ load: {loop: open, arrivals: constant, rate: 100, duration: 30s}
 deadline: 1s
 arms:
   - {name: direct, balancer: {kind: round-robin}}
+";
+
+const CAPACITY: &str = "\
+name: capacity
+description: >-
+  20 backends with capacity (service about 20 ms; ten of 4 workers, nine of 2, one of 2 that
+  fails 90% of requests in 1 ms), 2,610 req/s from 10 clients: 90% of the good backends'
+  capacity
+fleet:
+  seed: 7
+  backends:
+    - {name: big, replicas: 10, latency: &svc {lognormal: {median: 20ms, sigma: 0.3, max: 200ms}}, capacity: 4}
+    - {name: small, replicas: 9, latency: *svc, capacity: 2}
+    - {name: broken, latency: 1ms, capacity: 2, fail: {error: 0.9, status: 503}}
+load: {loop: open, arrivals: poisson, rate: 2610, duration: 30s, clients: 10}
+deadline: 200ms
+arms:
+  - {name: round-robin, balancer: {kind: round-robin}}
+  - {name: p2c-least-loaded, balancer: {kind: p2c, load: least-loaded}}
+  - {name: p2c-peak-ewma, balancer: {kind: p2c, load: peak-ewma}}
+  - {name: prequal, balancer: {kind: prequal}}
+  # Extras: the paper's other end of the RIF band, and reuse.
+  - {name: prequal-q0.6, balancer: {kind: prequal, q_rif: 0.6}}
+  - {name: prequal-reuse3, balancer: {kind: prequal, max_uses: 3}}
+";
+
+const ANTAGONIST: &str = "\
+name: antagonist
+description: >-
+  20 backends of 4 workers (service about 20 ms) at 85% load from 10 clients; from 10 s to 20 s
+  a noisy neighbour takes three quarters of two of them
+fleet:
+  seed: 7
+  backends:
+    - {name: steady, replicas: 18, latency: &svc {lognormal: {median: 20ms, sigma: 0.3, max: 200ms}}, capacity: 4}
+    - {name: shared, replicas: 2, latency: *svc, capacity: 4, schedule: ['from 10s to 20s capacity x0.25']}
+load: {loop: open, arrivals: poisson, rate: 3400, duration: 30s, clients: 10}
+deadline: 200ms
+arms:
+  - {name: round-robin, balancer: {kind: round-robin}}
+  - {name: p2c-least-loaded, balancer: {kind: p2c, load: least-loaded}}
+  - {name: p2c-peak-ewma, balancer: {kind: p2c, load: peak-ewma}}
+  - {name: prequal, balancer: {kind: prequal}}
 ";

@@ -10,6 +10,7 @@
 //! fleet: slow-middle           # a built-in fleet, a fleet file (relative to this file),
 //!                              # or an inline fleet mapping (the fleet file schema)
 //! servers: {concurrency: 32}   # optional: requests each endpoint serves at once, others queue
+//!                              # (and probe_delay: a load probe's round trip, default 1ms)
 //! load: {loop: open, arrivals: constant, rate: 1000, duration: 60s}    # see [`load`]
 //! deadline: 1s                 # success within this counts as "within deadline"
 //! arms:                        # see [`arm`]
@@ -82,7 +83,13 @@ pub enum ScenarioError {
 pub struct Servers {
     /// Requests served at once per endpoint (others wait in a FIFO queue); `None`: unlimited.
     pub concurrency: Option<u32>,
+    /// A load probe's round trip (a probing balancer's; half to reach the endpoint, half back).
+    pub probe_delay: Duration,
 }
+
+/// A load probe's round trip unless the scenario says otherwise: a small RPC on a data centre
+/// network.
+pub const DEFAULT_PROBE_DELAY: Duration = Duration::from_millis(1);
 
 /// A typed scenario.
 #[derive(Clone, Debug, PartialEq)]
@@ -141,6 +148,7 @@ impl<'de> Visitor<'de> for FleetRefVisitor {
 #[serde(deny_unknown_fields)]
 struct ServersSpec {
     concurrency: Option<u32>,
+    probe_delay: Option<Dur>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -236,16 +244,24 @@ fn parse(text: &str, origin: &str, dir: Option<&Path>) -> Result<Scenario, Scena
         }
         arms.push(arm);
     }
-    let concurrency = spec.servers.and_then(|s| s.concurrency);
+    let concurrency = spec.servers.as_ref().and_then(|s| s.concurrency);
     if concurrency == Some(0) {
         return Err(invalid("servers: concurrency must be at least 1".into()));
     }
+    let probe_delay = spec
+        .servers
+        .as_ref()
+        .and_then(|s| s.probe_delay)
+        .map_or(DEFAULT_PROBE_DELAY, |d| d.0);
     Ok(Scenario {
         name: spec.name.unwrap_or_else(|| origin.to_owned()),
         description: spec.description,
         seed: spec.seed.unwrap_or(1),
         fleet,
-        servers: Servers { concurrency },
+        servers: Servers {
+            concurrency,
+            probe_delay,
+        },
         load: spec.load.into_load().map_err(invalid)?,
         deadline: spec.deadline.map_or(Duration::from_secs(1), |d| d.0),
         arms,
