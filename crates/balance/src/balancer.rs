@@ -30,13 +30,21 @@
 //! ```
 
 use crate::load::Snapshot;
-use crate::prequal::ProbeReply;
 use rand::RngCore;
 use std::time::Duration;
 
 /// How many random draws a picker makes before it stops hoping to land on a ready endpoint by
 /// chance and scans for one (Finagle's `maxEffort`).
 pub const MAX_EFFORT: u32 = 5;
+
+/// What an endpoint says when a probing balancer probes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProbeReply {
+    /// Requests in flight there: in service and waiting.
+    pub rif: u32,
+    /// Its estimate of a request's latency there now.
+    pub latency: Duration,
+}
 
 /// Chooses an endpoint per request and tracks the load it creates.
 pub trait Balance: std::fmt::Debug {

@@ -45,10 +45,10 @@ pub mod random;
 pub mod round_robin;
 
 pub use aperture::{Aperture, ApertureConfig, ApertureError};
-pub use balancer::{all_ready, Balance, MAX_EFFORT};
+pub use balancer::{all_ready, Balance, ProbeReply, MAX_EFFORT};
 pub use best_of::{BestOf, Choices, ChoicesError};
 pub use heap::HeapLeastLoaded;
 pub use policy::{LoadKind, Policy, PolicyError};
-pub use prequal::{Prequal, PrequalConfig, PrequalError, ProbeReply};
+pub use prequal::{Prequal, PrequalConfig, PrequalError};
 pub use random::Random;
 pub use round_robin::RoundRobin;

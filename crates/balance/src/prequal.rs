@@ -54,6 +54,7 @@
 //! assert_eq!(b.pick(ms(2), &|_| true, &mut rng), Some(1));
 //! ```
 
+pub use crate::balancer::ProbeReply;
 use crate::load::{PeakEwma, PeakEwmaConfig, Snapshot};
 use crate::Balance;
 use rand::{Rng, RngCore};
@@ -61,15 +62,6 @@ use std::time::Duration;
 
 /// How many recent replies' RIFs the hot/cold threshold is taken from.
 const HISTORY: usize = 64;
-
-/// What an endpoint says when probed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ProbeReply {
-    /// Requests in flight there: in service and waiting.
-    pub rif: u32,
-    /// Its estimate of a request's latency there now.
-    pub latency: Duration,
-}
 
 /// Prequal's parameters, defaulted from the paper (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq)]
