@@ -29,6 +29,7 @@
 #![warn(missing_docs)]
 
 /// The behaviour model, re-exported so the CLI needs only this crate.
+pub use route::PROBE_PATH;
 pub use tailguard_fleet as fleet;
 
 mod control;

@@ -50,6 +50,9 @@ impl hyper::service::Service<Request<Incoming>> for Router {
     type Future = RespFuture;
 
     fn call(&self, req: Request<Incoming>) -> Self::Future {
+        if req.uri().path() == PROBE_PATH {
+            return RespFuture::Ready(Some(probe(&self.core.backend)));
+        }
         let head = req.method() == Method::HEAD;
         let arrival = Instant::now();
         let answer = if grpc::is_grpc(&req) {
@@ -65,6 +68,22 @@ impl hyper::service::Service<Request<Incoming>> for Router {
             answer
         }
     }
+}
+
+/// Where a backend answers load probes: requests in flight and a latency estimate, as JSON
+/// ([`tailguard_fleet::probe::ProbeAnswer`]). Not a request of the backend's: no decision, no
+/// worker, not counted; a paused backend answers when it resumes, a down one refuses.
+pub const PROBE_PATH: &str = "/.well-known/tailguard/load";
+
+fn probe(backend: &Backend) -> Response<RespBody> {
+    let answer = backend.probe();
+    let body = serde_json::to_vec(&answer).unwrap_or_default();
+    let mut resp = Response::new(Either::Left(Full::new(Bytes::from(body))));
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    resp
 }
 
 /// Answers `101` and continues the connection as HTTP/2, or answers over HTTP/1.1 when the

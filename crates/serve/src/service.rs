@@ -108,8 +108,9 @@ impl BackendService {
         req: Request<Incoming>,
         arrival: Instant,
     ) -> Response<RespBody> {
+        let rif = self.backend.arrival_rif();
         match self.plan(&req, arrival) {
-            Ok(plan) => self.finish(req, arrival, plan).await,
+            Ok(plan) => self.finish(req, arrival, plan, rif).await,
             Err(message) => self.bad_request(message),
         }
     }
@@ -130,11 +131,13 @@ impl BackendService {
     }
 
     /// Steps 3 and 4.
+    /// `rif`: what the request found on arrival, for the latency estimate (`None`: not kept).
     async fn finish(
         self,
         req: Request<Incoming>,
         arrival: Instant,
         plan: Plan,
+        rif: Option<u32>,
     ) -> Response<RespBody> {
         let _in_flight = InFlight::start(&self.backend);
         let body = match plan.body {
@@ -147,6 +150,7 @@ impl BackendService {
                 .unwrap_or_default(),
         };
         let status = self.act(arrival, plan.decision).await.unwrap_or(500);
+        self.backend.served(rif, arrival.elapsed());
         respond(status, body, plan.decision, &self.backend)
     }
 }
@@ -227,7 +231,10 @@ impl BackendService {
             } if decision.latency.is_zero() => {
                 RespFuture::Ready(Some(respond(status, body, decision, &self.backend)))
             }
-            plan => RespFuture::Waiting(Box::pin(self.clone().finish(req, arrival, plan))),
+            plan => {
+                let rif = self.backend.arrival_rif();
+                RespFuture::Waiting(Box::pin(self.clone().finish(req, arrival, plan, rif)))
+            }
         }
     }
 }
@@ -237,14 +244,17 @@ impl BackendService {
     /// then decide and answer as of the moment the service starts, holding the worker until
     /// the answer is ready.
     async fn in_turn(self, req: Request<Incoming>, arrival: Instant) -> Response<RespBody> {
+        let rif = self.backend.arrival_rif();
         let (worker, start) = match self.backend.worker(arrival).await {
             Ok(turn) => turn,
             Err(status) => return self.turned_away(status),
         };
         let resp = match self.plan(&req, start) {
-            Ok(plan) => self.clone().finish(req, start, plan).await,
+            Ok(plan) => self.clone().finish(req, start, plan, None).await,
             Err(message) => self.bad_request(message),
         };
+        // The latency a prober wants: the wait for a worker included.
+        self.backend.served(rif, arrival.elapsed());
         drop(worker);
         resp
     }

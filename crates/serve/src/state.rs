@@ -14,10 +14,11 @@ use crate::metrics::Counters;
 use bytes::Bytes;
 use http::HeaderValue;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 use tailguard_fleet::capacity::{Arrival, Line};
+use tailguard_fleet::probe::{ProbeAnswer, Recent};
 use tailguard_fleet::{BackendSpec, Body};
 use tokio::sync::oneshot;
 use tokio::sync::Notify;
@@ -63,6 +64,10 @@ pub struct Backend {
     original: Arc<BackendSpec>,
     /// Requests waiting for a worker: each is handed its worker through its channel.
     line: Mutex<Line<oneshot::Sender<Worker>>>,
+    /// Set by the first load probe: from then on requests feed the latency estimate.
+    probed: AtomicBool,
+    /// Recent requests' RIF at arrival and latency, for probe answers.
+    recent: Mutex<Recent>,
     seed: u64,
     connections: AtomicU64,
     body: Bytes,
@@ -95,6 +100,8 @@ impl Backend {
             spec: RwLock::new(spec.clone()),
             original: spec,
             line: Mutex::new(Line::default()),
+            probed: AtomicBool::new(false),
+            recent: Mutex::new(Recent::default()),
             seed,
             connections: AtomicU64::new(0),
             body,
@@ -190,6 +197,37 @@ impl Backend {
                 Ok(worker) => Ok((Some(worker), Instant::now())),
                 Err(_) => Err(capacity.status),
             },
+        }
+    }
+
+    /// Requests here now: in service and waiting for a worker.
+    pub fn rif(&self) -> u32 {
+        match self.load() {
+            Some((busy, waiting)) => {
+                busy.saturating_add(u32::try_from(waiting).unwrap_or(u32::MAX))
+            }
+            None => u32::try_from(self.counters.in_flight.get().max(0)).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// The answer to a load probe: requests here now and the latency estimate for that many
+    /// (see [`tailguard_fleet::probe`]). The first probe starts the estimate: until a backend
+    /// is probed, requests do not pay for keeping it.
+    pub fn probe(&self) -> ProbeAnswer {
+        self.probed.store(true, Ordering::Relaxed);
+        lock(&self.recent).answer(self.rif())
+    }
+
+    /// For the latency estimate: the RIF a request found when it arrived (`None` until the
+    /// backend is probed).
+    pub(crate) fn arrival_rif(&self) -> Option<u32> {
+        self.probed.load(Ordering::Relaxed).then(|| self.rif())
+    }
+
+    /// A request that found `rif` on arrival was answered after `latency`.
+    pub(crate) fn served(&self, rif: Option<u32>, latency: Duration) {
+        if let Some(rif) = rif {
+            lock(&self.recent).record(rif, latency);
         }
     }
 

@@ -106,3 +106,51 @@ async fn a_client_that_hangs_up_while_waiting_gives_its_turn_away() {
         "first {first_at:?}, last {last_at:?}"
     );
 }
+
+/// GET the probe path, as (rif, latency_us).
+async fn probe(running: &tailguard_serve::Running, i: usize) -> (u64, u64) {
+    let (status, body, _) =
+        tailguard_testsupport::client::get(addr(running, i), tailguard_serve::PROBE_PATH).await;
+    assert_eq!(status, 200, "{body}");
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    (
+        json["rif"].as_u64().unwrap(),
+        json["latency_us"].as_u64().unwrap(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_probe_reads_requests_in_flight_and_the_latency_they_see() {
+    let running = serve("backends: [{latency: 100ms, capacity: 1}]").await;
+    let target = addr(&running, 0);
+    // Nothing known yet, and the probe is not a request of the backend's.
+    assert_eq!(probe(&running, 0).await, (0, 0));
+    let json = control_get(&running, "/backends/0").await;
+    assert_eq!(json["requests"]["ok"], 0);
+    // Three requests at once on one worker: 100, 200 and 300 ms, all found 0-2 in flight.
+    let start = Instant::now();
+    let calls: Vec<_> = (0..3).map(|_| tokio::spawn(timed(target, start))).collect();
+    let mut waited = 0;
+    loop {
+        let (rif, _) = probe(&running, 0).await;
+        if rif == 3 {
+            break;
+        }
+        waited += 1;
+        assert!(waited < 200, "never three in flight (last {rif})");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    for c in calls {
+        assert_eq!(c.await.unwrap().0, Raw::Status(200));
+    }
+    // Idle again. The estimate is the median of the (up to seven) requests whose RIF on arrival
+    // was nearest 0: with three requests, all of them: 100, 200 and 300 ms, so about 200 ms.
+    let (rif, latency_us) = probe(&running, 0).await;
+    assert_eq!(rif, 0);
+    assert!(
+        (195_000..290_000).contains(&latency_us),
+        "estimate {latency_us} µs"
+    );
+    let json = control_get(&running, "/backends/0").await;
+    assert_eq!(json["requests"]["ok"], 3, "probes are not counted");
+}
