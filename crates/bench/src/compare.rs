@@ -121,15 +121,7 @@ pub(crate) fn run(
     rts: &Runtimes,
     run: &mut Run<'_>,
 ) -> Result<(), BenchError> {
-    let (arms, probing): (Vec<ArmConfig>, Vec<ArmConfig>) = select(scenario, opts)?
-        .into_iter()
-        .partition(|a| !matches!(a.policy, tailguard_balance::Policy::Prequal(_)));
-    for arm in &probing {
-        run.report.notes.push(format!(
-            "arm {}: left out live: the proxy does not send load probes yet (`tailguard sim` runs it)",
-            arm.name
-        ));
-    }
+    let arms = select(scenario, opts)?;
     let traffic = traffic(scenario, opts);
     let fleet = FleetSpec {
         fleet: scenario.fleet.clone(),

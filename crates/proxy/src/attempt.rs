@@ -162,7 +162,13 @@ async fn once(
 ) -> (usize, Class, Ended) {
     let clock = shared.clock;
     let now = clock.now();
-    let (slot, ticket) = endpoints.send(now, avoid).expect("checked non-empty");
+    let mut probes = Vec::new();
+    let (slot, ticket) = endpoints
+        .send(now, avoid, &mut probes)
+        .expect("checked non-empty");
+    if !probes.is_empty() {
+        crate::probe::send(shared, service, endpoints, probes, request.h2);
+    }
     let addr = endpoints.addr(slot);
     let pending = InFlight {
         shared: Arc::clone(shared),

@@ -184,7 +184,13 @@ pub struct ServiceConfig {
     pub pool: PoolConfig,
     /// How long a request or response body may stall.
     pub body: BodyTimeouts,
+    /// Where a probing balancer (`prequal`) asks each endpoint for its load
+    /// (`client.loadBalancer.probePath`; `tailguard serve` answers [`PROBE_PATH`]).
+    pub probe_path: String,
 }
+
+/// Where `tailguard serve` answers load probes, and the proxy's default probe path.
+pub const PROBE_PATH: &str = "/.well-known/tailguard/load";
 
 /// How long a body may stall mid-stream, in either direction (the header read and idle
 /// timeouts are the listener's [`Limits`]).
@@ -240,6 +246,7 @@ impl ServiceConfig {
             max_in_flight: None,
             pool: PoolConfig::default(),
             body: BodyTimeouts::default(),
+            probe_path: PROBE_PATH.to_owned(),
         }
     }
 }
@@ -350,12 +357,9 @@ pub enum ConfigError {
     /// A limit above its ceiling.
     #[error("{0}: must be at most {1}")]
     TooLarge(&'static str, usize),
-    /// A balancer the proxy cannot run yet.
-    #[error(
-        "services[{0}].client.loadBalancer: the probing balancer runs in `tailguard sim` only \
-         for now (the proxy does not send load probes yet)"
-    )]
-    ProbingBalancer(String),
+    /// A probe path that is not an absolute path.
+    #[error("services[{0}].client.loadBalancer.probePath: must start with `/`")]
+    ProbePath(String),
 }
 
 impl Config {
@@ -450,8 +454,8 @@ fn validate_service(s: &ServiceConfig) -> Result<(), ConfigError> {
     if s.max_in_flight == Some(0) {
         return Err(ConfigError::Zero("services[].maxConcurrentRequests"));
     }
-    if matches!(s.arm.policy, tailguard_balance::Policy::Prequal(_)) {
-        return Err(ConfigError::ProbingBalancer(name()));
+    if !s.probe_path.starts_with('/') || s.probe_path.parse::<http::Uri>().is_err() {
+        return Err(ConfigError::ProbePath(name()));
     }
     s.arm.validate().map_err(|source| ConfigError::Arm {
         service: name(),

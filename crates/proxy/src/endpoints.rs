@@ -225,9 +225,15 @@ impl Endpoints {
         self.lock().client.on_request(now);
     }
 
-    /// Picks a slot avoiding `avoid` when another exists, and marks the attempt sent.
-    /// `None` when there are no endpoints.
-    pub fn send(&self, now: Duration, avoid: Option<usize>) -> Option<(usize, Option<Ticket>)> {
+    /// Picks a slot avoiding `avoid` when another exists, and marks the attempt sent; with a
+    /// probing balancer, also the slots it wants probed now (appended to `probes`). `None`
+    /// when there are no endpoints.
+    pub fn send(
+        &self,
+        now: Duration,
+        avoid: Option<usize>,
+        probes: &mut Vec<usize>,
+    ) -> Option<(usize, Option<Ticket>)> {
         if self.is_empty() {
             return None;
         }
@@ -235,8 +241,20 @@ impl Endpoints {
         let Locked { client, rng } = &mut *guard;
         let i = client.pick(now, avoid, rng);
         let ticket = client.on_send(i, now);
+        client.probe_targets(now, rng, probes);
+        drop(guard);
         self.counters[i].pending.fetch_add(1, Ordering::Relaxed);
         Some((i, ticket))
+    }
+
+    /// A load probe of slot `i` came back at `now` (`None`: no usable answer).
+    pub fn probe_reply(
+        &self,
+        i: usize,
+        reply: Option<tailguard_balance::ProbeReply>,
+        now: Duration,
+    ) {
+        self.lock().client.on_probe(i, reply, now);
     }
 
     /// The attempt to slot `i` sent at `sent` ended at `now` with `outcome`.

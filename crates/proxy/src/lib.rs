@@ -47,6 +47,7 @@ mod idle;
 mod in_flight;
 mod listener;
 mod metrics;
+mod probe;
 mod request_body;
 mod response;
 mod response_body;

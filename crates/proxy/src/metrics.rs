@@ -45,7 +45,7 @@ pub struct EndpointClassLabels {
     pub service: String,
     /// The endpoint address.
     pub endpoint: String,
-    /// The status class, or the accrual state entered.
+    /// The status class, the accrual state entered, or a probe's result (`ok`, `failed`).
     pub class: String,
 }
 
@@ -99,6 +99,8 @@ pub struct Metrics {
     /// Requests refused or failed because of the client (never counted against an endpoint),
     /// by service (empty before routing) and kind.
     pub client_errors: Family<ClientErrorLabels, Counter>,
+    /// Load probes a probing balancer sent, by endpoint and result (`ok`, `failed`).
+    pub probes: Family<EndpointClassLabels, Counter>,
     registry: Registry,
 }
 
@@ -117,6 +119,7 @@ impl Metrics {
             cost: Family::default(),
             grpc_attempts: Family::default(),
             client_errors: Family::default(),
+            probes: Family::default(),
             registry: Registry::with_prefix("tailguard_proxy"),
         };
         let r = &mut m.registry;
@@ -153,6 +156,11 @@ impl Metrics {
             m.client_errors.clone(),
         );
         r.register(
+            "probes",
+            "Load probes sent by a probing balancer, by result (ok, failed: no answer, an error or bad JSON)",
+            m.probes.clone(),
+        );
+        r.register(
             "endpoint_cost",
             "Balancer cost (pending requests, or peak EWMA nanoseconds x (pending + 1))",
             m.cost.clone(),
@@ -168,6 +176,16 @@ impl Metrics {
             grpc_status: code.to_string(),
         };
         self.grpc_attempts.get_or_create(&labels).inc();
+    }
+
+    /// Counts a load probe of `endpoint` of `service`.
+    pub fn probe(&self, service: &str, endpoint: std::net::SocketAddr, ok: bool) {
+        let labels = EndpointClassLabels {
+            service: service.to_owned(),
+            endpoint: endpoint.to_string(),
+            class: if ok { "ok" } else { "failed" }.to_owned(),
+        };
+        self.probes.get_or_create(&labels).inc();
     }
 
     /// Counts a request of `service` (empty: not routed yet) failed by its client.

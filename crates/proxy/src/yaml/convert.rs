@@ -10,7 +10,7 @@ use crate::discovery::parse_upstream;
 use std::net::SocketAddr;
 use std::time::Duration;
 use tailguard_balance::load::PeakEwmaConfig;
-use tailguard_balance::{ApertureConfig, Choices, LoadKind, Policy};
+use tailguard_balance::{ApertureConfig, Choices, LoadKind, Policy, PrequalConfig};
 use tailguard_client::{ArmConfig, RetryConfig, Timeouts};
 use tailguard_resilience::{AccrualConfig, Backoff, Classifier, RetryBudgetConfig, TripPolicy};
 
@@ -96,6 +96,18 @@ fn service(spec: ServiceSpec) -> Result<ServiceConfig, YamlError> {
         ..b
     };
     s.arm = arm(&spec, &key)?;
+    if let Some(b) = &spec.client.load_balancer {
+        match (&b.probe_path, &s.arm.policy) {
+            (Some(p), Policy::Prequal(_)) => s.probe_path = p.clone(),
+            (Some(_), _) => {
+                return Err(err(
+                    key("client.loadBalancer.probePath"),
+                    "only for kind prequal",
+                ))
+            }
+            (None, _) => {}
+        }
+    }
     if let Some(t) = spec.client.connect_timeout_ms {
         if t == 0 {
             return Err(err(key("client.connectTimeoutMs"), "must be above zero"));
@@ -223,7 +235,7 @@ fn balancer(b: &Balancer, key: &str) -> Result<Policy, YamlError> {
             ))
         }
     };
-    Ok(match b.kind.as_str() {
+    let policy = match b.kind.as_str() {
         "roundRobin" => Policy::RoundRobin,
         "random" => Policy::Random,
         "p2c" => Policy::p2c(LoadKind::Pending),
@@ -238,13 +250,39 @@ fn balancer(b: &Balancer, key: &str) -> Result<Policy, YamlError> {
             config.min_aperture = b.min_aperture.unwrap_or(config.min_aperture);
             Policy::Aperture { config, load }
         }
-        o => {
-            return Err(err(
-                format!("{key}.kind"),
-                format!("`{o}`: expected roundRobin, random, p2c, ewma, heap, bestOf or aperture"),
-            ))
+        "prequal" => {
+            let d = PrequalConfig::default();
+            let config = PrequalConfig {
+                probes_per_query: b.probes.unwrap_or(d.probes_per_query),
+                pool_size: b.pool_size.unwrap_or(d.pool_size),
+                max_age: b.max_age_ms.map_or(d.max_age, ms),
+                max_uses: b.max_uses.unwrap_or(d.max_uses),
+                q_rif: b.q_rif.unwrap_or(d.q_rif),
+            };
+            config
+                .validate()
+                .map_err(|e| err(key.to_owned(), e.to_string()))?;
+            Policy::Prequal(config)
         }
-    })
+        o => return Err(err(
+            format!("{key}.kind"),
+            format!(
+                "`{o}`: expected roundRobin, random, p2c, ewma, heap, bestOf, aperture or prequal"
+            ),
+        )),
+    };
+    let prequal_keys = b.probes.is_some()
+        || b.pool_size.is_some()
+        || b.max_age_ms.is_some()
+        || b.max_uses.is_some()
+        || b.q_rif.is_some();
+    if prequal_keys && !matches!(policy, Policy::Prequal(_)) {
+        return Err(err(
+            key.to_owned(),
+            "probes, poolSize, maxAgeMs, maxUses and qRif are only for kind prequal",
+        ));
+    }
+    Ok(policy)
 }
 
 fn classifier(k: Option<&Kind>, key: &str) -> Result<Classifier, YamlError> {
@@ -362,6 +400,12 @@ pub fn balancer_kind(kind: &str) -> Result<Policy, YamlError> {
         choices: None,
         load: None,
         min_aperture: None,
+        probes: None,
+        pool_size: None,
+        max_age_ms: None,
+        max_uses: None,
+        q_rif: None,
+        probe_path: None,
     };
     balancer(&b, "--balancer")
 }

@@ -117,6 +117,12 @@ pub(super) struct Balancer {
     pub(super) choices: Option<usize>,
     pub(super) load: Option<String>,
     pub(super) min_aperture: Option<usize>,
+    pub(super) probes: Option<u32>,
+    pub(super) pool_size: Option<usize>,
+    pub(super) max_age_ms: Option<u64>,
+    pub(super) max_uses: Option<u32>,
+    pub(super) q_rif: Option<f64>,
+    pub(super) probe_path: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
