@@ -264,12 +264,11 @@ fn balancer(b: &Balancer, key: &str) -> Result<Policy, YamlError> {
                 .map_err(|e| err(key.to_owned(), e.to_string()))?;
             Policy::Prequal(config)
         }
-        o => return Err(err(
-            format!("{key}.kind"),
-            format!(
-                "`{o}`: expected roundRobin, random, p2c, ewma, heap, bestOf, aperture or prequal"
-            ),
-        )),
+        o => {
+            let expected = "roundRobin, random, p2c, ewma, heap, bestOf, aperture or prequal";
+            let why = format!("`{o}`: expected {expected}");
+            return Err(err(format!("{key}.kind"), why));
+        }
     };
     let prequal_keys = b.probes.is_some()
         || b.pool_size.is_some()
