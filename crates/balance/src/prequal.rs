@@ -47,7 +47,14 @@
 //! let mut rng = rand::rngs::StdRng::seed_from_u64(3);
 //! let mut b = Prequal::new(PrequalConfig::default(), 3, Duration::ZERO);
 //! let ms = Duration::from_millis;
-//! // Endpoint 0 is idle but slow, 1 is fast, 2 has a long queue.
+//! // Earlier replies: every endpoint had about one request in flight.
+//! for _ in 0..4 {
+//!     for e in 0..3 {
+//!         b.probe_reply(e, Some(ProbeReply { rif: 1, latency: ms(10) }), ms(0));
+//!     }
+//! }
+//! // Now endpoint 0 is idle but slow, 1 is fast, 2 has a long queue: it is hot (its RIF is
+//! // above the 0.84 quantile of recent replies' RIFs), so its short latency does not count.
 //! b.probe_reply(0, Some(ProbeReply { rif: 0, latency: ms(80) }), ms(1));
 //! b.probe_reply(1, Some(ProbeReply { rif: 1, latency: ms(10) }), ms(1));
 //! b.probe_reply(2, Some(ProbeReply { rif: 40, latency: ms(5) }), ms(1));
