@@ -233,7 +233,15 @@ impl Board {
     fn json(&self, since: u64) -> String {
         let upto = self.samples.published();
         let head = lock(&self.head).clone();
-        let arms: Vec<Arc<Arm>> = lock(&self.arms).clone();
+        let mut arms: Vec<Arc<Arm>> = lock(&self.arms).clone();
+        // In the planned order (arms that run at once start in any order), unplanned ones last.
+        let rank = |a: &Arm| {
+            head.planned
+                .iter()
+                .position(|(g, n)| *g == a.group && *n == a.name)
+                .unwrap_or(usize::MAX)
+        };
+        arms.sort_by_key(|a| rank(a));
         let views: Vec<ArmView> = arms
             .iter()
             .map(|arm| {
@@ -471,6 +479,22 @@ mod tests {
         );
         let specs = vec![("a".to_owned(), "0s".to_owned())];
         let one = board.start(("g", "one", "direct"), TICK * 5, fleet.tally(), specs);
+        // Arms that run at once start in any order; the page lists them as planned.
+        let other = Board::new("demo", "");
+        other.plan(
+            "",
+            vec![("g".into(), "one".into()), ("g".into(), "two".into())],
+            true,
+        );
+        other.start(("g", "two", "x"), TICK, fleet.tally(), Vec::new());
+        other.start(("g", "one", "x"), TICK, fleet.tally(), Vec::new());
+        let names: Vec<Value> = json(&other, 0)["arms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["name"].clone())
+            .collect();
+        assert_eq!(names, ["one", "two"]);
         let b = json(&board, 0);
         assert_eq!(b["scenario"], "demo");
         assert_eq!(b["together"], true);
