@@ -165,6 +165,13 @@ impl Client {
         }
     }
 
+    /// True when latency outlier detection has ejected `endpoint` at `now`.
+    pub fn is_ejected(&self, endpoint: usize, now: Duration) -> bool {
+        self.outlier
+            .as_ref()
+            .is_some_and(|o| o.is_ejected(endpoint, now))
+    }
+
     /// True when `endpoint` is in rotation at `now` (accrual and ejection agree).
     pub fn is_ready(&self, endpoint: usize, now: Duration) -> bool {
         let alive = self

@@ -472,7 +472,7 @@ fn arm_key(e: &ArmError) -> &'static str {
         ArmError::Budget(_) => "service.retries.budget",
         ArmError::Backoff(_) => "service.retries.backoff",
         ArmError::Hedge(_) => "hedge",
-        ArmError::Outlier(_) => "outlier",
+        ArmError::Outlier(_) => "client.outlierDetection",
         ArmError::ZeroTimeout => "timeouts (requestAttemptTimeoutMs / totalTimeoutMs)",
         ArmError::Penalty => "client.failurePenaltyMs",
     }

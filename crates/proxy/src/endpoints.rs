@@ -360,6 +360,7 @@ impl Endpoints {
                         successes as f64 / total as f64
                     },
                     state: match status {
+                        None | Some(Status::Alive) if guard.client.is_ejected(i, now) => "ejected",
                         None | Some(Status::Alive) => "alive",
                         Some(Status::Dead { .. }) => "dead",
                         Some(Status::Probing { .. }) => "probing",

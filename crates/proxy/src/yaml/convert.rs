@@ -12,7 +12,9 @@ use std::time::Duration;
 use tailguard_balance::load::PeakEwmaConfig;
 use tailguard_balance::{ApertureConfig, Choices, LoadKind, Policy, PrequalConfig};
 use tailguard_client::{ArmConfig, RetryConfig, Timeouts};
-use tailguard_resilience::{AccrualConfig, Backoff, Classifier, RetryBudgetConfig, TripPolicy};
+use tailguard_resilience::{
+    AccrualConfig, Backoff, Classifier, OutlierConfig, RetryBudgetConfig, TripPolicy,
+};
 
 fn err(key: impl Into<String>, message: impl Into<String>) -> YamlError {
     YamlError::Key {
@@ -213,6 +215,23 @@ fn arm(spec: &ServiceSpec, key: &dyn Fn(&str) -> String) -> Result<ArmConfig, Ya
         attempt: spec.client.request_attempt_timeout_ms.map(ms),
         total: spec.service.total_timeout_ms.map(ms),
     };
+    if let Some(o) = &spec.client.outlier_detection {
+        let d = OutlierConfig::default();
+        let config = OutlierConfig {
+            interval: o.interval_ms.map_or(d.interval, ms),
+            factor: o.factor.unwrap_or(d.factor),
+            min_requests: o.min_requests.unwrap_or(d.min_requests),
+            base_ejection: o.base_ejection_ms.map_or(d.base_ejection, ms),
+            max_ejection: o.max_ejection_ms.map_or(d.max_ejection, ms),
+            max_ejected_percent: o
+                .max_ejected_percent
+                .map_or(d.max_ejected_percent, |p| p / 100.0),
+        };
+        config
+            .validate()
+            .map_err(|e| err(key("client.outlierDetection"), e.to_string()))?;
+        arm.outlier = Some(config);
+    }
     if let Some(p) = spec.client.failure_penalty_ms {
         arm.failure_penalty = Some(ms(p)).filter(|d| !d.is_zero());
     }

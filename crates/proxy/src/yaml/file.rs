@@ -98,6 +98,19 @@ pub(super) struct ClientSpec {
     pub(super) connect_timeout_ms: Option<u64>,
     pub(super) failure_penalty_ms: Option<u64>,
     pub(super) host_connection_pool: Option<HostPool>,
+    pub(super) outlier_detection: Option<OutlierSpec>,
+}
+
+/// Latency outlier ejection (`client.outlierDetection`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct OutlierSpec {
+    pub(super) interval_ms: Option<u64>,
+    pub(super) factor: Option<f64>,
+    pub(super) min_requests: Option<u32>,
+    pub(super) base_ejection_ms: Option<u64>,
+    pub(super) max_ejection_ms: Option<u64>,
+    pub(super) max_ejected_percent: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
