@@ -63,7 +63,7 @@
 
 pub use crate::balancer::ProbeReply;
 use crate::load::{PeakEwma, PeakEwmaConfig, Snapshot};
-use crate::Balance;
+use crate::{Balance, BestOf, Choices};
 use rand::{Rng, RngCore};
 use std::time::Duration;
 
@@ -161,8 +161,9 @@ pub struct Prequal {
     rifs: [u32; HISTORY],
     rifs_len: usize,
     rifs_next: usize,
-    /// This client's own view of each endpoint: requests in flight and recent round trips.
-    local: Vec<PeakEwma>,
+    /// This client's own view of each endpoint (requests in flight and recent round trips),
+    /// as the project's P2C peak EWMA picker keeps it: the fallback when no reply is usable.
+    local: BestOf<PeakEwma>,
     /// Endpoint indices, partly shuffled to draw probe targets without replacement.
     order: Vec<usize>,
     /// Which removal comes next: the oldest reply, or the worst.
@@ -196,7 +197,7 @@ impl Prequal {
             rifs: [0; HISTORY],
             rifs_len: 0,
             rifs_next: 0,
-            local: (0..n).map(|_| PeakEwma::new(local_config, now)).collect(),
+            local: BestOf::new(vec![PeakEwma::new(local_config, now); n], Choices::D(2)),
             order: (0..n).collect(),
             remove_oldest: true,
             failed_at: vec![None; n],
@@ -271,36 +272,6 @@ impl Prequal {
         }
     }
 
-    /// Power of two choices on this client's own view (an empty pool).
-    fn fallback(
-        &mut self,
-        now: Duration,
-        ready: &dyn Fn(usize) -> bool,
-        rng: &mut dyn RngCore,
-    ) -> usize {
-        let n = self.local.len();
-        let draw = |rng: &mut dyn RngCore| -> usize {
-            for _ in 0..crate::MAX_EFFORT {
-                let i = rng.random_range(0..n);
-                if ready(i) {
-                    return i;
-                }
-            }
-            (0..n)
-                .find(|&i| ready(i))
-                .unwrap_or_else(|| rng.random_range(0..n))
-        };
-        let (a, b) = (draw(rng), draw(rng));
-        let cost = |p: &PeakEwma| {
-            p.snapshot_estimate(now).as_nanos() as f64 * (f64::from(p.pending()) + 1.0)
-        };
-        if cost(&self.local[b]) < cost(&self.local[a]) {
-            b
-        } else {
-            a
-        }
-    }
-
     fn remember_rif(&mut self, rif: u32) {
         self.rifs[self.rifs_next] = rif;
         self.rifs_next = (self.rifs_next + 1) % HISTORY;
@@ -342,22 +313,19 @@ impl Balance for Prequal {
                 }
                 endpoint
             }
-            None => self.fallback(now, ready, rng),
+            // No usable reply: power of two choices on this client's own view.
+            None => self.local.pick(now, ready, rng)?,
         };
         self.remove_one(now);
         Some(chosen)
     }
 
     fn start(&mut self, endpoint: usize, now: Duration) {
-        if let Some(l) = self.local.get_mut(endpoint) {
-            crate::load::Estimator::start(l, now);
-        }
+        self.local.start(endpoint, now);
     }
 
     fn end(&mut self, endpoint: usize, rtt: Duration, now: Duration) {
-        if let Some(l) = self.local.get_mut(endpoint) {
-            crate::load::Estimator::end(l, rtt, now);
-        }
+        self.local.end(endpoint, rtt, now);
     }
 
     fn failed(&mut self, endpoint: usize, now: Duration) {
@@ -367,11 +335,7 @@ impl Balance for Prequal {
     }
 
     fn snapshot(&self, endpoint: usize, now: Duration) -> Option<Snapshot> {
-        let l = self.local.get(endpoint)?;
-        Some(Snapshot {
-            cost: l.snapshot_estimate(now).as_nanos() as f64 * (f64::from(l.pending()) + 1.0),
-            pending: l.pending(),
-        })
+        self.local.snapshot(endpoint, now)
     }
 
     fn probe_targets(
@@ -397,13 +361,14 @@ impl Balance for Prequal {
     }
 
     fn probe_reply(&mut self, endpoint: usize, reply: Option<ProbeReply>, now: Duration) {
-        let Some(local) = self.local.get(endpoint) else {
+        let Some(local) = self.local.snapshot(endpoint, now) else {
             return;
         };
-        // No answer: what this client sees there itself.
+        // No answer: what this client sees there itself (the cost is the round-trip estimate
+        // times pending + 1).
         let reply = reply.unwrap_or(ProbeReply {
-            rif: local.pending(),
-            latency: local.snapshot_estimate(now),
+            rif: local.pending,
+            latency: Duration::from_nanos((local.cost / (f64::from(local.pending) + 1.0)) as u64),
         });
         self.remember_rif(reply.rif);
         // One reply per endpoint: the newer one replaces it.

@@ -174,15 +174,7 @@ impl Client {
 
     /// True when `endpoint` is in rotation at `now` (accrual and ejection agree).
     pub fn is_ready(&self, endpoint: usize, now: Duration) -> bool {
-        let alive = self
-            .accrual
-            .get(endpoint)
-            .is_none_or(|a| a.is_available(now));
-        let kept = self
-            .outlier
-            .as_ref()
-            .is_none_or(|o| !o.is_ejected(endpoint, now));
-        alive && kept
+        in_rotation(&self.accrual, self.outlier.as_ref(), endpoint, now)
     }
 
     /// Step 2: the endpoint for the next attempt, avoiding `avoid` whenever another exists.
@@ -196,11 +188,7 @@ impl Client {
             outlier,
             ..
         } = self;
-        let ready = |i: usize| {
-            Some(i) != avoid
-                && accrual.get(i).is_none_or(|a| a.is_available(now))
-                && outlier.as_ref().is_none_or(|o| !o.is_ejected(i, now))
-        };
+        let ready = |i: usize| Some(i) != avoid && in_rotation(accrual, outlier.as_ref(), i, now);
         let chosen = balancer
             .pick(now, &ready, rng)
             .expect("a client has endpoints");
@@ -222,10 +210,7 @@ impl Client {
             stats,
             ..
         } = self;
-        let ready = |i: usize| {
-            accrual.get(i).is_none_or(|a| a.is_available(now))
-                && outlier.as_ref().is_none_or(|o| !o.is_ejected(i, now))
-        };
+        let ready = |i: usize| in_rotation(accrual, outlier.as_ref(), i, now);
         let before = out.len();
         balancer.probe_targets(now, &ready, rng, out);
         stats.probes += (out.len() - before) as u64;
@@ -331,6 +316,19 @@ impl Client {
         self.stats.hedges += u64::from(granted);
         granted
     }
+}
+
+/// True when `endpoint` is in rotation at `now`: alive for failure accrual and not ejected as a
+/// latency outlier (a function of the two fields, so a pick can ask while it borrows the
+/// balancer).
+fn in_rotation(
+    accrual: &[Accrual],
+    outlier: Option<&OutlierDetector>,
+    endpoint: usize,
+    now: Duration,
+) -> bool {
+    accrual.get(endpoint).is_none_or(|a| a.is_available(now))
+        && outlier.is_none_or(|o| !o.is_ejected(endpoint, now))
 }
 
 #[cfg(test)]

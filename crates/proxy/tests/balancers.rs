@@ -2,9 +2,8 @@
 
 mod support;
 
-use std::net::SocketAddr;
 use std::time::Duration;
-use support::{client, send, start, AsUpstream};
+use support::{load, start, AsUpstream};
 use tailguard_balance::load::PeakEwmaConfig;
 use tailguard_balance::{ApertureConfig, Choices, LoadKind, Policy};
 use tailguard_proxy::config::ServiceConfig;
@@ -26,24 +25,6 @@ fn service(backends: &[TestServer], policy: Policy) -> ServiceConfig {
     s.arm.retries = None;
     s.arm.accrual = None;
     s
-}
-
-/// `workers` concurrent clients, each sending `each` requests one after the other; every
-/// response must be 200.
-async fn load(addr: SocketAddr, workers: usize, each: usize) {
-    let tasks: Vec<_> = (0..workers)
-        .map(|_| {
-            tokio::spawn(async move {
-                let c = client(false);
-                for _ in 0..each {
-                    assert_eq!(send(&c, addr, "GET", "/").await.0, 200);
-                }
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await.unwrap();
-    }
 }
 
 fn hits(backends: &[TestServer]) -> Vec<u64> {

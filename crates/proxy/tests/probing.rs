@@ -7,7 +7,7 @@ mod support;
 
 use std::net::SocketAddr;
 use std::time::Duration;
-use support::{client, send, start, AsUpstream};
+use support::{client, load, send, start, AsUpstream};
 use tailguard_balance::{Policy, PrequalConfig};
 use tailguard_proxy::config::{ServiceConfig, Upstream};
 use tailguard_testsupport::TestServer;
@@ -18,23 +18,6 @@ fn prequal(upstreams: Vec<Upstream>) -> ServiceConfig {
     s.arm.retries = None;
     s.arm.accrual = None;
     s
-}
-
-/// `workers` clients each sending `each` requests in turn; every answer must be 200.
-async fn load(addr: SocketAddr, workers: usize, each: usize) {
-    let tasks: Vec<_> = (0..workers)
-        .map(|_| {
-            tokio::spawn(async move {
-                let c = client(false);
-                for _ in 0..each {
-                    assert_eq!(send(&c, addr, "GET", "/").await.0, 200);
-                }
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await.unwrap();
-    }
 }
 
 /// The proxy's probe counter for `class` (`ok` or `failed`), summed over endpoints.

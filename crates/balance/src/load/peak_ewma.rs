@@ -114,16 +114,6 @@ impl PeakEwma {
         Duration::from_nanos(self.estimate_ns as u64)
     }
 
-    /// The estimate as [`Load::cost`] would decay it to `now`, without changing it.
-    pub fn snapshot_estimate(&self, now: Duration) -> Duration {
-        let ns = if self.sampled {
-            self.estimate_ns * self.weight(now)
-        } else {
-            self.estimate_ns
-        };
-        Duration::from_nanos(ns as u64)
-    }
-
     /// Requests in flight.
     pub fn pending(&self) -> u32 {
         self.pending

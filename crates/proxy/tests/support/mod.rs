@@ -71,6 +71,24 @@ pub async fn send(
     )
 }
 
+/// `workers` concurrent clients, each sending `each` GETs one after the other through the proxy
+/// at `addr`; every answer must be 200.
+pub async fn load(addr: SocketAddr, workers: usize, each: usize) {
+    let tasks: Vec<_> = (0..workers)
+        .map(|_| {
+            tokio::spawn(async move {
+                let c = client(false);
+                for _ in 0..each {
+                    assert_eq!(send(&c, addr, "GET", "/").await.0, 200);
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+}
+
 /// Polls `check` every 20 ms until it holds or `limit` passes.
 pub async fn eventually(limit: Duration, mut check: impl AsyncFnMut() -> bool) -> bool {
     let deadline = tokio::time::Instant::now() + limit;
