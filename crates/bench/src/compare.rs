@@ -135,14 +135,6 @@ pub(crate) fn run(
             scenario.load.clients
         ));
     }
-    for arm in &arms {
-        if arm.hedge.is_some() {
-            run.report.notes.push(format!(
-                "arm {}: the live proxy does not hedge; only `sim` models hedging",
-                arm.name
-            ));
-        }
-    }
     let together = opts.together && arms.len() > 1;
     run.console
         .plan(traffic.duration.as_secs() * arms.len() as u64);

@@ -120,8 +120,8 @@ impl Client {
     /// Takes over what `old` learned, when the endpoint set changes at `now`: `from[i]` is the
     /// index in `old` of this client's endpoint `i` (`None`: a new endpoint, which starts
     /// fresh). Each kept endpoint's failure accrual carries over (a dead endpoint stays dead;
-    /// see [`tailguard_resilience::Accrual::carried`]), and so do the retry budget and the
-    /// counters. Load estimates and outlier statistics start fresh: they re-learn within one
+    /// see [`tailguard_resilience::Accrual::carried`]), and so do the retry budget, the hedger
+    /// (its latencies and budget belong to the service, not to an endpoint) and the counters. Load estimates and outlier statistics start fresh: they re-learn within one
     /// decay time.
     pub fn inherit(&mut self, old: &Client, from: &[Option<usize>], now: Duration) {
         for (slot, j) in self.accrual.iter_mut().zip(from) {
@@ -131,6 +131,9 @@ impl Client {
         }
         if let (Some(b), Some(prev)) = (&mut self.budget, &old.budget) {
             *b = prev.clone();
+        }
+        if let (Some(h), Some(prev)) = (&mut self.hedger, &old.hedger) {
+            *h = prev.clone();
         }
         self.stats = old.stats;
     }

@@ -2,7 +2,7 @@
 //! `/dashboard.json` (its figures), `/metrics` (Prometheus text), `/ready` (200 when every
 //! service has an endpoint, 503 while draining), `/live` (200 while the process serves), and
 //! `/endpoints` (JSON: per service, each endpoint's address, pending attempts, balancer cost,
-//! success rate, accrual state, ejections and last error). Every page is read-only.
+//! success rate, accrual state, ejections, hedges sent to it and won, and last error). Every page is read-only.
 
 use crate::dashboard;
 use crate::metrics::EndpointLabels;
@@ -88,7 +88,14 @@ fn refresh_gauges(shared: &Shared) {
     let m = &shared.metrics;
     m.pending.clear();
     m.cost.clear();
+    m.hedge_delay.clear();
     for service in shared.services().iter() {
+        if let Some(d) = service.endpoints().hedge_delay(now) {
+            let labels = crate::metrics::ServiceLabels {
+                service: service.config.name.clone(),
+            };
+            m.hedge_delay.get_or_create(&labels).set(d.as_secs_f64());
+        }
         for view in dashboard::by_address(service.endpoints().views(now)) {
             let labels = EndpointLabels {
                 service: service.config.name.clone(),

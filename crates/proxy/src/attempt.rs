@@ -16,6 +16,15 @@
 //! - an attempt abandoned midway (the total timeout fired, or the client went away) is
 //!   cancelled when its [`InFlight`] drops, so the balancer's pending count never leaks.
 //!
+//! # Hedging
+//! With `service.hedge`, the first attempt of a request whose method the classifier would
+//! retry, and whose body is buffered, races a timer set to the hedger's delay (the live
+//! `1 - maxExtraLoad` quantile of attempt latencies). When the timer fires first and the hedge
+//! budget allows, a backup goes to another endpoint; the first success wins and the other
+//! attempt is dropped, which cancels it (its connection is abandoned, the balancer hears of the
+//! cancellation). A failure of one waits for the other. Retries after that are not hedged, as in
+//! the simulator. gRPC calls (POST) are not hedged: a call may not be idempotent.
+//!
 //! # gRPC
 //! A gRPC call's outcome is its `grpc-status`. A trailers-only response carries it in its
 //! headers. Otherwise the frames the endpoint has already delivered are read without waiting
@@ -82,13 +91,14 @@ impl AttemptBody {
     }
 }
 
-/// A request ready for its attempts (cleaned, its body prepared; not sent yet).
+/// A request ready for its attempts (cleaned, its body prepared; not sent yet). A hedged request
+/// has two attempts in flight at once, each reading this through a shared reference.
 #[derive(Debug)]
 pub struct Outgoing {
     /// Method, path, cleaned headers, upstream version.
     pub parts: http::request::Parts,
-    /// The body.
-    pub body: AttemptBody,
+    /// The body (behind a lock only ever held to take a copy).
+    pub body: std::sync::Mutex<AttemptBody>,
     /// The method as the classifier sees it.
     pub method: Method,
     /// Over HTTP/2.
@@ -99,16 +109,35 @@ pub struct Outgoing {
     pub fault: Option<FaultCell>,
 }
 
+impl Outgoing {
+    fn body(&self) -> std::sync::MutexGuard<'_, AttemptBody> {
+        // Taking a copy cannot panic midway; keep what a panicked holder left.
+        self.body.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether a backup may be sent: the classifier would repeat the method and the body is
+    /// buffered.
+    fn hedgeable(&self, service: &Service) -> bool {
+        let arm = &service.config.arm;
+        arm.hedge.is_some()
+            && arm.classifier.retries(self.method)
+            && matches!(*self.body(), AttemptBody::Replayable(_))
+    }
+}
+
 enum Ended {
     Response(Response<ProxyBody>),
     Failed(StatusCode, String),
 }
 
+/// One attempt's end: its endpoint slot, its class, and what to answer if it is final.
+type Done = (usize, Class, Ended);
+
 /// Runs attempts until one is final.
 pub async fn run(
     shared: &Arc<Shared>,
     service: &Arc<Service>,
-    mut request: Outgoing,
+    request: Outgoing,
 ) -> Response<ProxyBody> {
     let endpoints = service.endpoints();
     if endpoints.is_empty() {
@@ -119,12 +148,22 @@ pub async fn run(
     let clock = shared.clock;
     endpoints.on_request(clock.now());
     let retries = service.config.arm.retries;
+    let hedge = request
+        .hedgeable(service)
+        .then(|| endpoints.hedge_delay(clock.now()))
+        .flatten();
     let (mut avoid, mut tries) = (None, 0u32);
     loop {
-        let (slot, class, ended) = once(shared, service, &endpoints, &mut request, avoid).await;
+        let (slot, class, ended) = match hedge.filter(|_| tries == 0) {
+            Some(delay) => hedged(shared, service, &endpoints, &request, delay).await,
+            None => {
+                let pending = pick(shared, service, &endpoints, &request, avoid);
+                once(shared, service, &endpoints, &request, pending).await
+            }
+        };
         let may = !class.success
             && class.retryable
-            && request.body.available()
+            && request.body().available()
             && retries.is_some_and(|r| tries < r.max_retries);
         if !may {
             return finish(ended, request.reply);
@@ -145,21 +184,61 @@ pub async fn run(
     }
 }
 
-fn finish(ended: Ended, reply: Reply) -> Response<ProxyBody> {
-    match ended {
-        Ended::Failed(status, reason) => reply.error(status, &reason),
-        Ended::Response(resp) => resp,
-    }
-}
-
-/// One attempt: pick, send, classify, report.
-async fn once(
+/// The first attempt of a hedged request: a backup to another endpoint when the first is
+/// still out after `delay` and the budget allows; the first success wins, and dropping the
+/// other attempt cancels it. When one fails, the other's answer decides.
+async fn hedged(
     shared: &Arc<Shared>,
     service: &Arc<Service>,
     endpoints: &Arc<Endpoints>,
-    request: &mut Outgoing,
+    request: &Outgoing,
+    delay: Duration,
+) -> Done {
+    let pending = pick(shared, service, endpoints, request, None);
+    let first_slot = pending.slot;
+    let first = once(shared, service, endpoints, request, pending);
+    tokio::pin!(first);
+    tokio::select! {
+        done = &mut first => return done,
+        () = tokio::time::sleep(delay) => {}
+    }
+    let handles = service.handles(&shared.metrics);
+    if !endpoints.may_hedge(shared.clock.now()) {
+        handles.hedge_budget_exhausted.inc();
+        return first.await;
+    }
+    handles.hedges.inc();
+    let pending = pick(shared, service, endpoints, request, Some(first_slot));
+    endpoints.hedged(pending.slot);
+    let backup = once(shared, service, endpoints, request, pending);
+    tokio::pin!(backup);
+    let (done, backup_first) = tokio::select! {
+        done = &mut first => (done, false),
+        done = &mut backup => (done, true),
+    };
+    let (done, from_backup) = if done.1.success {
+        (done, backup_first)
+    } else if backup_first {
+        (first.await, false)
+    } else {
+        (backup.await, true)
+    };
+    if from_backup && done.1.success {
+        handles.hedge_wins.inc();
+        endpoints.hedge_won(done.0);
+    }
+    done
+}
+
+/// Picks the endpoint of the next attempt (avoiding `avoid` when another exists) and sends the
+/// probes a probing balancer asks for with it; the attempt is in flight from here.
+fn pick(
+    shared: &Arc<Shared>,
+    service: &Arc<Service>,
+    endpoints: &Arc<Endpoints>,
+    request: &Outgoing,
     avoid: Option<usize>,
-) -> (usize, Class, Ended) {
+) -> InFlight {
     let clock = shared.clock;
     let now = clock.now();
     let mut probes = Vec::new();
@@ -169,8 +248,7 @@ async fn once(
     if !probes.is_empty() {
         crate::probe::send(shared, service, endpoints, probes, request.h2);
     }
-    let addr = endpoints.addr(slot);
-    let pending = InFlight {
+    InFlight {
         shared: Arc::clone(shared),
         service: Arc::clone(service),
         endpoints: Arc::clone(endpoints),
@@ -179,7 +257,27 @@ async fn once(
         method: request.method,
         sent: now,
         clock,
-    };
+    }
+}
+
+fn finish(ended: Ended, reply: Reply) -> Response<ProxyBody> {
+    match ended {
+        Ended::Failed(status, reason) => reply.error(status, &reason),
+        Ended::Response(resp) => resp,
+    }
+}
+
+/// One attempt, picked: send, classify, report.
+async fn once(
+    shared: &Arc<Shared>,
+    service: &Arc<Service>,
+    endpoints: &Arc<Endpoints>,
+    request: &Outgoing,
+    pending: InFlight,
+) -> Done {
+    let clock = shared.clock;
+    let (slot, now) = (pending.slot, pending.sent);
+    let addr = endpoints.addr(slot);
     // The connection first, then the request: a request whose connection could not be made
     // keeps its body, so even a streamed body may go to another endpoint.
     let deadline = service
@@ -192,13 +290,8 @@ async fn once(
         None => None,
         Some(Err(e)) => Some(Err(e)),
         Some(Ok(conn)) => {
-            let req = build(
-                &request.parts,
-                request.body.take(),
-                endpoints,
-                slot,
-                request.h2,
-            );
+            let body = request.body().take();
+            let req = build(&request.parts, body, endpoints, slot, request.h2);
             within(deadline, conn.send(req)).await
         }
     };

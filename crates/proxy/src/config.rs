@@ -471,7 +471,7 @@ fn arm_key(e: &ArmError) -> &'static str {
         ArmError::Accrual(_) => "client.failureAccrual",
         ArmError::Budget(_) => "service.retries.budget",
         ArmError::Backoff(_) => "service.retries.backoff",
-        ArmError::Hedge(_) => "hedge",
+        ArmError::Hedge(_) => "service.hedge",
         ArmError::Outlier(_) => "client.outlierDetection",
         ArmError::ZeroTimeout => "timeouts (requestAttemptTimeoutMs / totalTimeoutMs)",
         ArmError::Penalty => "client.failurePenaltyMs",

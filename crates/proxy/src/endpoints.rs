@@ -44,6 +44,10 @@ struct Counters {
     failures: AtomicU64,
     /// Times failure accrual took it out of rotation.
     ejections: AtomicU64,
+    /// Backup requests sent to it.
+    hedges: AtomicU64,
+    /// Backup requests sent to it whose answer was the one used.
+    hedge_wins: AtomicU64,
     /// Its last failed attempt: when, and what happened.
     last_error: Mutex<Option<(Duration, String)>>,
     /// Its metric handles, looked up on the first attempt.
@@ -69,12 +73,16 @@ pub struct EndpointView {
     pub failures: u64,
     /// Successes over all finished attempts (1 before any).
     pub success_rate: f64,
-    /// `alive`, `dead` or `probing`.
+    /// `alive`, `dead`, `probing`, or `ejected` (a latency outlier).
     pub state: &'static str,
     /// Milliseconds until a dead endpoint is open for its probe (0: now; `null` unless dead).
     pub probe_in_ms: Option<u64>,
     /// Times failure accrual took it out of rotation.
     pub ejections: u64,
+    /// Backup requests (hedges) sent to it.
+    pub hedges: u64,
+    /// Backup requests sent to it that answered first with a success.
+    pub hedge_wins: u64,
     /// Its last failed attempt (`null`: none yet).
     pub last_error: Option<LastError>,
 }
@@ -173,8 +181,13 @@ impl Endpoints {
                     .store(was.successes.load(Ordering::Relaxed), Ordering::Relaxed);
                 to.failures
                     .store(was.failures.load(Ordering::Relaxed), Ordering::Relaxed);
-                to.ejections
-                    .store(was.ejections.load(Ordering::Relaxed), Ordering::Relaxed);
+                for (to, was) in [
+                    (&to.ejections, &was.ejections),
+                    (&to.hedges, &was.hedges),
+                    (&to.hedge_wins, &was.hedge_wins),
+                ] {
+                    to.store(was.load(Ordering::Relaxed), Ordering::Relaxed);
+                }
                 *lock(&to.last_error) = lock(&was.last_error).clone();
             }
         }
@@ -308,6 +321,27 @@ impl Endpoints {
         self.lock().client.may_retry(now)
     }
 
+    /// How long a hedged request's first attempt waits before its backup, as of `now`
+    /// (`None`: no hedging, or not enough latencies yet).
+    pub fn hedge_delay(&self, now: Duration) -> Option<Duration> {
+        self.lock().client.hedge_delay(now)
+    }
+
+    /// May a backup be sent at `now`? Charges the hedge budget when it may.
+    pub fn may_hedge(&self, now: Duration) -> bool {
+        self.lock().client.may_hedge(now)
+    }
+
+    /// A backup request went to slot `i`.
+    pub fn hedged(&self, i: usize) {
+        self.counters[i].hedges.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The backup request to slot `i` answered first, with a success.
+    pub fn hedge_won(&self, i: usize) {
+        self.counters[i].hedge_wins.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Attempts in flight to slot `i`.
     pub fn pending(&self, i: usize) -> u64 {
         self.counters[i].pending.load(Ordering::Relaxed)
@@ -370,6 +404,8 @@ impl Endpoints {
                         _ => None,
                     },
                     ejections: c.ejections.load(Ordering::Relaxed),
+                    hedges: c.hedges.load(Ordering::Relaxed),
+                    hedge_wins: c.hedge_wins.load(Ordering::Relaxed),
                     last_error: lock(&c.last_error).as_ref().map(|(at, what)| LastError {
                         what: what.clone(),
                         ago_ms: millis(now.saturating_sub(*at)),

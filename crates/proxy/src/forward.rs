@@ -7,9 +7,10 @@
 //! 3. Pick the upstream protocol: `auto` sends gRPC over HTTP/2 and everything else over
 //!    HTTP/1.1, which every backend speaks, so an HTTP/2 client in front of an HTTP/1.1-only
 //!    backend (nginx's default) just works.
-//! 4. Keep the body replayable (bounded buffer) only when a retry could need it: the method is
-//!    retryable (or the call is gRPC and some gRPC codes are), retries are on, and the body's
-//!    exact length is within `retry_buffer`. Otherwise the body streams through, watched for
+//! 4. Keep the body replayable (bounded buffer) only when a retry or a backup could need it:
+//!    the method is retryable (or the call is gRPC and some gRPC codes are) and retries are on,
+//!    or the method may be hedged and hedging is on; and the body's exact length is within
+//!    `retry_buffer`. Otherwise the body streams through, watched for
 //!    the client's faults ([`crate::request_body`]), and the request is retried only when an
 //!    attempt could not connect (the body was not sent).
 //! 5. Each attempt: pick (avoiding the previous endpoint), connect, send under the attempt
@@ -138,7 +139,8 @@ async fn forward(
         Reply::Grpc => arm.classifier.retries_grpc() || arm.classifier.retries(method),
         Reply::Http => arm.classifier.retries(method),
     };
-    let may_replay = arm.retries.is_some() && retryable;
+    let hedges = arm.hedge.is_some() && arm.classifier.retries(method);
+    let may_replay = (arm.retries.is_some() && retryable) || hedges;
     let timeouts = service.config.body;
     let rules = BodyRules {
         idle: timeouts.request_idle,
@@ -160,7 +162,7 @@ async fn forward(
             };
         let sent = Outgoing {
             parts,
-            body,
+            body: std::sync::Mutex::new(body),
             method,
             h2,
             reply,

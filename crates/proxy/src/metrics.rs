@@ -101,6 +101,14 @@ pub struct Metrics {
     pub client_errors: Family<ClientErrorLabels, Counter>,
     /// Load probes a probing balancer sent, by endpoint and result (`ok`, `failed`).
     pub probes: Family<EndpointClassLabels, Counter>,
+    /// Backup requests sent.
+    pub hedges: Family<ServiceLabels, Counter>,
+    /// Backup requests whose answer was the one used.
+    pub hedge_wins: Family<ServiceLabels, Counter>,
+    /// Backups the hedge budget refused.
+    pub hedge_budget_exhausted: Family<ServiceLabels, Counter>,
+    /// The current hedge delay per service (set when scraped; absent until it has data).
+    pub hedge_delay: Family<ServiceLabels, Gauge<f64, AtomicU64>>,
     registry: Registry,
 }
 
@@ -120,6 +128,10 @@ impl Metrics {
             grpc_attempts: Family::default(),
             client_errors: Family::default(),
             probes: Family::default(),
+            hedges: Family::default(),
+            hedge_wins: Family::default(),
+            hedge_budget_exhausted: Family::default(),
+            hedge_delay: Family::default(),
             registry: Registry::with_prefix("tailguard_proxy"),
         };
         let r = &mut m.registry;
@@ -159,6 +171,26 @@ impl Metrics {
             "probes",
             "Load probes sent by a probing balancer, by result (ok, failed: no answer, an error or bad JSON)",
             m.probes.clone(),
+        );
+        r.register(
+            "hedges",
+            "Backup requests sent after the hedge delay",
+            m.hedges.clone(),
+        );
+        r.register(
+            "hedge_wins",
+            "Backup requests that answered first with a success",
+            m.hedge_wins.clone(),
+        );
+        r.register(
+            "hedge_budget_exhausted",
+            "Backup requests refused by the hedge budget",
+            m.hedge_budget_exhausted.clone(),
+        );
+        r.register(
+            "hedge_delay_seconds",
+            "How long a hedged request waits before its backup (the live quantile of attempt latency)",
+            m.hedge_delay.clone(),
         );
         r.register(
             "endpoint_cost",
@@ -256,6 +288,12 @@ pub struct ServiceHandles {
     pub retries: Counter,
     /// Retries refused by the budget.
     pub budget_exhausted: Counter,
+    /// Backup requests sent.
+    pub hedges: Counter,
+    /// Backup requests that won.
+    pub hedge_wins: Counter,
+    /// Backups refused by the hedge budget.
+    pub hedge_budget_exhausted: Counter,
 }
 
 impl ServiceHandles {
@@ -268,6 +306,9 @@ impl ServiceHandles {
             latency: m.latency.get_or_create(&labels).clone(),
             retries: m.retries.get_or_create(&labels).clone(),
             budget_exhausted: m.budget_exhausted.get_or_create(&labels).clone(),
+            hedges: m.hedges.get_or_create(&labels).clone(),
+            hedge_wins: m.hedge_wins.get_or_create(&labels).clone(),
+            hedge_budget_exhausted: m.hedge_budget_exhausted.get_or_create(&labels).clone(),
             requests: PerClass::default(),
             labels,
         }

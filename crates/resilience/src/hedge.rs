@@ -5,7 +5,8 @@
 //! Finagle's `BackupRequestFilter`, with time passed in:
 //! 1. Completed attempt latencies go into a histogram; every `window` the current histogram
 //!    becomes the previous one. Every `refresh`, the hedge delay is recomputed as the
-//!    `1 - max_extra_load` quantile of both (p95 for 5% extra load), once `min_samples` are in.
+//!    `1 - max_extra_load` quantile of both (p95 for 5% extra load), once `min_samples` are in
+//!    (the first time as soon as they are).
 //! 2. Each request deposits into a [`RetryBudget`] whose share is `max_extra_load`; a backup is
 //!    sent only if the budget allows it, so hedging never adds more than that share of load
 //!    (plus `min_per_sec`).
@@ -154,7 +155,11 @@ impl Hedger {
     /// How long to wait before sending a backup, as of `now`; `None` until there is data.
     pub fn delay(&mut self, now: Duration) -> Option<Duration> {
         self.rotate(now);
-        if now >= self.next_refresh {
+        // Without a delay yet, it is computed as soon as the samples are in, not a refresh
+        // later: a fresh client starts hedging once it knows enough.
+        let first = self.delay.is_none()
+            && self.previous.count() + self.current.count() >= self.config.min_samples;
+        if now >= self.next_refresh || first {
             self.next_refresh = now + self.config.refresh;
             self.scratch.reset();
             self.scratch.merge(&self.previous);

@@ -13,7 +13,7 @@ use tailguard_balance::load::PeakEwmaConfig;
 use tailguard_balance::{ApertureConfig, Choices, LoadKind, Policy, PrequalConfig};
 use tailguard_client::{ArmConfig, RetryConfig, Timeouts};
 use tailguard_resilience::{
-    AccrualConfig, Backoff, Classifier, OutlierConfig, RetryBudgetConfig, TripPolicy,
+    AccrualConfig, Backoff, Classifier, HedgeConfig, OutlierConfig, RetryBudgetConfig, TripPolicy,
 };
 
 fn err(key: impl Into<String>, message: impl Into<String>) -> YamlError {
@@ -231,6 +231,21 @@ fn arm(spec: &ServiceSpec, key: &dyn Fn(&str) -> String) -> Result<ArmConfig, Ya
             .validate()
             .map_err(|e| err(key("client.outlierDetection"), e.to_string()))?;
         arm.outlier = Some(config);
+    }
+    if let Some(h) = &spec.service.hedge {
+        let d = HedgeConfig::default();
+        let config = HedgeConfig {
+            max_extra_load: h.max_extra_load.unwrap_or(d.max_extra_load),
+            min_per_sec: h.min_per_sec.unwrap_or(d.min_per_sec),
+            window: h.window_ms.map_or(d.window, ms),
+            refresh: d.refresh,
+            min_samples: h.min_samples.unwrap_or(d.min_samples),
+            min_delay: h.min_delay_ms.map_or(d.min_delay, ms),
+        };
+        config
+            .validate()
+            .map_err(|e| err(key("service.hedge"), e.to_string()))?;
+        arm.hedge = Some(config);
     }
     if let Some(p) = spec.client.failure_penalty_ms {
         arm.failure_penalty = Some(ms(p)).filter(|d| !d.is_zero());

@@ -163,8 +163,20 @@ pub(super) struct BackoffSpec {
 pub(super) struct ServicePart {
     pub(super) total_timeout_ms: Option<u64>,
     pub(super) retries: Option<Retries>,
+    pub(super) hedge: Option<HedgeSpec>,
     /// Where Linkerd 1 puts it; the service's own `responseClassifier` is accepted too.
     pub(super) response_classifier: Option<Kind>,
+}
+
+/// Hedged requests (`service.hedge`), Finagle's `BackupRequestFilter` parameters.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct HedgeSpec {
+    pub(super) max_extra_load: Option<f64>,
+    pub(super) min_per_sec: Option<u32>,
+    pub(super) window_ms: Option<u64>,
+    pub(super) min_samples: Option<u64>,
+    pub(super) min_delay_ms: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -1,0 +1,159 @@
+//! Hedged requests live (`service.hedge`, the `hedge` the simulator runs; Finagle's
+//! `BackupRequestFilter`): when an endpoint stalls, a backup to another endpoint answers after
+//! the hedge delay, the stalled attempt is cancelled, and the backups never exceed the budget's
+//! share of the traffic. Linkerd has no hedging; Envoy hedges only on a fixed per-try timeout.
+//! Backends on 127.0.0.1.
+
+mod support;
+
+use serde_json::Value;
+use std::net::SocketAddr;
+use std::time::Duration;
+use support::{client, eventually, send, start, AsUpstream, HttpClient};
+use tailguard_balance::Policy;
+use tailguard_proxy::config::ServiceConfig;
+use tailguard_resilience::HedgeConfig;
+use tailguard_testsupport::TestServer;
+
+fn service(backends: &[&TestServer], hedge: HedgeConfig) -> ServiceConfig {
+    let mut s = ServiceConfig::new("web", backends.iter().map(|b| b.upstream()).collect());
+    s.arm.policy = Policy::RoundRobin;
+    s.arm.retries = None;
+    s.arm.accrual = None;
+    s.arm.hedge = Some(hedge);
+    s
+}
+
+/// The value of the series `name{service="web"}` on the admin `/metrics` page.
+async fn metric(c: &HttpClient, admin: SocketAddr, name: &str) -> f64 {
+    let (_, _, body) = send(c, admin, "GET", "/metrics").await;
+    let text = String::from_utf8(body.to_vec()).unwrap();
+    let prefix = format!("{name}{{service=\"web\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map_or(0.0, |v| v.trim().parse().unwrap())
+}
+
+async fn endpoints(c: &HttpClient, admin: SocketAddr) -> Value {
+    let (_, _, body) = send(c, admin, "GET", "/endpoints").await;
+    serde_json::from_slice::<Value>(&body).unwrap()["web"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_wins_when_the_first_endpoint_stalls_and_the_stalled_attempt_is_cancelled() {
+    // The 31st request to reach `stalling` stalls it for 10 s (it and all that arrive during).
+    let stalling = TestServer::builder()
+        .stall_after(31, Duration::from_secs(10))
+        .start()
+        .await;
+    let fine = TestServer::start().await;
+    // Round robin sends every first attempt to `stalling` once the backups go to `fine`, so
+    // all 20 are hedged: a floor of 5 backups a second (50 in the 10 s window) allows them.
+    let hedge = HedgeConfig {
+        max_extra_load: 0.2,
+        min_per_sec: 5,
+        min_samples: 20,
+        min_delay: Duration::from_millis(50),
+        ..HedgeConfig::default()
+    };
+    let proxy = start(service(&[&stalling, &fine], hedge)).await;
+    let (addr, admin) = (proxy.addr(), proxy.admin_addr().unwrap());
+    let c = client(false);
+    // Warm-up: 60 fast answers, 30 from each, to learn the delay and fill the budget.
+    for _ in 0..60 {
+        assert_eq!(send(&c, addr, "GET", "/").await.0, 200);
+    }
+    assert_eq!(stalling.hits(), 30);
+    // From the next request on, every first attempt to `stalling` hangs: its backup answers.
+    let mut slowest = Duration::ZERO;
+    for _ in 0..20 {
+        let started = tokio::time::Instant::now();
+        assert_eq!(send(&c, addr, "GET", "/").await.0, 200);
+        slowest = slowest.max(started.elapsed());
+    }
+    // Without hedging, ten of these would have waited out the 10 s stall.
+    assert!(slowest < Duration::from_secs(2), "slowest {slowest:?}");
+    let sent = metric(&c, admin, "tailguard_proxy_hedges_total").await;
+    let won = metric(&c, admin, "tailguard_proxy_hedge_wins_total").await;
+    assert!(sent >= 10.0, "{sent} backups sent");
+    assert!(won >= 10.0 && won <= sent, "{won} of {sent} backups won");
+    let delay = metric(&c, admin, "tailguard_proxy_hedge_delay_seconds").await;
+    assert!((0.05..1.0).contains(&delay), "hedge delay {delay} s");
+    let view = endpoints(&c, admin).await;
+    assert!(view[1]["hedge_wins"].as_u64().unwrap() >= 10, "{view}");
+    assert_eq!(view[0]["hedge_wins"].as_u64().unwrap(), 0, "{view}");
+    // The stalled attempts were cancelled when their backups won: none is still pending.
+    let drained = eventually(Duration::from_secs(2), async || {
+        endpoints(&c, admin).await[0]["pending"].as_u64() == Some(0)
+    })
+    .await;
+    assert!(drained, "{}", endpoints(&c, admin).await);
+    proxy.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backups_stay_within_the_budget_share_of_requests() {
+    let fast = TestServer::start().await;
+    let slow = TestServer::start().await;
+    let hedge = HedgeConfig {
+        max_extra_load: 0.05,
+        min_samples: 20,
+        min_delay: Duration::from_millis(20),
+        ..HedgeConfig::default()
+    };
+    let proxy = start(service(&[&fast, &slow], hedge)).await;
+    let (addr, admin) = (proxy.addr(), proxy.admin_addr().unwrap());
+    let c = client(false);
+    for _ in 0..100 {
+        assert_eq!(send(&c, addr, "GET", "/").await.0, 200);
+    }
+    // Half the answers turn slow, far past the delay learned on fast ones: until the delay
+    // catches up, every other request would hedge, and the 5% budget is what stops them.
+    slow.set_delay(Duration::from_millis(100));
+    support::load(addr, 8, 25).await;
+    let requests = 300.0;
+    let sent = metric(&c, admin, "tailguard_proxy_hedges_total").await;
+    let refused = metric(&c, admin, "tailguard_proxy_hedge_budget_exhausted_total").await;
+    assert!(sent >= 1.0, "no backup sent");
+    assert!(
+        sent <= requests * 0.05 + 1.0,
+        "{sent} backups for {requests} requests"
+    );
+    assert!(refused > 0.0, "the budget never refused");
+    // The extra load as the backends saw it: at most one hit per backup (a backup cancelled
+    // before it arrived is none).
+    let hits = (fast.hits() + slow.hits()) as f64;
+    assert!(hits >= requests && hits <= requests + sent, "{hits} hits");
+    eprintln!(
+        "extra load: {sent} backups ({:.1}%), {refused} refused, {hits} hits for {requests} requests",
+        sent / requests * 100.0
+    );
+    proxy.shutdown().await;
+}
+
+#[test]
+fn the_configuration_names_the_hedge_keys() {
+    let yaml = |hedge: &str| {
+        format!(
+            "servers: [{{ip: 127.0.0.1, port: 0}}]\nservices:\n  - name: web\n    \
+             upstreams: [\"127.0.0.1:1\"]\n    service:\n      hedge: {hedge}\n"
+        )
+    };
+    let cfg = tailguard_proxy::yaml::parse(&yaml(
+        "{maxExtraLoad: 0.1, minPerSec: 2, windowMs: 5000, minSamples: 50, minDelayMs: 10}",
+    ))
+    .unwrap();
+    let h = cfg.services[0].arm.hedge.unwrap();
+    assert!((h.max_extra_load - 0.1).abs() < 1e-9);
+    assert_eq!((h.min_per_sec, h.min_samples), (2, 50));
+    assert_eq!(h.window, Duration::from_secs(5));
+    assert_eq!(h.min_delay, Duration::from_millis(10));
+    let err = tailguard_proxy::yaml::parse(&yaml("{maxExtraLoad: 1.5}"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("service.hedge"), "{err}");
+    let err = tailguard_proxy::yaml::parse(&yaml("{delay: 5}"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("delay"), "{err}");
+}
