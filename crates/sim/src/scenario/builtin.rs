@@ -60,6 +60,13 @@ arms:
   - name: p2c-peak-ewma+hedge
     balancer: {kind: p2c, load: peak-ewma}
     hedge: {max_extra_load: 0.05}
+  # Beyond the anchors: the probing balancer, alone and with backups (5% plus a floor of 20/s:
+  # the p95 delay spends the 5% on requests just past it, and the floor is the headroom that
+  # covers the slow endpoint's share).
+  - {name: prequal, balancer: {kind: prequal}}
+  - name: prequal+hedge
+    balancer: {kind: prequal}
+    hedge: {max_extra_load: 0.05, min_per_sec: 20}
 ";
 
 const ADD_STEPS: &str = "\
