@@ -2,7 +2,7 @@
 //! fleet, then the simulator's prediction for the same arms and load next to the live rows.
 
 use crate::error::BenchError;
-use crate::live::{self, ArmPlan, FleetSpec, Path, Runtimes, Traffic};
+use crate::live::{self, ArmPlan, FleetSpec, Path, Runtimes, Traffic, MAX_PROXIES};
 use crate::options::Options;
 use crate::results::SimPrediction;
 use crate::run::Run;
@@ -97,6 +97,7 @@ fn traffic(scenario: &Scenario, opts: &Options) -> Traffic {
         unit: opts.unit,
         drain_limit: Some(DRAIN_LIMIT),
         grpc: false,
+        clients: usize::try_from(scenario.load.clients).unwrap_or(usize::MAX),
     };
     match scenario.load.shape {
         LoadShape::Open { arrivals, rate } => {
@@ -130,9 +131,12 @@ pub(crate) fn run(
     run.report.load = describe(scenario, &traffic);
     run.report.deadline_ms = scenario.deadline.as_secs_f64() * 1e3;
     if scenario.load.clients > 1 {
+        let clients = scenario.load.clients;
+        let proxies = traffic.clients.clamp(1, MAX_PROXIES);
         run.report.notes.push(format!(
-            "the scenario models {} independent clients; live, one load generator is one client",
-            scenario.load.clients
+            "the scenario models {clients} independent clients: each proxy arm runs {proxies} \
+             proxies, each with its own balancer, and the load goes to them round robin (client \
+             round robin is one client whatever their number)"
         ));
     }
     let together = opts.together && arms.len() > 1;

@@ -50,7 +50,13 @@ pub(crate) struct Traffic {
     /// Make gRPC calls (`tailguard.serve.v1.Ping/Ping`) on one HTTP/2 connection instead of
     /// HTTP/1.1 requests.
     pub grpc: bool,
+    /// Independent clients: a proxy arm runs this many proxies, each with its own balancer, and
+    /// the load goes to them round robin (the scenario's `clients`, at most [`MAX_PROXIES`]).
+    pub clients: usize,
 }
+
+/// The most proxies one arm starts for a scenario's independent clients.
+pub(crate) const MAX_PROXIES: usize = 16;
 
 /// Where the traffic goes.
 #[derive(Clone, Debug)]
@@ -209,7 +215,11 @@ pub(crate) fn run_arm(
         tailguard_serve::start(opts).await
     })?;
     let backends: Vec<SocketAddr> = fleet.backends().iter().map(|(_, a)| *a).collect();
-    let via = plan.path.via(backends.len());
+    let mut via = plan.path.via(backends.len());
+    let proxy_count = plan.traffic.clients.clamp(1, MAX_PROXIES);
+    if matches!(plan.path, Path::Proxy(_)) && proxy_count > 1 {
+        via.push_str(&format!(", {proxy_count} proxies (one per client)"));
+    }
     console.status(&format!("{} {}", plan.group, plan.name));
     console.line(&format!("## {} [{}]: {via}", plan.name, plan.group));
     let specs = plan
@@ -226,25 +236,32 @@ pub(crate) fn run_arm(
         specs,
     );
 
-    let mut proxy = None;
+    let mut proxies = Vec::new();
     let mut child = None;
     let targets: Vec<SocketAddr> = match &plan.path {
         Path::ClientRoundRobin => backends.clone(),
         Path::Proxy(arm) => {
-            let upstreams = backends.iter().map(|a| Upstream::new(*a)).collect();
-            let mut service = ServiceConfig::new("bench", upstreams);
-            service.arm = (**arm).clone();
-            let mut cfg = ProxyConfig::new(SocketAddr::from(([127, 0, 0, 1], 0)), vec![service]);
-            cfg.admin = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
-            let p = rts.proxy.block_on(tailguard_proxy::start(cfg))?;
-            if let Some(admin) = p.admin_addr() {
+            // One proxy per independent client, each balancing on what it sees alone.
+            for _ in 0..proxy_count {
+                let upstreams = backends.iter().map(|a| Upstream::new(*a)).collect();
+                let mut service = ServiceConfig::new("bench", upstreams);
+                service.arm = (**arm).clone();
+                let listen = SocketAddr::from(([127, 0, 0, 1], 0));
+                let mut cfg = ProxyConfig::new(listen, vec![service]);
+                cfg.admin = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
+                proxies.push(rts.proxy.block_on(tailguard_proxy::start(cfg))?);
+            }
+            if let Some(admin) = proxies[0].admin_addr() {
+                let which = if proxies.len() > 1 {
+                    "first proxy"
+                } else {
+                    "proxy"
+                };
                 console.line(&format!(
-                    "# proxy admin: http://{admin}/ (metrics: http://{admin}/metrics)"
+                    "# {which} admin: http://{admin}/ (metrics: http://{admin}/metrics)"
                 ));
             }
-            let addr = p.addr();
-            proxy = Some(p);
-            vec![addr]
+            proxies.iter().map(tailguard_proxy::Proxy::addr).collect()
         }
         Path::ProxyProcess(exe) => {
             let c = peers::spawn_tailguard(exe, backends[0])?;
@@ -260,19 +277,19 @@ pub(crate) fn run_arm(
         }
     };
 
-    let cpu_before = match (&child, &proxy) {
+    let cpu_before = match (&child, proxies.is_empty()) {
         (Some(c), _) => peers::cpu_ticks(c.pid()),
-        (None, Some(_)) => peers::thread_cpu_ticks(PROXY_THREAD),
-        (None, None) => None,
+        (None, false) => peers::thread_cpu_ticks(PROXY_THREAD),
+        (None, true) => None,
     };
     let tally = Arc::new(Tally::default());
     let cfg = load_config(&plan.traffic, &targets, tally.clone(), live.clone())?;
     let mut lines = LoadLines::new(console, &plan.prefix, plan.traffic.interval);
     let report = tailguard_load::run(cfg, &mut lines);
-    let cpu_after = match (&child, &proxy) {
+    let cpu_after = match (&child, proxies.is_empty()) {
         (Some(c), _) => peers::cpu_ticks(c.pid()),
-        (None, Some(_)) => peers::thread_cpu_ticks(PROXY_THREAD),
-        (None, None) => None,
+        (None, false) => peers::thread_cpu_ticks(PROXY_THREAD),
+        (None, true) => None,
     };
     let rss_kib = child.as_ref().and_then(|c| peers::rss_kib(c.pid()));
     // Bring the bar to the planned end of this arm (the last interval may be partial).
@@ -280,7 +297,7 @@ pub(crate) fn run_arm(
     console.advance(planned.saturating_sub(lines.advanced));
     drop(lines);
 
-    if let Some(p) = proxy {
+    for p in proxies {
         rts.proxy.block_on(p.shutdown());
     }
     drop(child);

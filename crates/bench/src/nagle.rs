@@ -96,6 +96,7 @@ pub(crate) fn run(opts: &Options, rts: &Runtimes, run: &mut Run<'_>) -> Result<(
                     // A path with Nagle on may fall far behind: bound the wait.
                     drain_limit: Some(Duration::from_secs(3)),
                     grpc,
+                    clients: 1,
                 },
                 prefix: String::new(),
             };

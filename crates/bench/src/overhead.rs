@@ -64,6 +64,7 @@ pub(crate) fn run(opts: &Options, rts: &Runtimes, run: &mut Run<'_>) -> Result<(
         unit: opts.unit,
         drain_limit: Some(Duration::from_secs(15)),
         grpc: opts.grpc,
+        clients: 1,
     };
     let carrier = if opts.grpc {
         format!(

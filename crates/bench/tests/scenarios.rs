@@ -96,6 +96,45 @@ fn slow_middle_peak_ewma_beats_round_robin() {
     assert!(ewma.within_deadline_rate > rr.within_deadline_rate);
 }
 
+/// A scenario of several independent clients runs one proxy per client live (each balancing
+/// on its own traffic, the load spread over them), and a hedging arm hedges live.
+#[test]
+fn independent_clients_run_as_one_proxy_each() {
+    let dir = std::env::temp_dir().join(format!("tg-bench-clients-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("clients.yaml");
+    std::fs::write(
+        &file,
+        "name: clients\n\
+         description: three clients over four backends\n\
+         fleet:\n  backends:\n\
+         \x20   - {name: b, replicas: 4, latency: {normal: {mean: 5ms, sd: 1ms, max: 10ms}}, capacity: 4}\n\
+         load: {loop: open, arrivals: constant, rate: 200, duration: 2s, clients: 3}\n\
+         deadline: 100ms\n\
+         arms:\n\
+         \x20 - name: ewma+hedge\n\
+         \x20   balancer: {kind: p2c, load: peak-ewma}\n\
+         \x20   hedge: {max_extra_load: 0.05, min_samples: 20}\n",
+    )
+    .unwrap();
+    let opts = Options {
+        predict: false,
+        ..short(2)
+    };
+    let r = bench(file.to_str().unwrap(), &opts);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let a = arm(&r, "clients", "ewma+hedge");
+    assert!(a.via.contains("3 proxies (one per client)"), "{}", a.via);
+    assert!(a.via.contains("hedge"), "{}", a.via);
+    assert_eq!(a.success_rate, 1.0);
+    assert!(a.achieved_rate > 150.0, "{} req/s", a.achieved_rate);
+    assert!(
+        r.notes.iter().any(|n| n.contains("runs 3 proxies")),
+        "{:?}",
+        r.notes
+    );
+}
+
 /// Seed 003: every path is measured at its maximum, then all at 75% of the lowest maximum.
 #[test]
 #[ignore = "tier 2: a live bench scenario with nginx and HAProxy"]
