@@ -110,6 +110,9 @@ pub(crate) async fn handle(
             .into_http()
             .map(Either::Right);
     }
+    // The latency estimate a load probe reads counts from arrival, the wait included.
+    let (rif, arrived) = (svc.backend.arrival_rif(), arrival);
+    let backend = std::sync::Arc::clone(&svc.backend);
     // A backend with a capacity: wait for a worker, held until the call ends; the service
     // starts when it is taken.
     let (_worker, arrival) = match svc.backend.worker(arrival).await {
@@ -139,10 +142,9 @@ pub(crate) async fn handle(
             answer: fortio_answer,
         };
         let codec = tonic_prost::ProstCodec::<PingMessage, PingMessage>::default();
-        return tonic::server::Grpc::new(codec)
-            .unary(ping, req)
-            .await
-            .map(Either::Right);
+        let resp = tonic::server::Grpc::new(codec).unary(ping, req).await;
+        backend.served(rif, arrived.elapsed());
+        return resp.map(Either::Right);
     }
     let ping = Ping {
         svc,
@@ -152,7 +154,9 @@ pub(crate) async fn handle(
     };
     let codec = tonic_prost::ProstCodec::<PingResponse, PingRequest>::default();
     let mut grpc = tonic::server::Grpc::new(codec);
-    grpc.unary(ping, req).await.map(Either::Right)
+    let resp = grpc.unary(ping, req).await;
+    backend.served(rif, arrived.elapsed());
+    resp.map(Either::Right)
 }
 
 /// The answer to a tailguard ping, and no latency of its own.

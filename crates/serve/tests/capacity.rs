@@ -154,3 +154,37 @@ async fn a_probe_reads_requests_in_flight_and_the_latency_they_see() {
     let json = control_get(&running, "/backends/0").await;
     assert_eq!(json["requests"]["ok"], 3, "probes are not counted");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_calls_feed_the_latency_estimate_too() {
+    use tailguard_serve::grpc::{PingRequest, PingResponse, PING_PATH};
+    let running = serve("backends: [{latency: 40ms, capacity: 2}]").await;
+    assert_eq!(probe(&running, 0).await, (0, 0)); // the first probe starts the estimate
+    let url = format!("http://{}", addr(&running, 0));
+    let channel = tailguard_testsupport::bounded(
+        tonic::transport::Endpoint::from_shared(url)
+            .unwrap()
+            .connect(),
+    )
+    .await
+    .unwrap();
+    let mut client = tonic::client::Grpc::new(channel);
+    for _ in 0..3 {
+        tailguard_testsupport::bounded(client.ready())
+            .await
+            .unwrap();
+        let codec = tonic_prost::ProstCodec::<PingRequest, PingResponse>::default();
+        let req = tonic::Request::new(PingRequest { payload: vec![] });
+        let path = http::uri::PathAndQuery::from_static(PING_PATH);
+        tailguard_testsupport::bounded(client.unary(req, path, codec))
+            .await
+            .unwrap();
+    }
+    // Three calls, one after the other, each 40 ms on an idle worker: the estimate is theirs.
+    let (rif, latency_us) = probe(&running, 0).await;
+    assert_eq!(rif, 0);
+    assert!(
+        (39_000..80_000).contains(&latency_us),
+        "estimate {latency_us} µs"
+    );
+}
