@@ -88,6 +88,7 @@ fn traffic(scenario: &Scenario, opts: &Options) -> Traffic {
         concurrency: 64,
         duration,
         arrivals: tailguard_pacing::Arrivals::Constant,
+        ramp: None,
         method: scenario.load.method.to_string(),
         timeout: Duration::from_secs(10),
         interval: opts
@@ -100,12 +101,19 @@ fn traffic(scenario: &Scenario, opts: &Options) -> Traffic {
         clients: usize::try_from(scenario.load.clients).unwrap_or(usize::MAX),
     };
     match scenario.load.shape {
-        LoadShape::Open { arrivals, rate } => {
+        LoadShape::Open {
+            arrivals,
+            rate,
+            ramp,
+        } => {
             t.rate = rate;
             t.arrivals = arrivals;
+            t.ramp = ramp;
             // Room for ten seconds of arrivals in flight (a 5 s pause included): a stalled
-            // backend's queue is latency the report must show, not a connection cap.
-            t.concurrency = ((rate * 10.0) as usize).clamp(64, 4096);
+            // backend's queue is latency the report must show, not a connection cap. A ramp
+            // from above the rate peaks at its start.
+            let peak = ramp.map_or(rate, |r| r.from.max(rate));
+            t.concurrency = ((peak * 10.0) as usize).clamp(64, 4096);
         }
         LoadShape::Closed { workers, interval } => {
             t.concurrency = workers as usize;
@@ -274,9 +282,21 @@ fn hidden_by_totals(arm: &crate::results::ArmRun) -> Option<String> {
 fn describe(scenario: &Scenario, t: &Traffic) -> String {
     let length = format!("{}s per arm", t.duration.as_secs_f64());
     match scenario.load.shape {
-        LoadShape::Open { arrivals, rate } => {
-            format!("open loop, {arrivals} arrivals at {rate} req/s, {length}")
-        }
+        LoadShape::Open {
+            arrivals,
+            rate,
+            ramp: None,
+        } => format!("open loop, {arrivals} arrivals at {rate} req/s, {length}"),
+        LoadShape::Open {
+            arrivals,
+            rate,
+            ramp: Some(r),
+        } => format!(
+            "open loop, {arrivals} arrivals from {} to {rate} req/s over {}s, then {rate} req/s, \
+             {length}",
+            r.from,
+            r.over.as_secs_f64()
+        ),
         LoadShape::Closed { workers, interval } => format!(
             "closed loop, {workers} workers each sending at most once per {}ms, {length}",
             interval.as_millis()
@@ -345,5 +365,29 @@ mod tests {
         let s = Scenario::builtin("slow-middle").unwrap();
         let t = traffic(&s, &Options::default());
         assert_eq!((t.rate, t.concurrency), (1000.0, 4096));
+        assert_eq!(
+            (t.ramp, t.offered(), t.mean_rate()),
+            (None, 60_000.0, 1000.0)
+        );
+    }
+
+    #[test]
+    fn a_scenario_ramp_reaches_the_live_load_and_its_description() {
+        let text = "fleet: echo\n\
+                    load: {arrivals: poisson, rate: 60, ramp: {from: 20, over: 10s}, duration: 20s}\n\
+                    arms: [{name: rr, balancer: {kind: round-robin}}]\n";
+        let s = Scenario::from_yaml_str(text, "ramp.yaml").unwrap();
+        let t = traffic(&s, &Options::default());
+        let ramp = tailguard_pacing::Ramp {
+            from: 20.0,
+            over: Duration::from_secs(10),
+        };
+        assert_eq!((t.rate, t.ramp), (60.0, Some(ramp)));
+        // 10 s x (20 + 60) / 2 in the climb, then 10 s x 60.
+        assert_eq!((t.offered(), t.mean_rate()), (1_000.0, 50.0));
+        assert_eq!(
+            describe(&s, &t),
+            "open loop, poisson arrivals from 20 to 60 req/s over 10s, then 60 req/s, 20s per arm"
+        );
     }
 }

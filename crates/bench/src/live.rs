@@ -14,7 +14,7 @@ use tailguard_client::ArmConfig;
 use tailguard_fleet::Fleet;
 use tailguard_histogram::{duration_us, Histogram};
 use tailguard_load::{Config as LoadConfig, Target};
-use tailguard_pacing::Arrivals;
+use tailguard_pacing::{Arrivals, Ramp};
 use tailguard_proxy::config::{Config as ProxyConfig, ServiceConfig, Upstream};
 use tailguard_record::{Class, Classifier, Record};
 use tailguard_report::Unit;
@@ -35,6 +35,8 @@ pub(crate) struct Traffic {
     pub duration: Duration,
     /// Constant or Poisson.
     pub arrivals: Arrivals,
+    /// Open loop: the rate climbs linearly from `ramp.from` to `rate` over `ramp.over`.
+    pub ramp: Option<Ramp>,
     /// HTTP method.
     pub method: String,
     /// Per-request timeout.
@@ -53,6 +55,26 @@ pub(crate) struct Traffic {
     /// Independent clients: a proxy arm runs this many proxies, each with its own balancer, and
     /// the load goes to them round robin (the scenario's `clients`, at most [`MAX_PROXIES`]).
     pub clients: usize,
+}
+
+impl Traffic {
+    /// The requests an open loop offers over its duration (a real number; 0 for a closed loop).
+    pub(crate) fn offered(&self) -> f64 {
+        match self.ramp {
+            Some(r) if self.rate > 0.0 => r.offered(self.rate, self.duration),
+            _ => self.rate * self.duration.as_secs_f64(),
+        }
+    }
+
+    /// The offered rate: `rate`, or with a ramp its mean over the duration.
+    pub(crate) fn mean_rate(&self) -> f64 {
+        match self.ramp {
+            Some(_) if self.rate > 0.0 && !self.duration.is_zero() => {
+                self.offered() / self.duration.as_secs_f64()
+            }
+            _ => self.rate,
+        }
+    }
 }
 
 /// The most proxies one arm starts for a scenario's independent clients.
@@ -343,7 +365,7 @@ pub(crate) fn run_arm(
         name: plan.name.clone(),
         group: plan.group.clone(),
         via,
-        target_rate: plan.traffic.rate,
+        target_rate: plan.traffic.mean_rate(),
         achieved_rate: if summary.duration_s > 0.0 {
             requests as f64 / summary.duration_s
         } else {
@@ -363,7 +385,7 @@ pub(crate) fn run_arm(
         seconds: Vec::new(),
     };
     arm.seconds = rts.board.finish(&live, &arm);
-    let scheduled = (plan.traffic.rate * plan.traffic.duration.as_secs_f64()).floor() as u64;
+    let scheduled = plan.traffic.offered().floor() as u64;
     let note =
         (plan.traffic.rate > 0.0 && !report.interrupted && requests + 1 < scheduled).then(|| {
             format!(
@@ -406,6 +428,7 @@ fn load_config(
     cfg.drain_limit = traffic.drain_limit;
     cfg.concurrency = traffic.concurrency.min(workers_fit);
     cfg.arrivals = traffic.arrivals;
+    cfg.ramp = traffic.ramp;
     cfg.duration = Some(traffic.duration);
     cfg.interval = traffic.interval;
     cfg.timeout = traffic.timeout;

@@ -88,6 +88,7 @@ pub(crate) fn run(opts: &Options, rts: &Runtimes, run: &mut Run<'_>) -> Result<(
                     concurrency: if grpc { STREAMS } else { CONNECTIONS },
                     duration: len,
                     arrivals: tailguard_pacing::Arrivals::Constant,
+                    ramp: None,
                     method: "GET".to_owned(),
                     timeout: Duration::from_secs(10),
                     interval: opts.interval.unwrap_or(len),

@@ -57,6 +57,7 @@ pub(crate) fn run(opts: &Options, rts: &Runtimes, run: &mut Run<'_>) -> Result<(
         concurrency: CONNECTIONS,
         duration: max_len,
         arrivals: tailguard_pacing::Arrivals::Constant,
+        ramp: None,
         method: "GET".to_owned(),
         timeout: Duration::from_secs(10),
         interval: opts.interval.unwrap_or(Duration::from_secs(5)),

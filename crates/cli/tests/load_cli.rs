@@ -106,7 +106,7 @@ fn json_to_stdout_moves_the_text_to_stderr() {
 
 #[test]
 fn bad_input_is_one_clear_line_and_exit_2() {
-    let cases: [(&[&str], &str); 10] = [
+    let cases: [(&[&str], &str); 14] = [
         (
             &[
                 "load",
@@ -148,6 +148,36 @@ fn bad_input_is_one_clear_line_and_exit_2() {
             "expected METRIC<=VALUE",
         ),
         (&["load", "@/nonexistent/urls.txt"], "cannot read URL file"),
+        (
+            &[
+                "load",
+                "-r",
+                "0",
+                "--ramp-from",
+                "10",
+                "http://127.0.0.1:9/",
+            ],
+            "--ramp-from applies to an open loop only",
+        ),
+        (
+            &["load", "--ramp-from", "0", "http://127.0.0.1:9/"],
+            "a ramp must start from a positive rate, got 0",
+        ),
+        (
+            &[
+                "load",
+                "-n",
+                "50",
+                "--ramp-from",
+                "10",
+                "http://127.0.0.1:9/",
+            ],
+            "--ramp-from needs --ramp-over or --duration",
+        ),
+        (
+            &["load", "--ramp-over", "1s", "http://127.0.0.1:9/"],
+            "--ramp-from <RATE>",
+        ),
     ];
     for (args, want) in cases {
         let out = tailguard(args);

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use tailguard_pacing::Arrivals;
+use tailguard_pacing::{Arrivals, PacingError, Ramp, Schedule};
 use tailguard_record::{Classifier, Record};
 use tailguard_report::Unit;
 
@@ -44,6 +44,9 @@ pub struct Config {
     pub rate: f64,
     /// Constant or Poisson arrivals.
     pub arrivals: Arrivals,
+    /// Open loop only: the offered rate climbs linearly from `ramp.from` to `rate` over
+    /// `ramp.over`, then holds (`None`: `rate` from the start).
+    pub ramp: Option<Ramp>,
     /// Maximum requests in flight (and HTTP/1.1 connections per target).
     pub concurrency: usize,
     /// Closed loop only: each worker waits at least this long between two of its sends
@@ -104,6 +107,7 @@ impl std::fmt::Debug for Config {
             .field("targets", &self.targets)
             .field("method", &self.method)
             .field("rate", &self.rate)
+            .field("ramp", &self.ramp)
             .field("concurrency", &self.concurrency)
             .field("duration", &self.duration)
             .field("total_requests", &self.total_requests)
@@ -147,6 +151,12 @@ pub enum ConfigError {
     /// A worker interval given for an open-loop run, where the schedule already sets the pace.
     #[error("--closed-interval applies to closed loop only (--rate 0)")]
     IntervalWithRate,
+    /// A ramp for a closed loop, which has no rate to ramp.
+    #[error("--ramp-from applies to an open loop only (a --rate above 0)")]
+    RampClosedLoop,
+    /// A ramp the schedule refuses.
+    #[error("--ramp-from/--ramp-over: {0}")]
+    BadRamp(PacingError),
 }
 
 impl Config {
@@ -161,6 +171,7 @@ impl Config {
             host: None,
             rate: 100.0,
             arrivals: Arrivals::Constant,
+            ramp: None,
             concurrency: 10,
             closed_interval: None,
             drain_limit: None,
@@ -225,7 +236,27 @@ impl Config {
         if self.closed_interval.is_some() && self.open_loop() {
             return Err(ConfigError::IntervalWithRate);
         }
+        if let Some(ramp) = self.ramp {
+            if !self.open_loop() {
+                return Err(ConfigError::RampClosedLoop);
+            }
+            let even = Schedule::new(Arrivals::Constant, self.rate, self.seed);
+            even.and_then(|s| s.with_ramp(ramp))
+                .map_err(ConfigError::BadRamp)?;
+        }
         Ok(())
+    }
+
+    /// The open loop's schedule, ramp included.
+    ///
+    /// # Panics
+    /// When the configuration did not [validate](Config::validate) or is a closed loop.
+    pub(crate) fn schedule(&self, arrivals: Arrivals) -> Schedule {
+        let schedule = Schedule::new(arrivals, self.rate, self.seed).expect("validated rate");
+        match self.ramp {
+            None => schedule,
+            Some(r) => schedule.with_ramp(r).expect("validated ramp"),
+        }
     }
 
     /// True when requests follow a schedule (open loop).

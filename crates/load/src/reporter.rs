@@ -44,6 +44,15 @@ impl DueCounter {
         }
         self.next - start
     }
+
+    /// A ramped schedule's mean offered rate over `[from, until)`; `None` without a ramp (the
+    /// rate then is the run's own, exactly).
+    pub(crate) fn ramped_rate(&self, from: Duration, until: Duration) -> Option<f64> {
+        self.schedule.ramp()?;
+        let len = until.checked_sub(from).filter(|d| !d.is_zero())?;
+        let offered = self.schedule.expected(until) - self.schedule.expected(from);
+        Some(offered / len.as_secs_f64())
+    }
 }
 
 /// Everything the interval loop updates.
@@ -117,6 +126,11 @@ impl Reporter {
         let merged = self.collect();
         let len = now.saturating_sub(self.last_end);
         let target = self.due.as_mut().map_or(0, |d| d.advance(now));
+        let rate = self
+            .due
+            .as_ref()
+            .and_then(|d| d.ramped_rate(self.last_end, now))
+            .unwrap_or(self.rate);
         let change = if !merged.latency.is_empty() {
             self.change.observe(Some(merged.latency.quantile_us(0.99)))
         } else if merged.requests() == 0 && (target > 0 || end.dispatched > self.total.requests()) {
@@ -132,7 +146,7 @@ impl Reporter {
             duration_s: len.as_secs_f64(),
             target,
             change,
-            totals: Totals::from_stats(&merged, self.rate, len),
+            totals: Totals::from_stats(&merged, rate, len),
         };
         // A last fragment with nothing in it (the run ended just after a boundary) is not a line.
         let idle_tail =
@@ -233,5 +247,29 @@ mod tests {
         let s = Schedule::new(Arrivals::Constant, 10.0, 1).unwrap();
         let mut d = DueCounter::new(s, None, Some(Duration::from_secs(2)));
         assert_eq!(d.advance(Duration::from_secs(100)), 20);
+        assert_eq!(d.ramped_rate(Duration::ZERO, Duration::from_secs(1)), None);
+    }
+
+    /// The target column follows a ramp: 50 to 200 req/s over 2 s offers 87.5 requests in
+    /// the first second and 162.5 in the second.
+    #[test]
+    fn due_counter_follows_a_ramp() {
+        let ramp = tailguard_pacing::Ramp {
+            from: 50.0,
+            over: Duration::from_secs(2),
+        };
+        let s = Schedule::new(Arrivals::Constant, 200.0, 1)
+            .unwrap()
+            .with_ramp(ramp)
+            .unwrap();
+        let mut d = DueCounter::new(s, None, Some(Duration::from_secs(3)));
+        let second = |n| Duration::from_secs(n);
+        assert_eq!(d.advance(second(1)), 88); // requests 0..=87
+        assert_eq!(d.advance(second(2)), 162);
+        assert_eq!(d.advance(second(3)), 200);
+        assert_eq!(d.ramped_rate(second(0), second(1)), Some(87.5));
+        assert_eq!(d.ramped_rate(second(1), second(2)), Some(162.5));
+        assert_eq!(d.ramped_rate(second(2), second(3)), Some(200.0));
+        assert_eq!(d.ramped_rate(second(2), second(2)), None);
     }
 }

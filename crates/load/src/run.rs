@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tailguard_histogram::log;
 use tailguard_http::admin::AdminServer;
-use tailguard_pacing::Schedule;
+use tailguard_pacing::{Arrivals, Ramp};
 use tailguard_record::{RunSummary, Stats, Totals};
 use tailguard_report::{interval, text};
 
@@ -132,14 +132,17 @@ async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<R
             &urls,
         );
         let _ = writeln!(out, "{header}");
+        if let Some(ramp) = cfg.ramp {
+            let _ = writeln!(out, "{}", ramp_line(cfg.rate, ramp));
+        }
         let _ = writeln!(out, "{}", interval::titles());
     }
     let cpu_start = selfcheck::cpu_time();
     let control = start_load(&cfg, clock, threads, &shared);
-    let due = control.pacer.as_ref().map(|_| {
-        let schedule = Schedule::new(cfg.arrivals, cfg.rate, cfg.seed).expect("validated rate");
-        DueCounter::new(schedule, cfg.total_requests, cfg.duration)
-    });
+    let due = control
+        .pacer
+        .as_ref()
+        .map(|_| DueCounter::new(cfg.schedule(cfg.arrivals), cfg.total_requests, cfg.duration));
     let mut control = control;
     let stats = std::mem::take(&mut control.stats);
     let mut reporter = Reporter::new(
@@ -182,6 +185,18 @@ async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<R
     finish(&cfg, summary, ends, out)
 }
 
+/// The header's second line for a ramped run: `# ramping from 50 to 200 req/s over 2s, then
+/// 200 req/s`.
+fn ramp_line(rate: f64, ramp: Ramp) -> String {
+    format!(
+        "# ramping from {} to {} req/s over {}, then {} req/s",
+        interval::trim_float(ramp.from),
+        interval::trim_float(rate),
+        tailguard_text::duration::format_duration(ramp.over),
+        interval::trim_float(rate)
+    )
+}
+
 /// The HTTP method, or the gRPC method called.
 fn request_name(cfg: &Config) -> &str {
     cfg.grpc
@@ -214,7 +229,7 @@ fn start_load(cfg: &Config, clock: Clock, threads: usize, shared: &Arc<Shared>) 
     }
     let state = Arc::new(PacerState::default());
     let open = Arc::new(OpenLoop {
-        schedule: Schedule::new(cfg.arrivals, cfg.rate, cfg.seed).expect("validated rate"),
+        schedule: cfg.schedule(cfg.arrivals),
         limits: Limits {
             total: cfg.total_requests,
             duration: cfg.duration,
@@ -315,12 +330,12 @@ fn close(control: &Control, reporter: &mut Reporter, now: Duration, out: &mut dy
 }
 
 /// When the last request is due, as far as known before the run: the duration, or the
-/// schedule's time for the request count (an estimate for Poisson arrivals).
+/// schedule's time for the request count (evenly spaced: an estimate for Poisson arrivals).
 fn expected_send_end(cfg: &Config) -> Option<Duration> {
-    let by_count = cfg
-        .total_requests
-        .filter(|_| cfg.open_loop())
-        .map(|n| Duration::from_secs_f64(n.saturating_sub(1) as f64 / cfg.rate));
+    let by_count = cfg.total_requests.filter(|_| cfg.open_loop()).map(|n| {
+        cfg.schedule(Arrivals::Constant)
+            .next_send(n.saturating_sub(1))
+    });
     match (cfg.duration, by_count) {
         (Some(d), Some(c)) => Some(d.min(c)),
         (d, c) => d.or(c),
@@ -464,7 +479,7 @@ fn summarize(
         },
         duration_s: elapsed.as_secs_f64(),
         send_phase_s: send_phase.as_secs_f64(),
-        totals: Totals::from_stats(&r.total, cfg.rate, send_phase),
+        totals: Totals::from_stats(&r.total, target_rate(cfg, send_phase), send_phase),
         per_target: r.total.per_target().to_vec(),
         histogram: r
             .total
@@ -477,6 +492,17 @@ fn summarize(
             .filter(|_| requests > 0)
             .map(|c| c.as_secs_f64() * 1e6 / requests as f64),
         intervals: r.intervals.clone(),
+    }
+}
+
+/// The rate the run is judged against: `--rate`, or with a ramp its mean over the sending
+/// (what the schedule offered in `send_phase`, over `send_phase`).
+fn target_rate(cfg: &Config, send_phase: Duration) -> f64 {
+    match cfg.ramp {
+        Some(_) if cfg.open_loop() && !send_phase.is_zero() => {
+            cfg.schedule(Arrivals::Constant).expected(send_phase) / send_phase.as_secs_f64()
+        }
+        _ => cfg.rate,
     }
 }
 

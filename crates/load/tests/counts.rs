@@ -3,7 +3,7 @@
 mod common;
 
 use std::time::Duration;
-use tailguard_pacing::{Arrivals, Schedule};
+use tailguard_pacing::{Arrivals, Ramp, Schedule};
 use tailguard_testsupport::TestServer;
 
 #[test]
@@ -135,4 +135,52 @@ fn achieved_rate_is_over_the_send_phase_not_the_drain() {
         let pct = s.totals.achieved_rate / 10.0 * 100.0;
         assert!((96.0..=100.0).contains(&pct), "{delay:?}: achieved {pct}%");
     }
+}
+
+/// A ramp from 50 to 200 req/s over 2 s offers L(2 s) = 2 s x (50 + 200) / 2 = 250 requests:
+/// 87.5 of them in the first second, 162.5 in the second. The run sends them, and the interval
+/// report's target follows the ramp.
+#[test]
+fn a_ramped_run_sends_what_the_ramp_offers() {
+    let server = TestServer::builder().spawn();
+    let mut cfg = common::config(&server.url("/"), 200.0, Duration::from_secs(2));
+    cfg.ramp = Some(Ramp {
+        from: 50.0,
+        over: Duration::from_secs(2),
+    });
+    cfg.concurrency = 8;
+    cfg.quiet = false;
+    let records = common::keep_records(&mut cfg);
+    let (report, text) = common::run(cfg);
+    assert!(
+        text.contains("# ramping from 50 to 200 req/s over 2s, then 200 req/s\n"),
+        "{text}"
+    );
+    let s = &report.summary;
+    assert!(
+        s.totals.requests.abs_diff(250) <= 2,
+        "{}",
+        s.totals.requests
+    );
+    assert_eq!(server.hits(), s.totals.requests);
+    let targets: Vec<u64> = s.intervals.iter().map(|iv| iv.target).collect();
+    assert_eq!(&targets[..2], [88, 162], "{targets:?}");
+    // Judged against the ramp's mean rate over the sending, not the final 200 req/s.
+    assert!(
+        (120.0..=130.0).contains(&s.totals.target_rate),
+        "{}",
+        s.totals.target_rate
+    );
+    let records = records.lock().unwrap();
+    let count = |when: fn(&tailguard_record::Record) -> Duration, from: u64, to: u64| {
+        let (from, to) = (Duration::from_secs(from), Duration::from_secs(to));
+        records
+            .iter()
+            .filter(|r| (from..to).contains(&when(r)))
+            .count()
+    };
+    let scheduled = (count(|r| r.scheduled, 0, 1), count(|r| r.scheduled, 1, 2));
+    assert_eq!(scheduled, (88, 162));
+    let sent = (count(|r| r.sent, 0, 1), count(|r| r.sent, 1, 3));
+    assert!(sent.0 < sent.1, "sent {} then {}", sent.0, sent.1);
 }

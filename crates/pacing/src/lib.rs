@@ -11,19 +11,42 @@
 //! - [`Arrivals::Poisson`]: exponential gaps with mean `1 / rate`, from a seeded RNG, so the
 //!   same seed gives the same schedule.
 //!
+//! Either may start with a [`Ramp`] ([`Schedule::with_ramp`]): the offered rate climbs linearly
+//! from `from` to the schedule's rate over `over`, then holds, as vegeta's linear pacer does
+//! ("offered load ramping from 50% to 95% of capacity"). The ramp is a change of time, request
+//! `i` due when the ramped rate has offered `i` requests (see [`Ramp`]); a schedule without one
+//! keeps its offsets bit for bit.
+//!
 //! # Example
 //! ```
 //! use std::time::Duration;
-//! use tailguard_pacing::{Arrivals, Schedule};
+//! use tailguard_pacing::{Arrivals, Ramp, Schedule};
 //!
 //! let mut s = Schedule::new(Arrivals::Constant, 1000.0, 7).unwrap();
 //! assert_eq!(s.next_send(0), Duration::ZERO);
 //! assert_eq!(s.next_send(1), Duration::from_millis(1));
 //! assert_eq!(s.next_send(1500), Duration::from_millis(1500));
 //! assert_eq!(s.due_by(Duration::from_millis(10)), 11); // requests 0..=10
+//!
+//! // 50% to 95% of a 2,000 req/s capacity over 10 s, then 95%.
+//! let ramp = Ramp { from: 1000.0, over: Duration::from_secs(10) };
+//! let mut r = Schedule::new(Arrivals::Constant, 1900.0, 7).unwrap().with_ramp(ramp).unwrap();
+//! assert_eq!(r.next_send(0), Duration::ZERO);
+//! // The climb offers 10 s x (1000 + 1900) / 2 = 14,500 requests, the next second 1,900 more.
+//! assert_eq!(r.expected(Duration::from_secs(10)), 14_500.0);
+//! assert_eq!(r.due_by(Duration::from_secs(11)), 16_401); // requests 0..=16,400
+//! let gap = r.next_send(20_001) - r.next_send(20_000);
+//! assert!(gap.abs_diff(Duration::from_secs_f64(1.0 / 1900.0)) < Duration::from_nanos(2));
+//! // A zero-length ramp is refused.
+//! let flat = Ramp { from: 1000.0, over: Duration::ZERO };
+//! assert!(Schedule::new(Arrivals::Constant, 1900.0, 7).unwrap().with_ramp(flat).is_err());
 //! ```
 
 #![warn(missing_docs)]
+
+mod ramp;
+
+pub use ramp::Ramp;
 
 use rand::SeedableRng;
 use rand_distr::{Distribution, Exp};
@@ -70,6 +93,8 @@ pub enum PacingError {
     BadRate(f64),
     /// An arrival process name other than `constant` or `poisson`.
     UnknownArrivals(String),
+    /// A ramp that does not start at a positive finite rate, or lasts no time.
+    BadRamp(Ramp),
 }
 
 impl fmt::Display for PacingError {
@@ -79,6 +104,10 @@ impl fmt::Display for PacingError {
             PacingError::UnknownArrivals(s) => {
                 write!(f, "unknown arrivals {s:?}: use constant or poisson")
             }
+            PacingError::BadRamp(r) if !(r.from.is_finite() && r.from > 0.0) => {
+                write!(f, "a ramp must start from a positive rate, got {}", r.from)
+            }
+            PacingError::BadRamp(_) => f.write_str("a ramp must last longer than zero"),
         }
     }
 }
@@ -92,9 +121,11 @@ pub struct Schedule {
     rate: f64,
     rng: Xoshiro256PlusPlus,
     exp: Exp<f64>,
-    /// Poisson state: the offset (seconds) of request `next - 1`.
+    /// Poisson state: the offset (seconds) of request `next - 1` at the full rate, before
+    /// any ramp (times `rate`, the unit-rate offset the ramp maps).
     last_s: f64,
     next: u64,
+    ramp: Option<Ramp>,
 }
 
 impl Schedule {
@@ -110,12 +141,41 @@ impl Schedule {
             exp: Exp::new(rate).map_err(|_| PacingError::BadRate(rate))?,
             last_s: 0.0,
             next: 0,
+            ramp: None,
         })
     }
 
-    /// The rate in requests per second.
+    /// The same schedule, its offered rate climbing linearly from `ramp.from` to
+    /// [`rate`](Schedule::rate) over `ramp.over`, then holding.
+    ///
+    /// # Errors
+    /// [`PacingError::BadRamp`] when `ramp.from` is not a positive finite number or
+    /// `ramp.over` is zero.
+    pub fn with_ramp(mut self, ramp: Ramp) -> Result<Self, PacingError> {
+        if !ramp.is_valid() {
+            return Err(PacingError::BadRamp(ramp));
+        }
+        self.ramp = Some(ramp);
+        Ok(self)
+    }
+
+    /// The rate in requests per second (after the ramp, if any).
     pub fn rate(&self) -> f64 {
         self.rate
+    }
+
+    /// The ramp, if the schedule has one.
+    pub fn ramp(&self) -> Option<Ramp> {
+        self.ramp
+    }
+
+    /// The requests offered in `[0, elapsed]`: `elapsed x rate`, or the ramp's cumulative
+    /// intensity (a real number; the mean count of a Poisson schedule).
+    pub fn expected(&self, elapsed: Duration) -> f64 {
+        match self.ramp {
+            None => elapsed.as_secs_f64() * self.rate,
+            Some(r) => r.offered(self.rate, elapsed),
+        }
     }
 
     /// The offset from the start at which request `i` is due.
@@ -128,27 +188,42 @@ impl Schedule {
     /// With Poisson arrivals, when `i` skips ahead or goes back more than one step.
     pub fn next_send(&mut self, i: u64) -> Duration {
         match self.arrivals {
-            Arrivals::Constant => Duration::from_secs_f64(i as f64 / self.rate),
+            Arrivals::Constant => match self.ramp {
+                None => Duration::from_secs_f64(i as f64 / self.rate),
+                Some(r) => Duration::from_secs_f64(r.time_of(self.rate, i as f64)),
+            },
             Arrivals::Poisson => self.poisson(i),
+        }
+    }
+
+    /// The offset of the Poisson request drawn last, through the ramp if there is one.
+    fn poisson_offset(&self) -> Duration {
+        match self.ramp {
+            // Without a ramp, exactly the offset drawn (no round trip through `rate`).
+            None => Duration::from_secs_f64(self.last_s),
+            Some(r) => Duration::from_secs_f64(r.time_of(self.rate, self.last_s * self.rate)),
         }
     }
 
     fn poisson(&mut self, i: u64) -> Duration {
         if i + 1 == self.next {
-            return Duration::from_secs_f64(self.last_s);
+            return self.poisson_offset();
         }
         assert_eq!(i, self.next, "Poisson schedules are read in order");
         if i > 0 {
             self.last_s += self.exp.sample(&mut self.rng);
         }
         self.next = i + 1;
-        Duration::from_secs_f64(self.last_s)
+        self.poisson_offset()
     }
 
     /// How many requests a constant schedule has due by `elapsed` (inclusive): the target
-    /// count of an interval report.
+    /// count of an interval report; `floor(L(elapsed)) + 1` with a ramp.
     pub fn due_by(&self, elapsed: Duration) -> u64 {
-        (elapsed.as_secs_f64() * self.rate).floor() as u64 + 1
+        match self.ramp {
+            None => (elapsed.as_secs_f64() * self.rate).floor() as u64 + 1,
+            Some(r) => r.offered(self.rate, elapsed).floor() as u64 + 1,
+        }
     }
 }
 

@@ -44,8 +44,8 @@ pub use scenario::{Overrides, Scenario, ScenarioError};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 /// The duration syntax of scenario and fleet files (`150ms`, `1.5s`), for command-line flags.
-/// Open-loop arrival processes.
-pub use tailguard_pacing::Arrivals;
+/// Open-loop arrival processes, and the linear ramp of an open loop's rate.
+pub use tailguard_pacing::{Arrivals, Ramp};
 
 /// Runs every arm of `scenario`, each from the same seeds, on as many threads as the machine
 /// has (arms are independent, so the report does not depend on the thread count).

@@ -1,5 +1,5 @@
 //! The simulator's semantics, one small scenario each: retries, budgets, accrual, refusals,
-//! timeouts, capacity queues, pauses, hedging, closed loops, and determinism.
+//! timeouts, capacity queues, pauses, hedging, closed loops, ramps, and determinism.
 
 use std::time::Duration;
 use tailguard_sim::{render, run, ArmResult, Overrides, Report, Scenario};
@@ -264,6 +264,36 @@ arms: [{name: fast-only, balancer: {kind: p2c, load: peak-ewma}}, {name: rr, bal
     // Round robin waits 300 ms every other request: about 4 x 10 s / 0.4 s x 2.
     let rr = arm(&r, "rr").requests;
     assert!((190..=210).contains(&rr), "{rr}");
+}
+
+/// An open loop ramping from 100 to 300 req/s over 4 s offers L(t) = 100 t + 25 t² requests by
+/// t <= 4 s, then 300 a second: the run sends that many, fewer in the climb's first half.
+#[test]
+fn a_ramped_open_loop_sends_what_the_ramp_offers() {
+    let requests = |arrivals: &str, duration: &str| {
+        let r = sim(&format!(
+            "fleet: {{backends: [{{name: e, replicas: 2, latency: 1ms}}]}}\n\
+             load: {{arrivals: {arrivals}, rate: 300, ramp: {{from: 100, over: 4s}}, \
+             duration: {duration}}}\n\
+             arms: [{{name: rr, balancer: {{kind: round-robin}}}}]\n"
+        ));
+        arm(&r, "rr").requests
+    };
+    // L(4 s) = 4 s x (100 + 300) / 2; L(2 s) = 200 + 100; L(6 s) = 800 + 600.
+    for (duration, offered) in [("4s", 800), ("2s", 300), ("6s", 1400), ("1s", 125)] {
+        let sent = requests("constant", duration);
+        assert!(
+            sent.abs_diff(offered) <= 1,
+            "{duration}: {sent} of {offered}"
+        );
+    }
+    let (first, whole) = (requests("constant", "2s"), requests("constant", "4s"));
+    assert!(first < whole - first, "{first} then {}", whole - first);
+    // Poisson: Poisson(800) plus request 0; 5 sigma is about 141.
+    let poisson = requests("poisson", "4s");
+    assert!(poisson.abs_diff(800) < 141, "{poisson}");
+    let first = requests("poisson", "2s");
+    assert!(first < poisson - first, "{first} then {}", poisson - first);
 }
 
 #[test]

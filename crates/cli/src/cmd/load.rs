@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 use tailguard_load::{slo, target, Config, LoadError, Protocol, Target};
-use tailguard_pacing::Arrivals;
+use tailguard_pacing::{Arrivals, Ramp};
 use tailguard_record::Classifier;
 use tailguard_report::Unit;
 
@@ -41,6 +41,14 @@ pub struct Args {
     /// Arrival process: constant (evenly spaced) or poisson.
     #[arg(long, default_value = "constant")]
     arrivals: Arrivals,
+    /// Open loop: start at RATE req/s and climb linearly to --rate over --ramp-over, then hold
+    /// (as vegeta's linear pacer; a RATE above --rate descends).
+    #[arg(long, value_name = "RATE")]
+    ramp_from: Option<f64>,
+    /// How long the --ramp-from climb lasts [default: the whole --duration; needed when only
+    /// --total-requests bounds the run].
+    #[arg(long, requires = "ramp_from", value_name = "DURATION", value_parser = tailguard_text::duration::parse_duration)]
+    ramp_over: Option<Duration>,
     /// Seed for Poisson arrivals.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -218,6 +226,13 @@ fn config(args: Args) -> anyhow::Result<Config> {
     cfg.duration = match (args.duration, args.total_requests) {
         (None, Some(_)) => None,
         (d, _) => Some(d.unwrap_or(Duration::from_secs(10))),
+    };
+    cfg.ramp = match (args.ramp_from, args.ramp_over.or(cfg.duration)) {
+        (None, _) => None,
+        (Some(from), Some(over)) => Some(Ramp { from, over }),
+        (Some(_), None) => {
+            bail!("--ramp-from needs --ramp-over or --duration: the ramp lasts the whole run by default")
+        }
     };
     cfg.interval = args.interval;
     cfg.timeout = args.timeout;

@@ -35,7 +35,7 @@ pub struct Args {
     /// How long the load runs, in virtual time (e.g. 60s).
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
-    /// Open loop at this many requests per second (replaces a closed loop).
+    /// Open loop at this many requests per second, flat (replaces a closed loop or a ramp).
     #[arg(long)]
     rate: Option<f64>,
     /// Open-loop arrivals: constant or poisson.

@@ -2,7 +2,8 @@
 //!
 //! # What
 //! A min-heap of timed events (`queue.rs`) drives three actors:
-//! 1. the load: open-loop arrivals from `tailguard_pacing` (constant or Poisson), dealt to the
+//! 1. the load: open-loop arrivals from `tailguard_pacing` (constant or Poisson, with an
+//!    optional linear ramp of the rate), dealt to the
 //!    clients in turn, or closed-loop workers (worker `w` belongs to client `w % clients`) that
 //!    send, wait for the response, and wait out their interval;
 //! 2. the clients: one [`Client`] per client-side balancer, the same request path the proxy
@@ -521,13 +522,22 @@ impl Engine<'_> {
 
 /// The open-loop schedule, from its own seeded stream; `None` for a closed loop.
 fn arrival_schedule(scenario: &Scenario) -> Result<Option<Schedule>, RunError> {
-    let LoadShape::Open { arrivals, rate } = scenario.load.shape else {
+    let LoadShape::Open {
+        arrivals,
+        rate,
+        ramp,
+    } = scenario.load.shape
+    else {
         return Ok(None);
     };
     let seed = stream_seed(scenario.seed, 2);
-    Schedule::new(arrivals, rate, seed)
-        .map(Some)
-        .map_err(|e| RunError::Pacing(e.to_string()))
+    let schedule = Schedule::new(arrivals, rate, seed);
+    match ramp {
+        None => schedule,
+        Some(r) => schedule.and_then(|s| s.with_ramp(r)),
+    }
+    .map(Some)
+    .map_err(|e| RunError::Pacing(e.to_string()))
 }
 
 fn empty_result(scenario: &Scenario, arm: usize) -> ArmResult {

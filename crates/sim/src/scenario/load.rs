@@ -5,6 +5,8 @@
 //!   loop: open            # open (default): arrivals on a schedule, whatever the responses
 //!   arrivals: constant    # or poisson
 //!   rate: 1000            # requests per second, all clients together
+//!   ramp: {from: 500, over: 30s}   # optional: the rate climbs linearly from 500 to `rate`
+//!                         # over 30s, then holds (open loop only; a `from` above `rate` descends)
 //!   duration: 60s
 //!   clients: 1            # independent client-side balancers (e.g. 50 proxies)
 //!   method: GET
@@ -19,7 +21,7 @@
 use serde::Deserialize;
 use std::fmt;
 use std::time::Duration;
-use tailguard_pacing::Arrivals;
+use tailguard_pacing::{Arrivals, Ramp};
 use tailguard_resilience::Method;
 use tailguard_text::duration::format_duration;
 use tailguard_text::duration::Dur;
@@ -31,8 +33,10 @@ pub enum LoadShape {
     Open {
         /// Constant or Poisson.
         arrivals: Arrivals,
-        /// Requests per second, all clients together.
+        /// Requests per second, all clients together (after the ramp, if any).
         rate: f64,
+        /// A linear climb of the rate at the start: `from` to `rate` over `over`.
+        ramp: Option<Ramp>,
     },
     /// Closed loop: `workers` each send, wait for the response, and wait until `interval`
     /// after their previous send (slow_cooker's `-qps` ticker per worker).
@@ -61,9 +65,23 @@ impl fmt::Display for Load {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let length = format_duration(self.duration);
         match self.shape {
-            LoadShape::Open { arrivals, rate } => write!(
+            LoadShape::Open {
+                arrivals,
+                rate,
+                ramp: None,
+            } => write!(
                 f,
                 "open loop, {arrivals} arrivals at {rate} req/s for {length}"
+            )?,
+            LoadShape::Open {
+                arrivals,
+                rate,
+                ramp: Some(Ramp { from, over }),
+            } => write!(
+                f,
+                "open loop, {arrivals} arrivals from {from} to {rate} req/s over {}, then {rate} \
+                 req/s, for {length}",
+                format_duration(over)
             )?,
             LoadShape::Closed { workers, interval } => write!(
                 f,
@@ -100,11 +118,38 @@ pub(crate) struct LoadSpec {
     kind: LoopName,
     arrivals: Option<ArrivalsName>,
     rate: Option<f64>,
+    ramp: Option<RampSpec>,
     workers: Option<u32>,
     interval: Option<Dur>,
     duration: Dur,
     clients: Option<u32>,
     method: Option<String>,
+}
+
+/// `load.ramp:` as written.
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RampSpec {
+    from: f64,
+    over: Dur,
+}
+
+impl RampSpec {
+    fn into_ramp(self) -> Result<Ramp, String> {
+        if !(self.from.is_finite() && self.from > 0.0) {
+            return Err(format!(
+                "load: ramp.from must be above zero, got {}",
+                self.from
+            ));
+        }
+        if self.over.0.is_zero() {
+            return Err("load: ramp.over must be longer than zero".into());
+        }
+        Ok(Ramp {
+            from: self.from,
+            over: self.over.0,
+        })
+    }
 }
 
 impl LoadSpec {
@@ -143,12 +188,22 @@ impl LoadSpec {
             ArrivalsName::Constant => Arrivals::Constant,
             ArrivalsName::Poisson => Arrivals::Poisson,
         };
-        Ok(LoadShape::Open { arrivals, rate })
+        let ramp = self.ramp.map(RampSpec::into_ramp).transpose()?;
+        Ok(LoadShape::Open {
+            arrivals,
+            rate,
+            ramp,
+        })
     }
 
     fn closed_shape(&self) -> Result<LoadShape, String> {
         if self.rate.is_some() || self.arrivals.is_some() {
             return Err("load: `rate` and `arrivals` need `loop: open`".into());
+        }
+        if self.ramp.is_some() {
+            return Err(
+                "load: `ramp` needs `loop: open` (a closed loop has no rate to ramp)".into(),
+            );
         }
         let workers = self.workers.ok_or("load: a closed loop needs `workers`")?;
         if workers == 0 {

@@ -26,7 +26,8 @@ pub struct Overrides {
     pub deadline: Option<Duration>,
     /// Another load duration.
     pub duration: Option<Duration>,
-    /// An open loop at this rate (turns a closed-loop scenario into an open one).
+    /// An open loop at this rate, flat (turns a closed-loop scenario into an open one, and
+    /// leaves out the scenario's ramp).
     pub rate: Option<f64>,
     /// Open-loop arrivals (constant or Poisson).
     pub arrivals: Option<Arrivals>,
@@ -52,9 +53,15 @@ impl Scenario {
             self.load.shape = LoadShape::Open {
                 arrivals: o.arrivals.unwrap_or(Arrivals::Constant),
                 rate,
+                ramp: None,
             };
-        } else if let (Some(a), LoadShape::Open { rate, .. }) = (o.arrivals, self.load.shape) {
-            self.load.shape = LoadShape::Open { arrivals: a, rate };
+        } else if let (Some(a), LoadShape::Open { rate, ramp, .. }) = (o.arrivals, self.load.shape)
+        {
+            self.load.shape = LoadShape::Open {
+                arrivals: a,
+                rate,
+                ramp,
+            };
         }
         if o.clients == Some(0) {
             return Err(invalid("--clients must be at least 1".into()));

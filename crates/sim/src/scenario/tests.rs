@@ -136,3 +136,78 @@ fn overrides_change_the_scenario_or_name_the_unknown_arm() {
     let err = s.apply(&bad).unwrap_err().to_string();
     assert!(err.contains("no arm `nope`"), "{err}");
 }
+
+#[test]
+fn an_open_loop_ramps_and_says_so() {
+    let text = "fleet: echo\n\
+                load: {arrivals: poisson, rate: 2755, ramp: {from: 1450, over: 30s}, duration: 60s}\n\
+                arms: [{name: a, balancer: {kind: heap}}]\n";
+    let s = parse(text).unwrap();
+    let ramp = tailguard_pacing::Ramp {
+        from: 1450.0,
+        over: Duration::from_secs(30),
+    };
+    assert_eq!(
+        s.load.shape,
+        LoadShape::Open {
+            arrivals: tailguard_pacing::Arrivals::Poisson,
+            rate: 2755.0,
+            ramp: Some(ramp)
+        }
+    );
+    assert_eq!(
+        s.load.to_string(),
+        "open loop, poisson arrivals from 1450 to 2755 req/s over 30s, then 2755 req/s, \
+         for 1m, 1 client, GET"
+    );
+    // Other arrivals keep the ramp; another rate is a flat open loop.
+    let mut other = s.clone();
+    other
+        .apply(&Overrides {
+            arrivals: Some(tailguard_pacing::Arrivals::Constant),
+            ..Overrides::default()
+        })
+        .unwrap();
+    assert!(matches!(other.load.shape, LoadShape::Open { ramp: Some(r), .. } if r == ramp));
+    other
+        .apply(&Overrides {
+            rate: Some(100.0),
+            ..Overrides::default()
+        })
+        .unwrap();
+    assert!(matches!(
+        other.load.shape,
+        LoadShape::Open { ramp: None, .. }
+    ));
+}
+
+#[test]
+fn ramp_errors_name_the_key() {
+    let arms = "arms: [{name: a, balancer: {kind: heap}}]\n";
+    let cases = [
+        (
+            "load: {loop: closed, workers: 5, ramp: {from: 1, over: 1s}, duration: 1s}",
+            "load: `ramp` needs `loop: open`",
+        ),
+        (
+            "load: {rate: 10, ramp: {from: 0, over: 1s}, duration: 1s}",
+            "load: ramp.from must be above zero, got 0",
+        ),
+        (
+            "load: {rate: 10, ramp: {from: 5, over: 0s}, duration: 1s}",
+            "load: ramp.over must be longer than zero",
+        ),
+        (
+            "load: {rate: 10, ramp: {from: 5}, duration: 1s}",
+            "missing field `over`",
+        ),
+        (
+            "load: {rate: 10, ramp: {from: 5, over: 1s, to: 9}, duration: 1s}",
+            "unknown field `to`",
+        ),
+    ];
+    for (load, want) in cases {
+        let got = error(&format!("fleet: echo\n{load}\n{arms}"));
+        assert!(got.contains(want), "want {want:?} in {got:?}");
+    }
+}
