@@ -26,6 +26,7 @@ pub(crate) fn default_arms(scenario: &str) -> Option<&'static [&'static str]> {
             "p2c-peak-ewma",
         ]),
         "gc-pause" => Some(&["direct"]),
+        "capacity" | "antagonist" => Some(&["p2c-peak-ewma", "prequal"]),
         _ => None,
     }
 }

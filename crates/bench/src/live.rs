@@ -306,6 +306,8 @@ pub(crate) fn run_arm(
     };
     let tally = Arc::new(Tally::default());
     let cfg = load_config(&plan.traffic, &targets, tally.clone(), live.clone())?;
+    // The schedule's own count (a Poisson draw is not `rate x duration`).
+    let scheduled = cfg.scheduled();
     let mut lines = LoadLines::new(console, &plan.prefix, plan.traffic.interval);
     let report = tailguard_load::run(cfg, &mut lines);
     let cpu_after = match (&child, proxies.is_empty()) {
@@ -385,7 +387,7 @@ pub(crate) fn run_arm(
         seconds: Vec::new(),
     };
     arm.seconds = rts.board.finish(&live, &arm);
-    let scheduled = plan.traffic.offered().floor() as u64;
+    let scheduled = scheduled.unwrap_or_else(|| plan.traffic.offered().floor() as u64);
     let note =
         (plan.traffic.rate > 0.0 && !report.interrupted && requests + 1 < scheduled).then(|| {
             format!(

@@ -199,6 +199,29 @@ impl Config {
         }
     }
 
+    /// How many requests an open-loop run schedules: every request due before the duration
+    /// (and within `total_requests`), counted on the run's own schedule, so a Poisson run's
+    /// count is its draw, not `rate x duration`. `None` for a closed loop, a run bounded by
+    /// neither, or a configuration that does not validate. Replays the schedule: one step per
+    /// request.
+    pub fn scheduled(&self) -> Option<u64> {
+        if self.rate <= 0.0 || (self.duration.is_none() && self.total_requests.is_none()) {
+            return None;
+        }
+        let mut schedule = Schedule::new(self.arrivals, self.rate, self.seed).ok()?;
+        if let Some(r) = self.ramp {
+            schedule = schedule.with_ramp(r).ok()?;
+        }
+        let past = |i: u64, due: Duration| {
+            self.total_requests.is_some_and(|n| i >= n) || self.duration.is_some_and(|d| due >= d)
+        };
+        let mut i = 0;
+        while !past(i, schedule.next_send(i)) {
+            i += 1;
+        }
+        Some(i)
+    }
+
     /// Checks the constraints a run depends on.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.targets.is_empty() {

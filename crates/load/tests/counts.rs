@@ -184,3 +184,24 @@ fn a_ramped_run_sends_what_the_ramp_offers() {
     let sent = (count(|r| r.sent, 0, 1), count(|r| r.sent, 1, 3));
     assert!(sent.0 < sent.1, "sent {} then {}", sent.0, sent.1);
 }
+
+/// A Poisson run's scheduled count is its own draw, not `rate x duration`: what
+/// `Config::scheduled` says is exactly what the run sends (the bench compares the two to say
+/// whether a path kept up).
+#[test]
+fn scheduled_counts_the_run_s_own_poisson_draw() {
+    let server = TestServer::builder().spawn();
+    let mut cfg = common::config(&server.url("/"), 400.0, Duration::from_secs(1));
+    cfg.arrivals = Arrivals::Poisson;
+    cfg.seed = 7;
+    cfg.concurrency = 16;
+    let scheduled = cfg.scheduled().expect("an open loop with a duration");
+    assert_ne!(scheduled, 400, "this seed's draw is not the mean");
+    let (report, _) = common::run(cfg);
+    assert_eq!(report.summary.totals.requests, scheduled);
+    assert_eq!(server.hits(), scheduled);
+    let mut closed = common::config(&server.url("/"), 0.0, Duration::from_secs(1));
+    assert_eq!(closed.scheduled(), None);
+    closed.rate = 100.0;
+    assert_eq!(closed.scheduled(), Some(100));
+}

@@ -9,6 +9,8 @@
 //!   serve one request at a time, at about 60% of capacity; full scan against P2C and aperture.
 //! - `capacity`: 20 backends with real capacity (workers and a line), mixed sizes, one of them
 //!   failing fast, at 90% of the good ones' capacity from 10 clients; P2C against probing.
+//! - `capacity-ramp`: the same fleet and clients, the offered load climbing from 50% to 95% of
+//!   the good backends' capacity over 30 s.
 //! - `antagonist`: 20 equal backends at 85% load; a noisy neighbour takes three quarters of two
 //!   of them for 10 s.
 
@@ -19,6 +21,7 @@ pub(crate) const NAMES: &[&str] = &[
     "herd",
     "gc-pause",
     "capacity",
+    "capacity-ramp",
     "antagonist",
 ];
 
@@ -30,6 +33,7 @@ pub(crate) fn yaml(name: &str) -> Option<&'static str> {
         "herd" => Some(HERD),
         "gc-pause" => Some(GC_PAUSE),
         "capacity" => Some(CAPACITY),
+        "capacity-ramp" => Some(CAPACITY_RAMP),
         "antagonist" => Some(ANTAGONIST),
         _ => None,
     }
@@ -177,6 +181,31 @@ arms:
   # Extras: the paper's other end of the RIF band, and reuse.
   - {name: prequal-q0.6, balancer: {kind: prequal, q_rif: 0.6}}
   - {name: prequal-reuse3, balancer: {kind: prequal, max_uses: 3}}
+";
+
+const CAPACITY_RAMP: &str = "\
+name: capacity-ramp
+description: >-
+  The capacity fleet (20 backends, 2,900 req/s of good capacity) as the offered load climbs
+  from 1,450 to 2,755 req/s (50% to 95%) over 30 s, from 10 clients
+fleet:
+  seed: 7
+  backends:
+    - {name: big, replicas: 10, latency: &svc {lognormal: {median: 20ms, sigma: 0.3, max: 200ms}}, capacity: 4}
+    - {name: small, replicas: 9, latency: *svc, capacity: 2}
+    - {name: broken, latency: 1ms, capacity: 2, fail: {error: 0.9, status: 503}}
+load:
+  loop: open
+  arrivals: poisson
+  rate: 2755
+  ramp: {from: 1450, over: 30s}
+  duration: 30s
+  clients: 10
+deadline: 200ms
+arms:
+  - {name: p2c-least-loaded, balancer: {kind: p2c, load: least-loaded}}
+  - {name: p2c-peak-ewma, balancer: {kind: p2c, load: peak-ewma}}
+  - {name: prequal, balancer: {kind: prequal}}
 ";
 
 const ANTAGONIST: &str = "\
