@@ -106,7 +106,7 @@ fn json_to_stdout_moves_the_text_to_stderr() {
 
 #[test]
 fn bad_input_is_one_clear_line_and_exit_2() {
-    let cases: [(&[&str], &str); 14] = [
+    let cases: [(&[&str], &str); 16] = [
         (
             &[
                 "load",
@@ -177,6 +177,14 @@ fn bad_input_is_one_clear_line_and_exit_2() {
         (
             &["load", "--ramp-over", "1s", "http://127.0.0.1:9/"],
             "--ramp-from <RATE>",
+        ),
+        (
+            &["load", "--shard", "4/4", "http://127.0.0.1:9/"],
+            "expected I/N, a part from 0 to N-1 of N",
+        ),
+        (
+            &["load", "-r", "0", "--shard", "1/4", "http://127.0.0.1:9/"],
+            "--shard applies to an open loop only",
         ),
     ];
     for (args, want) in cases {

@@ -24,6 +24,55 @@ pub enum Protocol {
     Http2,
 }
 
+/// One generator's part of a schedule shared by several (`--shard I/N`): the requests `i` with
+/// `i % of == index`. N generators with the same rate, arrivals, seed and duration, parts 0 to
+/// N-1, send together exactly the schedule one generator would, Poisson gaps included (each
+/// draws the whole schedule and sends its part, as the threads of one run do).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Part {
+    /// Which part, from 0.
+    pub index: u64,
+    /// How many parts.
+    pub of: u64,
+}
+
+impl Part {
+    /// The whole schedule: part 0 of 1.
+    pub const WHOLE: Part = Part { index: 0, of: 1 };
+
+    /// True when request `i` of the schedule is this part's.
+    pub fn owns(&self, i: u64) -> bool {
+        i % self.of == self.index
+    }
+
+    /// True when this is the whole schedule.
+    pub fn is_whole(&self) -> bool {
+        self.of == 1
+    }
+}
+
+impl std::fmt::Display for Part {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.of)
+    }
+}
+
+impl std::str::FromStr for Part {
+    type Err = String;
+
+    /// `I/N` with `0 <= I < N`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || format!("{s:?}: expected I/N, a part from 0 to N-1 of N (e.g. 2/4)");
+        let (i, n) = s.split_once('/').ok_or_else(bad)?;
+        let index: u64 = i.trim().parse().map_err(|_| bad())?;
+        let of: u64 = n.trim().parse().map_err(|_| bad())?;
+        if of == 0 || index >= of || of > 10_000 {
+            return Err(bad());
+        }
+        Ok(Part { index, of })
+    }
+}
+
 /// A callback that sees every record as it completes (tests, custom sinks).
 pub type RecordHook = Arc<dyn Fn(&Record) + Send + Sync>;
 
@@ -47,6 +96,9 @@ pub struct Config {
     /// Open loop only: the offered rate climbs linearly from `ramp.from` to `rate` over
     /// `ramp.over`, then holds (`None`: `rate` from the start).
     pub ramp: Option<Ramp>,
+    /// Open loop only: send this part of the schedule (`rate` stays the whole schedule's; this
+    /// generator offers `rate / part.of`).
+    pub part: Part,
     /// Maximum requests in flight (and HTTP/1.1 connections per target).
     pub concurrency: usize,
     /// Closed loop only: each worker waits at least this long between two of its sends
@@ -157,6 +209,12 @@ pub enum ConfigError {
     /// A ramp the schedule refuses.
     #[error("--ramp-from/--ramp-over: {0}")]
     BadRamp(PacingError),
+    /// A part of a closed loop, which has no schedule to share.
+    #[error("--shard applies to an open loop only (a --rate above 0)")]
+    ShardClosedLoop,
+    /// A part that does not exist.
+    #[error("--shard {0}: the part must be from 0 to N-1 of N")]
+    BadShard(Part),
 }
 
 impl Config {
@@ -172,6 +230,7 @@ impl Config {
             rate: 100.0,
             arrivals: Arrivals::Constant,
             ramp: None,
+            part: Part::WHOLE,
             concurrency: 10,
             closed_interval: None,
             drain_limit: None,
@@ -199,8 +258,8 @@ impl Config {
         }
     }
 
-    /// How many requests an open-loop run schedules: every request due before the duration
-    /// (and within `total_requests`), counted on the run's own schedule, so a Poisson run's
+    /// How many requests an open-loop run schedules: every request of its part due before the
+    /// duration (and within `total_requests`), counted on the run's own schedule, so a Poisson run's
     /// count is its draw, not `rate x duration`. `None` for a closed loop, a run bounded by
     /// neither, or a configuration that does not validate. Replays the schedule: one step per
     /// request.
@@ -215,11 +274,12 @@ impl Config {
         let past = |i: u64, due: Duration| {
             self.total_requests.is_some_and(|n| i >= n) || self.duration.is_some_and(|d| due >= d)
         };
-        let mut i = 0;
+        let (mut i, mut mine) = (0, 0);
         while !past(i, schedule.next_send(i)) {
+            mine += u64::from(self.part.owns(i));
             i += 1;
         }
-        Some(i)
+        Some(mine)
     }
 
     /// Checks the constraints a run depends on.
@@ -259,6 +319,12 @@ impl Config {
         if self.closed_interval.is_some() && self.open_loop() {
             return Err(ConfigError::IntervalWithRate);
         }
+        if self.part.of == 0 || self.part.index >= self.part.of {
+            return Err(ConfigError::BadShard(self.part));
+        }
+        if !self.part.is_whole() && !self.open_loop() {
+            return Err(ConfigError::ShardClosedLoop);
+        }
         if let Some(ramp) = self.ramp {
             if !self.open_loop() {
                 return Err(ConfigError::RampClosedLoop);
@@ -285,5 +351,10 @@ impl Config {
     /// True when requests follow a schedule (open loop).
     pub fn open_loop(&self) -> bool {
         self.rate > 0.0
+    }
+
+    /// The rate this generator offers: its part of `rate`.
+    pub fn own_rate(&self) -> f64 {
+        self.rate / self.part.of as f64
     }
 }

@@ -42,7 +42,7 @@ mod threads;
 mod tls;
 mod worker;
 
-pub use config::{Config, ConfigError, Protocol, RecordHook};
+pub use config::{Config, ConfigError, Part, Protocol, RecordHook};
 pub use run::{run, LoadError, Report};
 pub use target::Target;
 

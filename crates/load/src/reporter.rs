@@ -17,6 +17,7 @@ use tailguard_report::{interval, ChangeMarker, Unit};
 #[derive(Debug)]
 pub(crate) struct DueCounter {
     schedule: Schedule,
+    part: crate::Part,
     next: u64,
     total: Option<u64>,
     duration: Option<Duration>,
@@ -26,23 +27,31 @@ impl DueCounter {
     pub(crate) fn new(schedule: Schedule, total: Option<u64>, duration: Option<Duration>) -> Self {
         DueCounter {
             schedule,
+            part: crate::Part::WHOLE,
             next: 0,
             total,
             duration,
         }
     }
 
-    /// Requests due in `[previous call, until)`.
+    /// Counts only `part`'s requests (and its share of a ramp's rate).
+    pub(crate) fn part(mut self, part: crate::Part) -> Self {
+        self.part = part;
+        self
+    }
+
+    /// This part's requests due in `[previous call, until)`.
     pub(crate) fn advance(&mut self, until: Duration) -> u64 {
-        let start = self.next;
+        let mut mine = 0;
         while self.total.is_none_or(|n| self.next < n) {
             let due = self.schedule.next_send(self.next);
             if due >= until || self.duration.is_some_and(|d| due >= d) {
                 break;
             }
+            mine += u64::from(self.part.owns(self.next));
             self.next += 1;
         }
-        self.next - start
+        mine
     }
 
     /// A ramped schedule's mean offered rate over `[from, until)`; `None` without a ramp (the
@@ -51,7 +60,7 @@ impl DueCounter {
         self.schedule.ramp()?;
         let len = until.checked_sub(from).filter(|d| !d.is_zero())?;
         let offered = self.schedule.expected(until) - self.schedule.expected(from);
-        Some(offered / len.as_secs_f64())
+        Some(offered / len.as_secs_f64() / self.part.of as f64)
     }
 }
 

@@ -125,7 +125,7 @@ async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<R
     let urls: Vec<String> = cfg.targets.iter().map(|t| t.url.clone()).collect();
     if !cfg.quiet {
         let header = interval::header(
-            cfg.rate,
+            cfg.own_rate(),
             cfg.closed_interval,
             request_name(&cfg),
             cfg.concurrency as u64,
@@ -135,20 +135,26 @@ async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<R
         if let Some(ramp) = cfg.ramp {
             let _ = writeln!(out, "{}", ramp_line(cfg.rate, ramp));
         }
+        if !cfg.part.is_whole() {
+            let _ = writeln!(
+                out,
+                "# part {} of a {} req/s schedule shared by {} generators (seed {})",
+                cfg.part, cfg.rate, cfg.part.of, cfg.seed
+            );
+        }
         let _ = writeln!(out, "{}", interval::titles());
     }
     let cpu_start = selfcheck::cpu_time();
     let control = start_load(&cfg, clock, threads, &shared);
-    let due = control
-        .pacer
-        .as_ref()
-        .map(|_| DueCounter::new(cfg.schedule(cfg.arrivals), cfg.total_requests, cfg.duration));
+    let due = control.pacer.as_ref().map(|_| {
+        DueCounter::new(cfg.schedule(cfg.arrivals), cfg.total_requests, cfg.duration).part(cfg.part)
+    });
     let mut control = control;
     let stats = std::mem::take(&mut control.stats);
     let mut reporter = Reporter::new(
         stats,
         due,
-        cfg.rate,
+        cfg.own_rate(),
         cfg.unit,
         cfg.quiet,
         threads,
@@ -230,6 +236,7 @@ fn start_load(cfg: &Config, clock: Clock, threads: usize, shared: &Arc<Shared>) 
     let state = Arc::new(PacerState::default());
     let open = Arc::new(OpenLoop {
         schedule: cfg.schedule(cfg.arrivals),
+        part: cfg.part,
         limits: Limits {
             total: cfg.total_requests,
             duration: cfg.duration,
@@ -463,7 +470,7 @@ fn summarize(
     // An open loop's rate is judged over its sending, not over the wait for the last
     // responses: the last send's slot ends one inter-arrival gap after it.
     let send_phase = if cfg.open_loop() && requests > 0 {
-        r.total.last_sent + Duration::from_secs_f64(1.0 / cfg.rate)
+        r.total.last_sent + Duration::from_secs_f64(1.0 / cfg.own_rate())
     } else {
         elapsed
     };
@@ -500,9 +507,11 @@ fn summarize(
 fn target_rate(cfg: &Config, send_phase: Duration) -> f64 {
     match cfg.ramp {
         Some(_) if cfg.open_loop() && !send_phase.is_zero() => {
-            cfg.schedule(Arrivals::Constant).expected(send_phase) / send_phase.as_secs_f64()
+            cfg.schedule(Arrivals::Constant).expected(send_phase)
+                / send_phase.as_secs_f64()
+                / cfg.part.of as f64
         }
-        _ => cfg.rate,
+        _ => cfg.own_rate(),
     }
 }
 

@@ -30,6 +30,8 @@ pub(crate) enum Feed {
 /// An open-loop run: the schedule, where it ends, and one queue per thread.
 pub(crate) struct OpenLoop {
     pub schedule: Schedule,
+    /// This generator's part of the schedule (the whole one unless `--shard`).
+    pub part: crate::Part,
     pub limits: Limits,
     pub clock: Clock,
     pub state: Arc<PacerState>,
@@ -126,10 +128,13 @@ fn run_thread(
         let mut set = JoinSet::new();
         if let Feed::Open(open) = &feed {
             let (tx, _) = open.queues[thread].clone();
+            // Thread t of T in part p of N sends the requests i with i % (N T) == p + N t: the
+            // threads together send the part, the parts together the schedule.
+            let threads = open.queues.len() as u64;
             let shard = Shard::new(
                 open.schedule.clone(),
-                thread as u64,
-                open.queues.len() as u64,
+                open.part.index + open.part.of * thread as u64,
+                open.part.of * threads,
             );
             let open = open.clone();
             set.spawn(async move {

@@ -205,3 +205,51 @@ fn scheduled_counts_the_run_s_own_poisson_draw() {
     closed.rate = 100.0;
     assert_eq!(closed.scheduled(), Some(100));
 }
+
+/// Four generators, each sending its part (`--shard I/4`) of one 1,000 req/s Poisson schedule,
+/// send together exactly that schedule: every due time once, and each part the count its
+/// configuration says. What a distributed test run merges is then one schedule's requests.
+#[test]
+fn four_parts_send_together_exactly_one_schedule() {
+    let server = TestServer::builder().spawn();
+    let mut union: Vec<Duration> = Vec::new();
+    for index in 0..4 {
+        let mut cfg = common::config(&server.url("/"), 1_000.0, Duration::from_millis(500));
+        cfg.arrivals = Arrivals::Poisson;
+        cfg.seed = 11;
+        cfg.threads = 2;
+        cfg.concurrency = 8;
+        cfg.part = tailguard_load::Part { index, of: 4 };
+        let scheduled = cfg.scheduled().unwrap();
+        let records = common::keep_records(&mut cfg);
+        let (report, _) = common::run(cfg);
+        assert_eq!(report.summary.totals.requests, scheduled, "part {index}");
+        let got: Vec<Duration> = records
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|r| r.scheduled)
+            .collect();
+        assert_eq!(got.len() as u64, scheduled);
+        // The target rate of a part is its share.
+        assert!((report.summary.totals.target_rate - 250.0).abs() < 1e-9);
+        union.extend(got);
+    }
+    union.sort();
+    let mut schedule = Schedule::new(Arrivals::Poisson, 1_000.0, 11).unwrap();
+    let want: Vec<Duration> = (0..)
+        .map(|i| schedule.next_send(i))
+        .take_while(|d| *d < Duration::from_millis(500))
+        .collect();
+    assert_eq!(union, want);
+    assert_eq!(server.hits(), want.len() as u64);
+}
+
+#[test]
+fn a_part_is_i_of_n() {
+    use tailguard_load::Part;
+    assert_eq!("2/4".parse::<Part>(), Ok(Part { index: 2, of: 4 }));
+    for bad in ["4/4", "1/0", "x/2", "3", "-1/2"] {
+        assert!(bad.parse::<Part>().is_err(), "{bad}");
+    }
+}

@@ -52,6 +52,11 @@ pub struct Args {
     /// Seed for Poisson arrivals.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Open loop: send part I (from 0) of N of the --rate schedule, so N generators started
+    /// with the same --rate, --arrivals, --seed and --duration send together exactly the
+    /// schedule one would (in a Kubernetes Indexed Job: --shard $(JOB_COMPLETION_INDEX)/N).
+    #[arg(long, value_name = "I/N")]
+    shard: Option<tailguard_load::Part>,
     /// HTTP method.
     #[arg(short = 'X', long, default_value = "GET")]
     method: String,
@@ -234,6 +239,7 @@ fn config(args: Args) -> anyhow::Result<Config> {
             bail!("--ramp-from needs --ramp-over or --duration: the ramp lasts the whole run by default")
         }
     };
+    cfg.part = args.shard.unwrap_or(tailguard_load::Part::WHOLE);
     cfg.interval = args.interval;
     cfg.timeout = args.timeout;
     cfg.reuse = !args.no_reuse;
