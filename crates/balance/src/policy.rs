@@ -205,7 +205,7 @@ impl fmt::Display for Policy {
 fn short(d: Duration) -> String {
     if d.subsec_nanos() == 0 {
         format!("{}s", d.as_secs())
-    } else if d.as_nanos() % 1_000_000 == 0 && d < Duration::from_secs(1) {
+    } else if d.as_nanos().is_multiple_of(1_000_000) && d < Duration::from_secs(1) {
         format!("{}ms", d.as_millis())
     } else {
         format!("{}s", d.as_secs_f64())

@@ -460,7 +460,7 @@ fn percent(ratio: f64) -> String {
 
 /// `2026-11-22 17:10:00 UTC` from seconds since the Unix epoch (proleptic Gregorian).
 fn utc(unix_s: u64) -> String {
-    let leap = |y: u64| (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let leap = |y: u64| (y.is_multiple_of(4) && !y.is_multiple_of(100)) || y.is_multiple_of(400);
     let (mut day, secs) = (unix_s / 86_400, unix_s % 86_400);
     let mut year = 1970;
     while day >= if leap(year) { 366 } else { 365 } {

@@ -62,7 +62,8 @@ fn main() -> ExitCode {
 
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("TAILGUARD_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        // kube's watcher warns on every retry; tailguard says it once, as an error.
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,kube_runtime=error"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

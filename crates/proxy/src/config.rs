@@ -63,6 +63,35 @@ pub enum Discovery {
         /// How often to re-resolve.
         interval: Duration,
     },
+    /// A Kubernetes Service's EndpointSlices, watched (Linkerd 1's `io.l5d.k8s` namer): every
+    /// ready endpoint of every slice ([`crate::k8s`]).
+    Kubernetes {
+        /// The Service's namespace.
+        namespace: String,
+        /// The Service's name (slices labelled `kubernetes.io/service-name`).
+        service: String,
+        /// The endpoints' port, by name or number.
+        port: PortRef,
+    },
+}
+
+/// A port of an EndpointSlice: its name (the Service port's), or its number (the endpoints'
+/// own port, the Service's `targetPort`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PortRef {
+    /// By name.
+    Name(String),
+    /// By number.
+    Number(u16),
+}
+
+impl std::fmt::Display for PortRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PortRef::Name(n) => f.write_str(n),
+            PortRef::Number(n) => write!(f, "{n}"),
+        }
+    }
 }
 
 /// What to resolve ([`crate::dns`] resolves it).

@@ -45,6 +45,7 @@ pub mod grpc;
 mod hygiene;
 mod idle;
 mod in_flight;
+pub mod k8s;
 mod listener;
 mod metrics;
 mod probe;

@@ -148,6 +148,8 @@ async fn build_services(config: &Config, clock: Clock) -> Result<Vec<Arc<Service
                 let (list, r) = first_resolution(&sc.name, name, *server).await?;
                 (list, Some(r))
             }
+            // The watch fills it: no endpoints (503, /ready 503) until the first list.
+            Discovery::Kubernetes { .. } => (Vec::new(), None),
         };
         let arm_error = |source| ConfigError::Arm {
             service: sc.name.clone(),
@@ -165,6 +167,24 @@ async fn build_services(config: &Config, clock: Clock) -> Result<Vec<Arc<Service
             }
             (Discovery::Dns { name, interval, .. }, Some(r)) => {
                 tokio::spawn(dns::watch(feed, r, name.clone(), *interval, upstreams));
+            }
+            (
+                Discovery::Kubernetes {
+                    namespace,
+                    service,
+                    port,
+                },
+                _,
+            ) => {
+                let client = crate::k8s::client()
+                    .await
+                    .map_err(|e| StartError::Discovery {
+                        service: sc.name.clone(),
+                        path: "io.l5d.k8s".to_owned(),
+                        reason: e.to_string(),
+                    })?;
+                let (ns, svc, port) = (namespace.clone(), service.clone(), port.clone());
+                tokio::spawn(crate::k8s::watch(feed, client, ns, svc, port));
             }
             _ => {}
         }

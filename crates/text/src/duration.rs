@@ -102,12 +102,12 @@ pub fn format_duration(d: Duration) -> String {
         return "0s".to_owned();
     }
     for (unit, size) in [("h", 3_600_000_000_000), ("m", 60_000_000_000u128)] {
-        if nanos % size == 0 && nanos >= size {
+        if nanos.is_multiple_of(size) && nanos >= size {
             return format!("{}{unit}", nanos / size);
         }
     }
     for (unit, size) in [("s", 1_000_000_000u128), ("ms", 1_000_000), ("us", 1_000)] {
-        if nanos % size == 0 {
+        if nanos.is_multiple_of(size) {
             return format!("{}{unit}", nanos / size);
         }
     }

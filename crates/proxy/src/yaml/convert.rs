@@ -4,7 +4,7 @@
 use super::error::YamlError;
 use super::file::{Accrual, BackoffSpec, Balancer, File, Kind, Namer, Retries, ServiceSpec};
 use crate::config::{
-    Config, Discovery, HostHeader, Limits, ServiceConfig, TlsConfig, UpstreamProtocol,
+    Config, Discovery, HostHeader, Limits, PortRef, ServiceConfig, TlsConfig, UpstreamProtocol,
 };
 use crate::discovery::parse_upstream;
 use std::net::SocketAddr;
@@ -179,9 +179,21 @@ fn namer(n: &Namer, key: &dyn Fn(&str) -> String) -> Result<Discovery, YamlError
                 interval: every(5000),
             })
         }
+        "io.l5d.k8s" => {
+            let service = n.service.clone().ok_or_else(|| required("service"))?;
+            let port = match n.port.as_ref().ok_or_else(|| required("port"))? {
+                super::file::PortSpec::Number(p) => PortRef::Number(*p),
+                super::file::PortSpec::Name(s) => PortRef::Name(s.clone()),
+            };
+            Ok(Discovery::Kubernetes {
+                namespace: n.namespace.clone().unwrap_or_else(|| "default".to_owned()),
+                service,
+                port,
+            })
+        }
         o => Err(err(
             key("namer.kind"),
-            format!("`{o}`: expected io.l5d.fs, io.l5d.dns or io.l5d.dnssrv"),
+            format!("`{o}`: expected io.l5d.fs, io.l5d.dns, io.l5d.dnssrv or io.l5d.k8s"),
         )),
     }
 }

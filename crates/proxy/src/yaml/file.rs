@@ -79,6 +79,17 @@ pub(super) struct Namer {
     pub(super) name: Option<String>,
     pub(super) server: Option<std::net::SocketAddr>,
     pub(super) interval_ms: Option<u64>,
+    pub(super) namespace: Option<String>,
+    pub(super) service: Option<String>,
+    pub(super) port: Option<PortSpec>,
+}
+
+/// A port by number or by name (`io.l5d.k8s`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum PortSpec {
+    Number(u16),
+    Name(String),
 }
 
 #[derive(Debug, Deserialize)]

@@ -1,0 +1,327 @@
+//! Kubernetes discovery against a real API server (etcd and kube-apiserver started by
+//! `shared/tools/k8s/start-apiserver.sh`, on 127.0.0.1 ports the kernel picks): EndpointSlices
+//! created, scaled, marked terminating and deleted move the proxy's endpoints within seconds.
+//! The slices name addresses in 10.203.0.0/24 (the API server refuses loopback ones); this test
+//! sends no request, so none is ever dialed.
+
+mod support;
+
+use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
+use kube::api::{DeleteParams, ObjectMeta, PostParams};
+use kube::{Api, Client};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use support::{client, send, HttpClient};
+use tailguard_proxy::config::{Config, Discovery, PortRef, ServiceConfig};
+
+/// One test at a time: each points `KUBECONFIG` (process-wide) at its own API server.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A running API server, stopped (and its directory removed) when dropped.
+struct ApiServer {
+    dir: PathBuf,
+    /// The API server process a restart started (stopped with the rest, then reaped).
+    restarted: std::sync::Mutex<Option<std::process::Child>>,
+}
+
+fn tools() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tools/k8s")
+}
+
+impl ApiServer {
+    fn start() -> ApiServer {
+        let out = std::process::Command::new("bash")
+            .arg(tools().join("start-apiserver.sh"))
+            .output()
+            .expect("start-apiserver.sh runs");
+        assert!(
+            out.status.success(),
+            "start-apiserver.sh failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let dir = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+        ApiServer {
+            dir: dir.into(),
+            restarted: std::sync::Mutex::new(None),
+        }
+    }
+
+    fn kubeconfig(&self) -> PathBuf {
+        self.dir.join("kubeconfig")
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("bash")
+            .arg(tools().join("stop-apiserver.sh"))
+            .arg(&self.dir)
+            .status();
+        if let Some(mut child) = self.restarted.lock().unwrap().take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn slice(name: &str, service: &str, addrs: &[(&str, bool)]) -> EndpointSlice {
+    EndpointSlice {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some(BTreeMap::from([(
+                "kubernetes.io/service-name".to_owned(),
+                service.to_owned(),
+            )])),
+            ..ObjectMeta::default()
+        },
+        address_type: "IPv4".into(),
+        ports: Some(vec![EndpointPort {
+            name: Some("http".into()),
+            port: Some(8080),
+            protocol: Some("TCP".into()),
+            ..EndpointPort::default()
+        }]),
+        endpoints: addrs
+            .iter()
+            .map(|(a, ready)| Endpoint {
+                addresses: vec![(*a).into()],
+                conditions: Some(EndpointConditions {
+                    ready: Some(*ready),
+                    serving: Some(true),
+                    terminating: Some(!*ready),
+                }),
+                ..Endpoint::default()
+            })
+            .collect(),
+    }
+}
+
+/// The addresses `/endpoints` lists for service `web`, sorted.
+async fn listed(c: &HttpClient, admin: std::net::SocketAddr) -> Vec<String> {
+    let (_, _, body) = send(c, admin, "GET", "/endpoints").await;
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    let mut out: Vec<String> = v["web"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|e| e["addr"].as_str().unwrap().to_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+/// Polls `/endpoints` until it lists `want` or 5 s pass; returns how long it took.
+async fn until_listed(
+    c: &HttpClient,
+    admin: std::net::SocketAddr,
+    want: &[&str],
+) -> Option<Duration> {
+    let start = tokio::time::Instant::now();
+    let ok = support::eventually(Duration::from_secs(5), async || {
+        listed(c, admin).await == want
+    })
+    .await;
+    ok.then(|| start.elapsed())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier 2: a real kube-apiserver and etcd"]
+async fn endpoint_slices_move_the_proxy_s_endpoints() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let api = ApiServer::start();
+    // The proxy finds the API server as any Kubernetes client does.
+    std::env::set_var("KUBECONFIG", api.kubeconfig());
+    let kube = Client::try_default().await.unwrap();
+    let slices: Api<EndpointSlice> = Api::namespaced(kube, "default");
+
+    let mut service = ServiceConfig::new("web", Vec::new());
+    service.discovery = Discovery::Kubernetes {
+        namespace: "default".into(),
+        service: "web".into(),
+        port: PortRef::Name("http".into()),
+    };
+    let mut config = Config::new("127.0.0.1:0".parse().unwrap(), vec![service]);
+    config.admin = Some("127.0.0.1:0".parse().unwrap());
+    let proxy = tailguard_proxy::start(config).await.unwrap();
+    let admin = proxy.admin_addr().unwrap();
+    let c = client(false);
+    // No slice yet: no endpoints, not ready.
+    assert!(listed(&c, admin).await.is_empty());
+    assert_eq!(send(&c, admin, "GET", "/ready").await.0, 503);
+
+    let pp = PostParams::default();
+    let a = slice(
+        "web-a",
+        "web",
+        &[("10.203.0.2", true), ("10.203.0.3", true)],
+    );
+    slices.create(&pp, &a).await.unwrap();
+    // Another service's slice is not ours.
+    let other = slice("api-a", "api", &[("10.203.0.9", true)]);
+    slices.create(&pp, &other).await.unwrap();
+    let took = until_listed(&c, admin, &["10.203.0.2:8080", "10.203.0.3:8080"]).await;
+    assert!(took.is_some_and(|t| t < Duration::from_secs(3)), "{took:?}");
+    assert_eq!(send(&c, admin, "GET", "/ready").await.0, 200);
+
+    // Scaled: a second slice adds an endpoint.
+    let b = slice("web-b", "web", &[("10.203.0.4", true)]);
+    slices.create(&pp, &b).await.unwrap();
+    let want = ["10.203.0.2:8080", "10.203.0.3:8080", "10.203.0.4:8080"];
+    assert!(until_listed(&c, admin, &want).await.is_some());
+
+    // Terminating (serving, not ready): no new requests go there.
+    let mut a2 = slices.get("web-a").await.unwrap();
+    a2.endpoints = slice("x", "web", &[("10.203.0.2", true), ("10.203.0.3", false)]).endpoints;
+    slices.replace("web-a", &pp, &a2).await.unwrap();
+    let want = ["10.203.0.2:8080", "10.203.0.4:8080"];
+    assert!(until_listed(&c, admin, &want).await.is_some());
+
+    // Deleted: gone, and with nothing left the proxy is not ready.
+    slices
+        .delete("web-a", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(until_listed(&c, admin, &["10.203.0.4:8080"])
+        .await
+        .is_some());
+    slices
+        .delete("web-b", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(until_listed(&c, admin, &[]).await.is_some());
+    assert_eq!(send(&c, admin, "GET", "/ready").await.0, 503);
+    proxy.shutdown().await;
+    drop(api);
+}
+
+#[test]
+fn the_k8s_namer_names_its_keys() {
+    let yaml = |namer: &str| {
+        format!(
+            "servers: [{{ip: 127.0.0.1, port: 0}}]\nservices:\n  - name: web\n    namer: {namer}\n"
+        )
+    };
+    let cfg = tailguard_proxy::yaml::parse(&yaml(
+        "{kind: io.l5d.k8s, namespace: shop, service: web, port: 8080}",
+    ))
+    .unwrap();
+    assert_eq!(
+        cfg.services[0].discovery,
+        Discovery::Kubernetes {
+            namespace: "shop".into(),
+            service: "web".into(),
+            port: PortRef::Number(8080),
+        }
+    );
+    let cfg = tailguard_proxy::yaml::parse(&yaml("{kind: io.l5d.k8s, service: web, port: http}"))
+        .unwrap();
+    assert!(matches!(
+        &cfg.services[0].discovery,
+        Discovery::Kubernetes { namespace, port: PortRef::Name(p), .. } if namespace == "default" && p == "http"
+    ));
+    let err = tailguard_proxy::yaml::parse(&yaml("{kind: io.l5d.k8s, port: http}"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("namer.service"), "{err}");
+    let err = tailguard_proxy::yaml::parse(&yaml("{kind: io.l5d.k8s, service: web}"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("namer.port"), "{err}");
+}
+
+impl ApiServer {
+    /// Stops the API server process and starts it again with the same command line (etcd, and
+    /// so every object, stays); returns once it answers `/readyz` again.
+    fn restart(&self) {
+        let pids = std::fs::read_to_string(self.dir.join("pids")).unwrap();
+        let etcd = pids.lines().next().unwrap().to_owned();
+        let api: u32 = pids.lines().nth(1).unwrap().trim().parse().unwrap();
+        let cmdline = std::fs::read(format!("/proc/{api}/cmdline")).unwrap();
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let _ = std::process::Command::new("kill")
+            .arg(api.to_string())
+            .status();
+        let gone = tailguard_testsupport::Deadline::after(Duration::from_secs(10));
+        while Path::new(&format!("/proc/{api}")).exists() && !gone.passed() {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let log = std::fs::File::create(self.dir.join("apiserver-2.log")).unwrap();
+        let child = std::process::Command::new(&args[0])
+            .args(&args[1..])
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        std::fs::write(self.dir.join("pids"), format!("{etcd}\n{}\n", child.id())).unwrap();
+        *self.restarted.lock().unwrap() = Some(child);
+        let ready = tailguard_testsupport::Deadline::after(Duration::from_secs(60));
+        loop {
+            let ok = std::process::Command::new("kubectl")
+                .arg("--kubeconfig")
+                .arg(self.kubeconfig())
+                .args(["get", "--raw", "/readyz"])
+                .output()
+                .is_ok_and(|o| o.status.success());
+            if ok {
+                return;
+            }
+            assert!(!ready.passed(), "the API server did not come back");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier 2: a real kube-apiserver and etcd"]
+async fn discovery_survives_an_api_server_restart() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let api = ApiServer::start();
+    std::env::set_var("KUBECONFIG", api.kubeconfig());
+    let kube = Client::try_default().await.unwrap();
+    let slices: Api<EndpointSlice> = Api::namespaced(kube, "default");
+    let mut service = ServiceConfig::new("web", Vec::new());
+    service.discovery = Discovery::Kubernetes {
+        namespace: "default".into(),
+        service: "web".into(),
+        port: PortRef::Number(8080),
+    };
+    let mut config = Config::new("127.0.0.1:0".parse().unwrap(), vec![service]);
+    config.admin = Some("127.0.0.1:0".parse().unwrap());
+    let proxy = tailguard_proxy::start(config).await.unwrap();
+    let admin = proxy.admin_addr().unwrap();
+    let c = client(false);
+    let pp = PostParams::default();
+    slices
+        .create(&pp, &slice("web-a", "web", &[("10.203.0.2", true)]))
+        .await
+        .unwrap();
+    assert!(until_listed(&c, admin, &["10.203.0.2:8080"])
+        .await
+        .is_some());
+    tokio::task::block_in_place(|| api.restart());
+    // While it was away the proxy kept its endpoints; the watch resumes after the restart.
+    assert_eq!(listed(&c, admin).await, ["10.203.0.2:8080"]);
+    let kube = Client::try_default().await.unwrap();
+    let slices: Api<EndpointSlice> = Api::namespaced(kube, "default");
+    slices
+        .create(&pp, &slice("web-b", "web", &[("10.203.0.3", true)]))
+        .await
+        .unwrap();
+    let start = tokio::time::Instant::now();
+    let ok = support::eventually(Duration::from_secs(5), async || {
+        listed(&c, admin).await == ["10.203.0.2:8080", "10.203.0.3:8080"]
+    })
+    .await;
+    assert!(ok, "the watch never resumed");
+    eprintln!("resumed {:?} after the restart", start.elapsed());
+    proxy.shutdown().await;
+    drop(api);
+}
