@@ -108,3 +108,49 @@ fn a_denied_watch_is_one_clear_error_line_and_no_endpoints() {
     assert!(errors[0].contains("forbidden"), "{}", errors[0]);
     assert!(errors[0].contains("endpointslices"), "{}", errors[0]);
 }
+
+/// Every manifest in deploy/k8s is accepted by a real API server (`kubectl apply
+/// --dry-run=server`: schema, defaults and admission, nothing stored).
+#[test]
+#[ignore = "tier 2: a real kube-apiserver and etcd"]
+fn the_manifests_pass_the_api_server_s_validation() {
+    let out = Command::new("bash")
+        .arg(tools().join("start-apiserver.sh"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dir = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/k8s");
+    let apply = |what: &[&str]| {
+        Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(dir.join("kubeconfig"))
+            .args(["apply", "--dry-run=server"])
+            .args(what)
+            .current_dir(&deploy)
+            .output()
+            .unwrap()
+    };
+    let outs = [
+        apply(&["-k", "."]),
+        apply(&["-f", "daemonset.yaml"]),
+        apply(&["-f", "load-job.yaml"]),
+    ];
+    let _ = Command::new("bash")
+        .arg(tools().join("stop-apiserver.sh"))
+        .arg(&dir)
+        .status();
+    for out in outs {
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains("(server dry run)"), "{text}");
+    }
+}

@@ -325,3 +325,15 @@ async fn discovery_survives_an_api_server_restart() {
     proxy.shutdown().await;
     drop(api);
 }
+
+#[test]
+fn the_manifests_proxy_configuration_is_valid() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/k8s/proxy-config.yaml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let cfg = tailguard_proxy::yaml::parse(&text).unwrap();
+    assert!(matches!(
+        cfg.services[0].discovery,
+        Discovery::Kubernetes { .. }
+    ));
+    assert!(cfg.services[0].arm.hedge.is_some());
+}
