@@ -46,20 +46,22 @@ fn tools() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tools/k8s")
 }
 
+/// Starts a real API server (`--rbac`: with RBAC) and returns its directory.
+fn start_api(args: &[&str]) -> PathBuf {
+    let out = Command::new("bash")
+        .arg(tools().join("start-apiserver.sh"))
+        .args(args)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
 #[test]
 #[ignore = "tier 2: a real kube-apiserver and etcd"]
 fn a_denied_watch_is_one_clear_error_line_and_no_endpoints() {
-    let out = Command::new("bash")
-        .arg(tools().join("start-apiserver.sh"))
-        .arg("--rbac")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let dir = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    let dir = start_api(&["--rbac"]);
     let path = config("rbac");
     let mut child = Command::new(env!("CARGO_BIN_EXE_tailguard"))
         .args(["proxy", "--config"])
@@ -114,16 +116,7 @@ fn a_denied_watch_is_one_clear_error_line_and_no_endpoints() {
 #[test]
 #[ignore = "tier 2: a real kube-apiserver and etcd"]
 fn the_manifests_pass_the_api_server_s_validation() {
-    let out = Command::new("bash")
-        .arg(tools().join("start-apiserver.sh"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let dir = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    let dir = start_api(&[]);
     let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/k8s");
     let apply = |what: &[&str]| {
         Command::new("kubectl")

@@ -128,25 +128,30 @@ async fn until_listed(
     ok.then(|| start.elapsed())
 }
 
+/// The slices of namespace `default` on `api`, and a proxy (admin port on) whose service `web`
+/// is discovered from them at `port`. The proxy finds the API server as any Kubernetes client
+/// does, through `KUBECONFIG`.
+async fn watching(api: &ApiServer, port: PortRef) -> (Api<EndpointSlice>, tailguard_proxy::Proxy) {
+    std::env::set_var("KUBECONFIG", api.kubeconfig());
+    let kube = Client::try_default().await.unwrap();
+    let mut service = ServiceConfig::new("web", Vec::new());
+    service.discovery = Discovery::Kubernetes {
+        namespace: "default".into(),
+        service: "web".into(),
+        port,
+    };
+    let mut config = Config::new("127.0.0.1:0".parse().unwrap(), vec![service]);
+    config.admin = Some("127.0.0.1:0".parse().unwrap());
+    let proxy = tailguard_proxy::start(config).await.unwrap();
+    (Api::namespaced(kube, "default"), proxy)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "tier 2: a real kube-apiserver and etcd"]
 async fn endpoint_slices_move_the_proxy_s_endpoints() {
     let _turn = ONE_AT_A_TIME.lock().await;
     let api = ApiServer::start();
-    // The proxy finds the API server as any Kubernetes client does.
-    std::env::set_var("KUBECONFIG", api.kubeconfig());
-    let kube = Client::try_default().await.unwrap();
-    let slices: Api<EndpointSlice> = Api::namespaced(kube, "default");
-
-    let mut service = ServiceConfig::new("web", Vec::new());
-    service.discovery = Discovery::Kubernetes {
-        namespace: "default".into(),
-        service: "web".into(),
-        port: PortRef::Name("http".into()),
-    };
-    let mut config = Config::new("127.0.0.1:0".parse().unwrap(), vec![service]);
-    config.admin = Some("127.0.0.1:0".parse().unwrap());
-    let proxy = tailguard_proxy::start(config).await.unwrap();
+    let (slices, proxy) = watching(&api, PortRef::Name("http".into())).await;
     let admin = proxy.admin_addr().unwrap();
     let c = client(false);
     // No slice yet: no endpoints, not ready.
@@ -284,18 +289,7 @@ impl ApiServer {
 async fn discovery_survives_an_api_server_restart() {
     let _turn = ONE_AT_A_TIME.lock().await;
     let api = ApiServer::start();
-    std::env::set_var("KUBECONFIG", api.kubeconfig());
-    let kube = Client::try_default().await.unwrap();
-    let slices: Api<EndpointSlice> = Api::namespaced(kube, "default");
-    let mut service = ServiceConfig::new("web", Vec::new());
-    service.discovery = Discovery::Kubernetes {
-        namespace: "default".into(),
-        service: "web".into(),
-        port: PortRef::Number(8080),
-    };
-    let mut config = Config::new("127.0.0.1:0".parse().unwrap(), vec![service]);
-    config.admin = Some("127.0.0.1:0".parse().unwrap());
-    let proxy = tailguard_proxy::start(config).await.unwrap();
+    let (slices, proxy) = watching(&api, PortRef::Number(8080)).await;
     let admin = proxy.admin_addr().unwrap();
     let c = client(false);
     let pp = PostParams::default();
