@@ -159,18 +159,30 @@ arms:
   - {name: direct, balancer: {kind: round-robin}}
 ";
 
-const CAPACITY: &str = "\
-name: capacity
-description: >-
-  20 backends with capacity (service about 20 ms; ten of 4 workers, nine of 2, one of 2 that
-  fails 90% of requests in 1 ms), 2,610 req/s from 10 clients: 90% of the good backends'
-  capacity
+/// The fleet `capacity` and `capacity-ramp` share (a macro, so `concat!` can put it in both).
+macro_rules! capacity_fleet {
+    () => {
+        "\
 fleet:
   seed: 7
   backends:
     - {name: big, replicas: 10, latency: &svc {lognormal: {median: 20ms, sigma: 0.3, max: 200ms}}, capacity: 4}
     - {name: small, replicas: 9, latency: *svc, capacity: 2}
     - {name: broken, latency: 1ms, capacity: 2, fail: {error: 0.9, status: 503}}
+"
+    };
+}
+
+const CAPACITY: &str = concat!(
+    "\
+name: capacity
+description: >-
+  20 backends with capacity (service about 20 ms; ten of 4 workers, nine of 2, one of 2 that
+  fails 90% of requests in 1 ms), 2,610 req/s from 10 clients: 90% of the good backends'
+  capacity
+",
+    capacity_fleet!(),
+    "\
 load: {loop: open, arrivals: poisson, rate: 2610, duration: 30s, clients: 10}
 deadline: 200ms
 arms:
@@ -181,19 +193,18 @@ arms:
   # Extras: the paper's other end of the RIF band, and reuse.
   - {name: prequal-q0.6, balancer: {kind: prequal, q_rif: 0.6}}
   - {name: prequal-reuse3, balancer: {kind: prequal, max_uses: 3}}
-";
+"
+);
 
-const CAPACITY_RAMP: &str = "\
+const CAPACITY_RAMP: &str = concat!(
+    "\
 name: capacity-ramp
 description: >-
   The capacity fleet (20 backends, 2,900 req/s of good capacity) as the offered load climbs
   from 1,450 to 2,755 req/s (50% to 95%) over 30 s, from 10 clients
-fleet:
-  seed: 7
-  backends:
-    - {name: big, replicas: 10, latency: &svc {lognormal: {median: 20ms, sigma: 0.3, max: 200ms}}, capacity: 4}
-    - {name: small, replicas: 9, latency: *svc, capacity: 2}
-    - {name: broken, latency: 1ms, capacity: 2, fail: {error: 0.9, status: 503}}
+",
+    capacity_fleet!(),
+    "\
 load:
   loop: open
   arrivals: poisson
@@ -206,7 +217,8 @@ arms:
   - {name: p2c-least-loaded, balancer: {kind: p2c, load: least-loaded}}
   - {name: p2c-peak-ewma, balancer: {kind: p2c, load: peak-ewma}}
   - {name: prequal, balancer: {kind: prequal}}
-";
+"
+);
 
 const ANTAGONIST: &str = "\
 name: antagonist
