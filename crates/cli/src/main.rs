@@ -33,6 +33,8 @@ enum Command {
     Demo(cmd::demo::Args),
     /// Render saved bench or load results, or compare several side by side.
     Report(cmd::report::Args),
+    /// Merge several generators' results (JSON summaries or interval logs) into one, exactly.
+    Merge(cmd::merge::Args),
 }
 
 fn main() -> ExitCode {
@@ -50,6 +52,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => cmd::bench::run(args),
         Command::Demo(args) => cmd::demo::run(args),
         Command::Report(args) => cmd::report::run(args),
+        Command::Merge(args) => cmd::merge::run(args),
     };
     match result {
         Ok(code) => code,

@@ -106,7 +106,7 @@ fn json_to_stdout_moves_the_text_to_stderr() {
 
 #[test]
 fn bad_input_is_one_clear_line_and_exit_2() {
-    let cases: [(&[&str], &str); 16] = [
+    let cases: [(&[&str], &str); 19] = [
         (
             &[
                 "load",
@@ -185,6 +185,23 @@ fn bad_input_is_one_clear_line_and_exit_2() {
         (
             &["load", "-r", "0", "--shard", "1/4", "http://127.0.0.1:9/"],
             "--shard applies to an open loop only",
+        ),
+        (
+            &["load", "--start-at", "@1000", "http://127.0.0.1:9/"],
+            "--start-at was ",
+        ),
+        (
+            &[
+                "load",
+                "--start-at",
+                "2999-01-01T00:00:00Z",
+                "http://127.0.0.1:9/",
+            ],
+            "more than a day",
+        ),
+        (
+            &["load", "--start-at", "noon", "http://127.0.0.1:9/"],
+            "expected RFC 3339",
         ),
     ];
     for (args, want) in cases {

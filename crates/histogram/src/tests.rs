@@ -89,6 +89,124 @@ fn interval_log_round_trips() {
 }
 
 #[test]
+fn encoded_histograms_round_trip_and_reject_garbage() {
+    let mut h = Histogram::new();
+    for v in [1, 250, 250, 9_999, 3_000_000] {
+        h.record_us(v);
+    }
+    let text = log::encode(&h).unwrap();
+    assert_eq!(log::decode(&text).unwrap(), h);
+    assert!(matches!(log::decode("%%"), Err(log::LogError::Encoded(_))));
+    assert!(matches!(
+        log::decode("AAAA"),
+        Err(log::LogError::Encoded(_))
+    ));
+}
+
+#[test]
+fn raw_logs_keep_units_and_place_intervals_in_wall_clock_time() {
+    // A nanosecond histogram, as a Java tool would log it: kept as written.
+    let mut ns = hdrhistogram::Histogram::<u64>::new(3).unwrap();
+    ns.record(7_000_000_000).unwrap();
+    let interval = log::RawInterval {
+        tag: Some("t".into()),
+        offset: Duration::from_secs(2),
+        length: Duration::from_secs(1),
+        histogram: ns.clone(),
+    };
+    let mut out = Vec::new();
+    log::write_raw(
+        &mut out,
+        1_700_000_000.0,
+        "test",
+        std::slice::from_ref(&interval),
+    )
+    .unwrap();
+    let back = log::read_raw(&out).unwrap();
+    assert_eq!(back.start_epoch_secs, Some(1_700_000_000.0));
+    assert_eq!(back.intervals[0].histogram, ns);
+    assert_eq!(back.epoch_start(&back.intervals[0]), Some(1_700_000_002.0));
+    // No BaseTime: an offset counts from StartTime, an epoch timestamp stands for itself.
+    let mut no_base = back.clone();
+    no_base.base_epoch_secs = None;
+    assert_eq!(
+        no_base.epoch_start(&back.intervals[0]),
+        Some(1_700_000_002.0)
+    );
+    let mut absolute = back.intervals[0].clone();
+    absolute.offset = Duration::from_secs(1_600_000_000);
+    assert_eq!(no_base.epoch_start(&absolute), Some(1_600_000_000.0));
+    no_base.start_epoch_secs = None;
+    assert_eq!(no_base.epoch_start(&back.intervals[0]), None);
+}
+
+#[test]
+fn logs_merge_by_window_and_tag_in_their_own_unit() {
+    let interval = |tag: &str, offset: u64, values: &[u64]| {
+        let mut h = hdrhistogram::Histogram::<u64>::new(3).unwrap();
+        for v in values {
+            h.record(*v).unwrap();
+        }
+        log::RawInterval {
+            tag: Some(tag.into()),
+            offset: Duration::from_secs(offset),
+            length: Duration::from_secs(1),
+            histogram: h,
+        }
+    };
+    let a = log::RawLog {
+        start_epoch_secs: Some(1_000_000_000.0),
+        base_epoch_secs: None,
+        intervals: vec![interval("x", 0, &[5, 6]), interval("x", 1, &[7])],
+    };
+    // Started 200 ms later, with no StartTime but epoch timestamps.
+    let mut b_first = interval("x", 0, &[1_000_000]);
+    b_first.offset = Duration::from_secs_f64(1_000_000_000.2);
+    let b = log::RawLog {
+        start_epoch_secs: None,
+        base_epoch_secs: None,
+        intervals: vec![b_first, interval("y", 1_000_000_001, &[9])],
+    };
+    let m = log::merge(&[a.clone(), b], None).unwrap();
+    assert_eq!(m.start_epoch_secs, 1_000_000_000.0);
+    assert_eq!(m.window, Duration::from_secs(1));
+    let summary: Vec<(Option<&str>, u64, u64)> = m
+        .intervals
+        .iter()
+        .map(|i| (i.tag.as_deref(), i.offset.as_secs(), i.histogram.len()))
+        .collect();
+    assert_eq!(
+        summary,
+        vec![(Some("x"), 0, 3), (Some("x"), 1, 1), (Some("y"), 1, 1)]
+    );
+    assert_eq!(
+        m.intervals[0].histogram.max(),
+        1_000_447,
+        "nanoseconds stay nanoseconds"
+    );
+    let mut no_time = a;
+    no_time.start_epoch_secs = None;
+    assert!(matches!(
+        log::merge(&[no_time], None),
+        Err(log::LogError::NoTime { index: 0 })
+    ));
+}
+
+#[test]
+fn intervals_fall_in_the_window_holding_their_middle() {
+    let t0 = 1_700_000_000.0;
+    assert_eq!(log::window(t0, 1.0, t0, 1.0), 0);
+    assert_eq!(log::window(t0, 1.0, t0 + 0.3, 1.0), 0, "started 0.3 s late");
+    assert_eq!(log::window(t0, 1.0, t0 + 0.6, 1.0), 1, "started 0.6 s late");
+    assert_eq!(
+        log::window(t0, 1.0, t0 + 3.0, 0.05),
+        3,
+        "a short last interval"
+    );
+    assert_eq!(log::window(t0, 0.0, t0 + 9.0, 1.0), 0);
+}
+
+#[test]
 fn interval_log_rejects_bad_input_and_tags() {
     assert!(matches!(
         log::read(b"not a log\n"),

@@ -99,6 +99,9 @@ pub struct Config {
     /// Open loop only: send this part of the schedule (`rate` stays the whole schedule's; this
     /// generator offers `rate / part.of`).
     pub part: Part,
+    /// Start the schedule at this wall-clock time (`--start-at`), so generators on several
+    /// machines send their parts of one schedule together.
+    pub start_at: Option<std::time::SystemTime>,
     /// Maximum requests in flight (and HTTP/1.1 connections per target).
     pub concurrency: usize,
     /// Closed loop only: each worker waits at least this long between two of its sends
@@ -215,6 +218,12 @@ pub enum ConfigError {
     /// A part that does not exist.
     #[error("--shard {0}: the part must be from 0 to N-1 of N")]
     BadShard(Part),
+    /// A start time already past: the requests due since would all be sent at once.
+    #[error("--start-at was {} ago: give a time still to come", humantime::format_duration(Duration::from_secs(.0.as_secs())))]
+    StartAtPast(Duration),
+    /// A start time so far ahead it is surely a mistake (a wrong day, a time zone).
+    #[error("--start-at is {} ahead, more than a day: check the date and the time zone", humantime::format_duration(Duration::from_secs(.0.as_secs())))]
+    StartAtFar(Duration),
 }
 
 impl Config {
@@ -231,6 +240,7 @@ impl Config {
             arrivals: Arrivals::Constant,
             ramp: None,
             part: Part::WHOLE,
+            start_at: None,
             concurrency: 10,
             closed_interval: None,
             drain_limit: None,

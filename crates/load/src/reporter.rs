@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tailguard_histogram::{log, Histogram};
 use tailguard_pacing::Schedule;
-use tailguard_record::{IntervalSummary, Stats, Totals};
+use tailguard_record::{Encoded, IntervalSummary, Stats, Totals};
 use tailguard_report::{interval, ChangeMarker, Unit};
 
 /// Counts the requests the schedule had due by a given time (the interval's `target`).
@@ -155,7 +155,10 @@ impl Reporter {
             duration_s: len.as_secs_f64(),
             target,
             change,
-            totals: Totals::from_stats(&merged, rate, len),
+            totals: Totals {
+                hdr: Encoded::of(&merged).ok(),
+                ..Totals::from_stats(&merged, rate, len)
+            },
         };
         // A last fragment with nothing in it (the run ended just after a boundary) is not a line.
         let idle_tail =

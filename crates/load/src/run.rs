@@ -20,7 +20,7 @@ use std::time::Duration;
 use tailguard_histogram::log;
 use tailguard_http::admin::AdminServer;
 use tailguard_pacing::{Arrivals, Ramp};
-use tailguard_record::{RunSummary, Stats, Totals};
+use tailguard_record::{Encoded, RunSummary, Stats, Totals};
 use tailguard_report::{interval, text};
 
 /// Why a run could not start or finish.
@@ -118,9 +118,13 @@ async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<R
     // Output paths first: a bad one is bad input, found before anything is sent.
     let json = open_json(&cfg)?;
     let hdr = open_hdr_log(&cfg)?;
+    check_start(&cfg)?;
     preflight(&cfg).await?;
     let (metrics, metrics_server) = start_metrics(&cfg).await?.unzip();
+    wait_for_start(&cfg).await;
     let clock = Clock::start();
+    let start_unix_s = epoch_secs();
+    let hdr = begin_hdr_log(hdr, start_unix_s)?;
     let shared = Arc::new(shared(&cfg, clock)?);
     let urls: Vec<String> = cfg.targets.iter().map(|t| t.url.clone()).collect();
     if !cfg.quiet {
@@ -182,7 +186,8 @@ async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<R
     if let Some(note) = selfcheck::delayed_ack_note(&reporter.total.service) {
         crate::say(&note);
     }
-    let summary = summarize(&cfg, urls, &reporter, elapsed, cpu);
+    let mut summary = summarize(&cfg, urls, &reporter, elapsed, cpu);
+    summary.start_unix_s = start_unix_s;
     let ends = Ending {
         interrupted,
         output_closed,
@@ -425,18 +430,70 @@ async fn preflight(cfg: &Config) -> Result<(), LoadError> {
     Ok(())
 }
 
-fn open_hdr_log(cfg: &Config) -> Result<Option<log::Writer<BufWriter<std::fs::File>>>, LoadError> {
+/// Creates `--hdr-log`'s file before the run, so an unwritable path stops it before it starts.
+fn open_hdr_log(cfg: &Config) -> Result<Option<(String, std::fs::File)>, LoadError> {
     let Some(path) = &cfg.hdr_log else {
         return Ok(None);
     };
-    let output_err = |reason: String| LoadError::Output {
-        path: path.display().to_string(),
-        reason,
+    let path = path.display().to_string();
+    match std::fs::File::create(&path) {
+        Ok(file) => Ok(Some((path, file))),
+        Err(e) => Err(LoadError::Output {
+            path,
+            reason: e.to_string(),
+        }),
+    }
+}
+
+/// Writes the log's headers, its StartTime the run's start (what `tailguard merge` and the
+/// HdrHistogram tools align logs by).
+fn begin_hdr_log(
+    file: Option<(String, std::fs::File)>,
+    start_unix_s: f64,
+) -> Result<Option<log::Writer<BufWriter<std::fs::File>>>, LoadError> {
+    let Some((path, file)) = file else {
+        return Ok(None);
     };
-    let file = std::fs::File::create(path).map_err(|e| output_err(e.to_string()))?;
-    let writer = log::Writer::new(BufWriter::new(file), epoch_secs(), crate::USER_AGENT)
-        .map_err(|e| output_err(e.to_string()))?;
-    Ok(Some(writer))
+    log::Writer::new(BufWriter::new(file), start_unix_s, crate::USER_AGENT)
+        .map(Some)
+        .map_err(|e| LoadError::Output {
+            path,
+            reason: e.to_string(),
+        })
+}
+
+/// Refuses a `--start-at` more than a second past (the requests due since would all go at
+/// once) or more than a day ahead (a wrong date or time zone), before anything is sent.
+#[allow(clippy::disallowed_methods)] // The start is a wall-clock time shared by machines.
+fn check_start(cfg: &Config) -> Result<(), LoadError> {
+    let Some(at) = cfg.start_at else {
+        return Ok(());
+    };
+    match at.duration_since(std::time::SystemTime::now()) {
+        Ok(wait) if wait > Duration::from_secs(24 * 3600) => {
+            Err(LoadError::Config(ConfigError::StartAtFar(wait)))
+        }
+        Err(e) if e.duration() > Duration::from_secs(1) => {
+            Err(LoadError::Config(ConfigError::StartAtPast(e.duration())))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Waits for `--start-at`, so generators on several machines start one schedule together.
+#[allow(clippy::disallowed_methods)] // The start is a wall-clock time shared by machines.
+async fn wait_for_start(cfg: &Config) {
+    let Some(at) = cfg.start_at else {
+        return;
+    };
+    if let Ok(wait) = at.duration_since(std::time::SystemTime::now()) {
+        crate::say(&format!(
+            "starting at {} (in {:.1} s)",
+            humantime::format_rfc3339_millis(at),
+            wait.as_secs_f64()
+        ));
+        tokio::time::sleep(wait).await;
+    }
 }
 
 /// The `--metrics-addr` figures and the server showing them.
@@ -486,7 +543,10 @@ fn summarize(
         },
         duration_s: elapsed.as_secs_f64(),
         send_phase_s: send_phase.as_secs_f64(),
-        totals: Totals::from_stats(&r.total, target_rate(cfg, send_phase), send_phase),
+        totals: Totals {
+            hdr: Encoded::of(&r.total).ok(),
+            ..Totals::from_stats(&r.total, target_rate(cfg, send_phase), send_phase)
+        },
         per_target: r.total.per_target().to_vec(),
         histogram: r
             .total
@@ -499,6 +559,11 @@ fn summarize(
             .filter(|_| requests > 0)
             .map(|c| c.as_secs_f64() * 1e6 / requests as f64),
         intervals: r.intervals.clone(),
+        start_unix_s: 0.0,
+        interval_s: cfg.interval.as_secs_f64(),
+        part: (!cfg.part.is_whole()).then(|| cfg.part.to_string()),
+        seed: cfg.open_loop().then_some(cfg.seed),
+        merged_from: Vec::new(),
     }
 }
 

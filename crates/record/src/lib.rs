@@ -40,13 +40,14 @@
 #![warn(missing_docs)]
 
 pub mod live;
+pub mod merge;
 mod outcome;
 mod stats;
 mod summary;
 
 pub use outcome::{grpc_as_http, grpc_name, Class, Classifier, ErrorKind, Outcome, GRPC_NAMES};
 pub use stats::{Stats, LATE_AFTER};
-pub use summary::{IntervalSummary, RunSummary, Totals};
+pub use summary::{Encoded, IntervalSummary, RunSummary, Totals};
 
 use std::time::Duration;
 

@@ -4,7 +4,8 @@ use crate::Stats;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
-use tailguard_histogram::Percentiles;
+use tailguard_histogram::log::{self, LogError};
+use tailguard_histogram::{Histogram, Percentiles};
 
 /// The figures shared by a whole run and each of its intervals.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -37,6 +38,41 @@ pub struct Totals {
     pub status_codes: BTreeMap<String, u64>,
     /// Failures per error kind.
     pub errors: BTreeMap<String, u64>,
+    /// The exact histograms behind the percentiles, so summaries merge exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hdr: Option<Encoded>,
+}
+
+/// A summary's histograms in HdrHistogram's compressed encoding (V2, deflate, base64: what an
+/// interval log holds per line, and what `Histogram.decodeFromCompressedByteBuffer` reads).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Encoded {
+    /// Latency from the scheduled send, microseconds.
+    pub latency: String,
+    /// Service time, microseconds.
+    pub service_time: String,
+    /// Send lag, microseconds.
+    pub send_lag: String,
+}
+
+impl Encoded {
+    /// Encodes the histograms of `stats`.
+    pub fn of(stats: &Stats) -> Result<Encoded, LogError> {
+        Ok(Encoded {
+            latency: log::encode(&stats.latency)?,
+            service_time: log::encode(&stats.service)?,
+            send_lag: log::encode(&stats.send_lag)?,
+        })
+    }
+
+    /// Decodes the latency, service time and send lag histograms.
+    pub fn decode(&self) -> Result<[Histogram; 3], LogError> {
+        Ok([
+            log::decode(&self.latency)?,
+            log::decode(&self.service_time)?,
+            log::decode(&self.send_lag)?,
+        ])
+    }
 }
 
 impl Totals {
@@ -77,6 +113,7 @@ impl Totals {
                 .into_iter()
                 .map(|(k, v)| (k.name().to_string(), v))
                 .collect(),
+            hdr: None,
         }
     }
 }
@@ -129,4 +166,20 @@ pub struct RunSummary {
     pub client_cpu_us_per_request: Option<f64>,
     /// Every interval, in order.
     pub intervals: Vec<IntervalSummary>,
+    /// Wall-clock start of the run (the schedule's time zero), seconds since the Unix epoch;
+    /// 0 when unknown. `tailguard merge` aligns intervals by it.
+    #[serde(default)]
+    pub start_unix_s: f64,
+    /// The report interval, seconds (0 when unknown).
+    #[serde(default)]
+    pub interval_s: f64,
+    /// This generator's part of a shared schedule (`I/N`, from `--shard`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part: Option<String>,
+    /// The arrival schedule's seed (open loop).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// What a merged summary was merged from (file names).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged_from: Vec<String>,
 }

@@ -117,6 +117,23 @@ fn mark(p99: u64, baseline: u64) -> String {
     }
 }
 
+/// Marks every interval of a finished run as `tailguard load` marks them while it runs: what a
+/// merged run, whose intervals come from several generators, prints.
+pub fn mark_all(intervals: &mut [tailguard_record::IntervalSummary]) {
+    let mut marker = ChangeMarker::new();
+    for iv in intervals {
+        let t = &iv.totals;
+        let timed = t.good + t.bad + t.errors.get("timeout").copied().unwrap_or(0);
+        iv.change = if timed > 0 {
+            marker.observe(Some(t.latency_us.p99))
+        } else if t.requests == 0 && iv.target > 0 {
+            marker.observe_gap((iv.duration_s * 1e6) as u64)
+        } else {
+            marker.observe(None)
+        };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

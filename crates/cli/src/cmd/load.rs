@@ -57,6 +57,11 @@ pub struct Args {
     /// schedule one would (in a Kubernetes Indexed Job: --shard $(JOB_COMPLETION_INDEX)/N).
     #[arg(long, value_name = "I/N")]
     shard: Option<tailguard_load::Part>,
+    /// Start the schedule at this wall-clock time, RFC 3339 in UTC (2026-11-26T12:00:00Z) or @UNIX
+    /// seconds, so generators on several machines send their parts together (and their
+    /// intervals line up for `tailguard merge`). Up to a day ahead; a time past is refused.
+    #[arg(long, value_name = "TIME", value_parser = parse_start_at)]
+    start_at: Option<std::time::SystemTime>,
     /// HTTP method.
     #[arg(short = 'X', long, default_value = "GET")]
     method: String,
@@ -240,6 +245,7 @@ fn config(args: Args) -> anyhow::Result<Config> {
         }
     };
     cfg.part = args.shard.unwrap_or(tailguard_load::Part::WHOLE);
+    cfg.start_at = args.start_at;
     cfg.interval = args.interval;
     cfg.timeout = args.timeout;
     cfg.reuse = !args.no_reuse;
@@ -288,4 +294,19 @@ fn body(data: Option<&str>) -> anyhow::Result<Bytes> {
             None => Bytes::from(d.to_string()),
         },
     })
+}
+
+/// `--start-at`: RFC 3339 in UTC (`2026-11-26T12:00:00Z`, fractions allowed) or `@` and
+/// seconds since the Unix epoch.
+fn parse_start_at(s: &str) -> Result<std::time::SystemTime, String> {
+    if let Some(secs) = s.strip_prefix('@') {
+        return secs
+            .parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite() && *v > 0.0 && *v < 1e11)
+            .map(|v| std::time::UNIX_EPOCH + Duration::from_secs_f64(v))
+            .ok_or_else(|| format!("{s:?}: expected @ and seconds since the Unix epoch"));
+    }
+    humantime::parse_rfc3339_weak(s)
+        .map_err(|e| format!("{s:?}: {e}: expected RFC 3339, e.g. 2026-11-26T12:00:00Z"))
 }

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod demo;
 pub mod load;
+pub mod merge;
 pub mod proxy;
 pub mod report;
 pub mod serve;
