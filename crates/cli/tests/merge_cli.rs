@@ -309,6 +309,23 @@ fn bad_input_is_one_clear_line_and_exit_2() {
     let o = tailguard(&["merge", &a_json]);
     assert!(o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("parts 1/2 are missing"));
+    // A pod's `kubectl logs` of `load --json=-`: the text report on stderr, then the JSON.
+    let pod = out.join("pod.log");
+    let mut args = load_args(&url, &out, "pod");
+    args[2] = "200".into();
+    args[8] = "1s".into();
+    let at = args.iter().position(|a| a == "--json").unwrap();
+    args[at + 1] = "-".into();
+    let run = tailguard(&args);
+    assert!(run.status.success());
+    let mut log = run.stderr.clone();
+    log.extend_from_slice(&run.stdout);
+    std::fs::write(&pod, log).unwrap();
+    let o = tailguard(&[std::ffi::OsStr::new("merge"), pod.as_os_str()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let sent: Value = serde_json::from_slice(&run.stdout).unwrap();
+    let want = format!("# {} requests in", sent["requests"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains(&want));
     // A missed objective is exit 1, as in load.
     let o = tailguard(&["merge", &a_json, "--slo", "p99<=1us"]);
     assert_eq!(o.status.code(), Some(1));

@@ -81,11 +81,13 @@ fn name(path: &Path) -> String {
     )
 }
 
-/// Reads a JSON summary (it starts with `{`) or an interval log (anything else).
+/// Reads a JSON summary or an interval log. A summary may come after the text report, as
+/// `kubectl logs` shows a pod's `load --json=-` (the report on stderr, the JSON on stdout).
 fn read(path: &Path) -> anyhow::Result<Input> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
-        let s = serde_json::from_slice(&bytes).with_context(|| {
+    if let Some(start) = json_start(&bytes) {
+        let mut values = serde_json::Deserializer::from_slice(&bytes[start..]).into_iter();
+        let s: RunSummary = values.next().transpose().ok().flatten().with_context(|| {
             format!("{}: not a `tailguard load --json` summary", path.display())
         })?;
         return Ok(Input::Summary(Box::new(s)));
@@ -100,6 +102,20 @@ fn read(path: &Path) -> anyhow::Result<Input> {
         bail!("{}: an interval log with no intervals", path.display());
     }
     Ok(Input::Log(l))
+}
+
+/// Where a JSON summary starts: at the first line opening with `{`. No line of an interval
+/// log or of tailguard's text report does.
+fn json_start(bytes: &[u8]) -> Option<usize> {
+    let mut offset = 0;
+    for line in bytes.split_inclusive(|b| *b == b'\n') {
+        let text = line.trim_ascii_start();
+        if text.starts_with(b"{") {
+            return Some(offset + line.len() - text.len());
+        }
+        offset += line.len();
+    }
+    None
 }
 
 fn merge_summaries(args: &Args, parts: Vec<(String, RunSummary)>) -> anyhow::Result<ExitCode> {
