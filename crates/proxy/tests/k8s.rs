@@ -1,8 +1,13 @@
 //! Kubernetes discovery against a real API server (etcd and kube-apiserver started by
 //! `shared/tools/k8s/start-apiserver.sh`, on 127.0.0.1 ports the kernel picks): EndpointSlices
-//! created, scaled, marked terminating and deleted move the proxy's endpoints within seconds.
-//! The slices name addresses in 10.203.0.0/24 (the API server refuses loopback ones); this test
-//! sends no request, so none is ever dialed.
+//! created, scaled, marked terminating and deleted move the proxy's endpoints within seconds,
+//! and real requests follow them. The slices name addresses in 10.203.0.0/16 (the API server
+//! refuses loopback ones). The tests on 10.203.0.0/24 send no request, so those addresses are
+//! never dialed. The traffic test (`requests_follow_the_slices_to_backends_in_a_namespace`)
+//! creates a network namespace with a veth pair (root side 10.203.77.1, backends inside on
+//! 10.203.77.2, .3 and .4, port 8080), sends requests through the proxy on 127.0.0.1 and checks
+//! which backends answer as slices are created, marked terminating, scaled down and deleted; it
+//! removes the namespace and the veth even when it fails. It needs root and `ip` (iproute2).
 
 mod support;
 
@@ -11,9 +16,14 @@ use kube::api::{DeleteParams, ObjectMeta, PostParams};
 use kube::{Api, Client};
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use support::{client, send, HttpClient};
+use tailguard_balance::Policy;
 use tailguard_proxy::config::{Config, Discovery, PortRef, ServiceConfig};
 
 /// One test at a time: each points `KUBECONFIG` (process-wide) at its own API server.
@@ -135,6 +145,8 @@ async fn watching(api: &ApiServer, port: PortRef) -> (Api<EndpointSlice>, tailgu
     std::env::set_var("KUBECONFIG", api.kubeconfig());
     let kube = Client::try_default().await.unwrap();
     let mut service = ServiceConfig::new("web", Vec::new());
+    // Requests sent one after another then reach every endpoint in turn.
+    service.arm.policy = Policy::RoundRobin;
     service.discovery = Discovery::Kubernetes {
         namespace: "default".into(),
         service: "web".into(),
@@ -330,4 +342,227 @@ fn the_manifests_proxy_configuration_is_valid() {
         Discovery::Kubernetes { .. }
     ));
     assert!(cfg.services[0].arm.hedge.is_some());
+}
+
+/// The /24 of the traffic test's namespace; no other test uses it.
+const NET: &str = "10.203.77";
+
+/// Runs `ip ARGS`, which must succeed.
+fn ip(args: &[&str]) {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .expect("ip (iproute2) runs");
+    assert!(
+        out.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A network namespace joined to the root one by a veth pair: `NET.1` on the root side;
+/// `NET.2`, `.3` and `.4` inside. Both are removed when dropped, a failed test included.
+struct Netns {
+    name: String,
+    veth: String,
+}
+
+impl Netns {
+    fn create() -> Netns {
+        let pid = std::process::id();
+        // Interface names have 15 bytes at most; a pid has 7 digits at most.
+        let ns = Netns {
+            name: format!("tg-k8s-{pid}"),
+            veth: format!("tgk{pid}a"),
+        };
+        ns.remove();
+        let net = format!("{NET}.0/24");
+        let taken = Command::new("ip")
+            .args(["-o", "-4", "addr", "show", "to", &net])
+            .output()
+            .expect("ip (iproute2) runs");
+        assert!(
+            taken.stdout.is_empty(),
+            "{net} is already in use (left by a killed run?): {}",
+            String::from_utf8_lossy(&taken.stdout)
+        );
+        let peer = format!("tgk{pid}b");
+        ip(&["netns", "add", &ns.name]);
+        ip(&[
+            "link", "add", &ns.veth, "type", "veth", "peer", "name", &peer, "netns", &ns.name,
+        ]);
+        ip(&["addr", "add", &format!("{NET}.1/24"), "dev", &ns.veth]);
+        ip(&["link", "set", &ns.veth, "up"]);
+        for host in 2..=4 {
+            let addr = format!("{NET}.{host}/24");
+            ip(&["-n", &ns.name, "addr", "add", &addr, "dev", &peer]);
+        }
+        ip(&["-n", &ns.name, "link", "set", &peer, "up"]);
+        ip(&["-n", &ns.name, "link", "set", "lo", "up"]);
+        ns
+    }
+
+    /// Removes the veth pair (deleting one end deletes both) and the namespace, if present.
+    fn remove(&self) {
+        for args in [["link", "del", &self.veth], ["netns", "del", &self.name]] {
+            let _ = Command::new("ip")
+                .args(args)
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
+    }
+
+    /// Listeners bound to `addrs` inside the namespace, nonblocking (for tokio).
+    fn bind(&self, addrs: &[SocketAddr]) -> Vec<std::net::TcpListener> {
+        let path = format!("/var/run/netns/{}", self.name);
+        let addrs = addrs.to_vec();
+        // setns moves only the calling thread, so a thread of its own; a socket stays in the
+        // namespace it was created in after the thread ends.
+        std::thread::spawn(move || {
+            let ns = std::fs::File::open(&path).unwrap();
+            nix::sched::setns(&ns, nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+            addrs
+                .iter()
+                .map(|a| {
+                    let l = std::net::TcpListener::bind(a).unwrap();
+                    l.set_nonblocking(true).unwrap();
+                    l
+                })
+                .collect()
+        })
+        .join()
+        .unwrap()
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+/// HTTP backends, each answering with its own address as the body and counting its requests.
+struct Backends(Vec<(String, Arc<AtomicU64>)>);
+
+impl Backends {
+    fn serve(listeners: Vec<std::net::TcpListener>) -> Backends {
+        let mut backends = Vec::new();
+        for l in listeners {
+            let name = l.local_addr().unwrap().to_string();
+            let hits = Arc::new(AtomicU64::new(0));
+            let listener = tokio::net::TcpListener::from_std(l).unwrap();
+            let (body, count) = (bytes::Bytes::from(name.clone()), Arc::clone(&hits));
+            tokio::spawn(async move {
+                while let Ok((stream, _)) = listener.accept().await {
+                    let (body, count) = (body.clone(), Arc::clone(&count));
+                    let svc = hyper::service::service_fn(move |_req| {
+                        count.fetch_add(1, Ordering::SeqCst);
+                        let full = http_body_util::Full::new(body.clone());
+                        async move { Ok::<_, std::convert::Infallible>(hyper::Response::new(full)) }
+                    });
+                    tokio::spawn(tailguard_http::server::serve_connection(stream, svc));
+                }
+            });
+            backends.push((name, hits));
+        }
+        Backends(backends)
+    }
+
+    /// Requests each backend has received so far, by address.
+    fn hits(&self) -> BTreeMap<String, u64> {
+        self.0
+            .iter()
+            .map(|(name, hits)| (name.clone(), hits.load(Ordering::SeqCst)))
+            .collect()
+    }
+
+    /// Sends `n` GETs through `proxy`, one after another, each of which must be answered 200;
+    /// returns the addresses of the backends that received any of them. What each backend
+    /// received must be what came back from it, so no request went elsewhere unseen.
+    async fn reached(&self, c: &HttpClient, proxy: SocketAddr, n: u64) -> Vec<String> {
+        let before = self.hits();
+        let mut answered: BTreeMap<String, u64> = BTreeMap::new();
+        for _ in 0..n {
+            let (status, _, body) = send(c, proxy, "GET", "/").await;
+            assert_eq!(status, 200, "{body:?}");
+            *answered
+                .entry(String::from_utf8(body.to_vec()).unwrap())
+                .or_default() += 1;
+        }
+        let received: BTreeMap<String, u64> = self
+            .hits()
+            .into_iter()
+            .map(|(name, hits)| (name.clone(), hits - before[&name]))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        assert_eq!(received, answered, "received by the backends vs answered");
+        received.into_keys().collect()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier 2: a real kube-apiserver and etcd"]
+async fn requests_follow_the_slices_to_backends_in_a_namespace() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let net = Netns::create();
+    let ips = [2, 3, 4].map(|h| format!("{NET}.{h}"));
+    // The namespace is this test's own, so the slices' port 8080 is free there.
+    let names = ips.clone().map(|ip| format!("{ip}:8080"));
+    let addrs: Vec<SocketAddr> = names.iter().map(|n| n.parse().unwrap()).collect();
+    let backends = Backends::serve(net.bind(&addrs));
+    // The veth may not carry the first SYN yet; the kernel resends it within a second or two.
+    for a in &addrs {
+        let conn = tokio::time::timeout(Duration::from_secs(5), tokio::net::TcpStream::connect(a));
+        assert!(
+            matches!(conn.await, Ok(Ok(_))),
+            "{a} is not reachable from the root namespace"
+        );
+    }
+    let [ip2, ip3, ip4] = [&ips[0], &ips[1], &ips[2]].map(String::as_str);
+    let [two, three, four] = [&names[0], &names[1], &names[2]].map(String::as_str);
+
+    let api = ApiServer::start();
+    let (slices, proxy) = watching(&api, PortRef::Name("http".into())).await;
+    let admin = proxy.admin_addr().unwrap();
+    let c = client(false);
+    let pp = PostParams::default();
+    let web = slice("web-a", "web", &[(ip2, true), (ip3, true), (ip4, true)]);
+    slices.create(&pp, &web).await.unwrap();
+    assert!(until_listed(&c, admin, &[two, three, four]).await.is_some());
+    assert_eq!(
+        backends.reached(&c, proxy.addr(), 30).await,
+        [two, three, four]
+    );
+
+    // Terminating (serving, not ready): once /endpoints drops it, no request reaches it.
+    let mut web = slices.get("web-a").await.unwrap();
+    web.endpoints = slice("x", "web", &[(ip2, true), (ip3, false), (ip4, true)]).endpoints;
+    let cond = web.endpoints[1].conditions.clone().unwrap();
+    assert_eq!(
+        (cond.ready, cond.serving, cond.terminating),
+        (Some(false), Some(true), Some(true))
+    );
+    slices.replace("web-a", &pp, &web).await.unwrap();
+    assert!(until_listed(&c, admin, &[two, four]).await.is_some());
+    assert_eq!(backends.reached(&c, proxy.addr(), 30).await, [two, four]);
+
+    // Scaled down to one endpoint: it gets every request.
+    let mut web = slices.get("web-a").await.unwrap();
+    web.endpoints = slice("x", "web", &[(ip4, true)]).endpoints;
+    slices.replace("web-a", &pp, &web).await.unwrap();
+    assert!(until_listed(&c, admin, &[four]).await.is_some());
+    assert_eq!(backends.reached(&c, proxy.addr(), 20).await, [four]);
+
+    // Deleted: no endpoint left, the proxy answers 503 itself.
+    slices
+        .delete("web-a", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(until_listed(&c, admin, &[]).await.is_some());
+    let before = backends.hits();
+    assert_eq!(send(&c, proxy.addr(), "GET", "/").await.0, 503);
+    assert_eq!(backends.hits(), before);
+    proxy.shutdown().await;
+    drop(api);
 }
