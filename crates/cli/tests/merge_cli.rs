@@ -282,6 +282,11 @@ fn bad_input_is_one_clear_line_and_exit_2() {
     std::fs::write(&old, v.to_string()).unwrap();
     let old = old.display().to_string();
     let missing = out.join("missing.json").display().to_string();
+    let far = out.join("far.json");
+    let mut v = json(out.join("a.json").as_path());
+    v["start_unix_s"] = 1e300.into();
+    std::fs::write(&far, v.to_string()).unwrap();
+    let far = far.display().to_string();
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["merge", &a_json, &a_json], "part 0/2 is in both"),
         (vec!["merge", &a_json, &a_log], "not both"),
@@ -291,6 +296,7 @@ fn bad_input_is_one_clear_line_and_exit_2() {
         ),
         (vec!["merge", &old], "no histograms"),
         (vec!["merge", &missing], "cannot read"),
+        (vec!["merge", &far], "start_unix_s is 1e300, not a time"),
         (
             vec!["merge", &a_log, "--json", "x.json"],
             "--json needs JSON summaries",
@@ -326,6 +332,25 @@ fn bad_input_is_one_clear_line_and_exit_2() {
     let sent: Value = serde_json::from_slice(&run.stdout).unwrap();
     let want = format!("# {} requests in", sent["requests"]);
     assert!(String::from_utf8_lossy(&o.stdout).contains(&want));
+    // Counts at the top of u64 saturate instead of wrapping or panicking, in every output.
+    let huge = out.join("huge.json");
+    let mut v = json(out.join("a.json").as_path());
+    for key in ["requests", "good"] {
+        v[key] = u64::MAX.into();
+        for iv in v["intervals"].as_array_mut().unwrap() {
+            iv[key] = u64::MAX.into();
+        }
+    }
+    std::fs::write(&huge, v.to_string()).unwrap();
+    let pod_s = pod.display().to_string();
+    let (hj, hh) = (
+        out.join("h.json").display().to_string(),
+        out.join("h.html").display().to_string(),
+    );
+    let huge = huge.display().to_string();
+    let o = tailguard(&["merge", &huge, &pod_s, "--json", &hj, "--html", &hh]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(json(Path::new(&hj))["requests"], u64::MAX);
     // A missed objective is exit 1, as in load.
     let o = tailguard(&["merge", &a_json, "--slo", "p99<=1us"]);
     assert_eq!(o.status.code(), Some(1));

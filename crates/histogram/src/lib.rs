@@ -107,7 +107,7 @@ impl Histogram {
             return;
         }
         let clamped = if us > MAX_US {
-            self.saturated += count;
+            self.saturated = self.saturated.saturating_add(count);
             MAX_US
         } else {
             us
@@ -140,7 +140,7 @@ impl Histogram {
         self.inner
             .add(&other.inner)
             .expect("histograms share the same bounds");
-        self.saturated += other.saturated;
+        self.saturated = self.saturated.saturating_add(other.saturated);
     }
 
     /// Empties the histogram, keeping its allocation (for interval snapshots).

@@ -47,6 +47,16 @@ pub enum MergeError {
         /// The other.
         second: String,
     },
+    /// A time no run could have (hostile or damaged input).
+    #[error("{source_name}: {field} is {value}, not a time a run could have")]
+    Implausible {
+        /// The summary's name.
+        source_name: String,
+        /// Which field.
+        field: String,
+        /// Its value, as written.
+        value: String,
+    },
     /// Parts of schedules split different ways.
     #[error("{source_name} is part {part}, but {other} is part of a schedule split in {of}")]
     MixedParts {
@@ -116,7 +126,7 @@ pub fn merge(parts: &[(String, RunSummary)]) -> Result<Merged, MergeError> {
             w.start = w.start.min(start);
             w.end = w.end.max(start + iv.duration_s);
             w.timestamp = w.timestamp.clone().max(iv.timestamp.clone());
-            w.target += iv.target;
+            w.target = w.target.saturating_add(iv.target);
             let rate = w.rates.entry(p).or_insert(0.0);
             *rate = rate.max(iv.totals.target_rate);
             add_counts(&mut w.counts, &iv.totals);
@@ -156,7 +166,9 @@ pub fn merge(parts: &[(String, RunSummary)]) -> Result<Merged, MergeError> {
         tool: first.tool.clone(),
         urls,
         method: first.method.clone(),
-        concurrency: parts.iter().map(|(_, r)| r.concurrency).sum(),
+        concurrency: parts
+            .iter()
+            .fold(0u64, |n, (_, r)| n.saturating_add(r.concurrency)),
         arrivals: same(parts, |r| r.arrivals.clone()).unwrap_or_else(|| "mixed".into()),
         duration_s: end(|r| r.duration_s),
         send_phase_s,
@@ -200,9 +212,10 @@ fn check_parts(parts: &[(String, RunSummary)]) -> Result<Vec<String>, MergeError
     let mut seen: BTreeMap<u64, &String> = BTreeMap::new();
     let mut split: Option<(u64, &String)> = None;
     for (name, run) in parts {
-        if run.start_unix_s <= 0.0 {
+        if run.start_unix_s == 0.0 {
             return Err(incomplete(name, "no start time (start_unix_s)"));
         }
+        plausible(name, run)?;
         if run.totals.hdr.is_none() || run.intervals.iter().any(|iv| iv.totals.hdr.is_none()) {
             return Err(incomplete(name, "no histograms (hdr)"));
         }
@@ -249,6 +262,44 @@ fn check_parts(parts: &[(String, RunSummary)]) -> Result<Vec<String>, MergeError
     Ok(notes)
 }
 
+/// Latest start accepted: the year 5138, far beyond any real run, far below overflow.
+const MAX_EPOCH_S: f64 = 1e11;
+/// Longest offset or length accepted: about 31 years.
+const MAX_SPAN_S: f64 = 1e9;
+
+/// Refuses times no run could have, so that no later arithmetic overflows.
+fn plausible(name: &str, run: &RunSummary) -> Result<(), MergeError> {
+    let check = |field: String, value: f64, max: f64| {
+        if value.is_finite() && (0.0..=max).contains(&value) {
+            Ok(())
+        } else {
+            Err(MergeError::Implausible {
+                source_name: name.to_string(),
+                field,
+                // Short even for 1e300.
+                value: if value.abs() < 1e12 {
+                    value.to_string()
+                } else {
+                    format!("{value:e}")
+                },
+            })
+        }
+    };
+    check("start_unix_s".into(), run.start_unix_s, MAX_EPOCH_S)?;
+    check("duration_s".into(), run.duration_s, MAX_SPAN_S)?;
+    check("send_phase_s".into(), run.send_phase_s, MAX_SPAN_S)?;
+    check("interval_s".into(), run.interval_s, MAX_SPAN_S)?;
+    for (i, iv) in run.intervals.iter().enumerate() {
+        check(format!("intervals[{i}].start_s"), iv.start_s, MAX_SPAN_S)?;
+        check(
+            format!("intervals[{i}].duration_s"),
+            iv.duration_s,
+            MAX_SPAN_S,
+        )?;
+    }
+    Ok(())
+}
+
 /// `I/N` as `(I, N)`.
 fn parse_part(s: &str) -> Option<(u64, u64)> {
     let (i, n) = s.split_once('/')?;
@@ -264,17 +315,19 @@ fn same<T: PartialEq>(parts: &[(String, RunSummary)], f: impl Fn(&RunSummary) ->
 
 /// Adds the counts of `t` to `acc` (percentiles and rates are computed at the end).
 fn add_counts(acc: &mut Totals, t: &Totals) {
-    acc.requests += t.requests;
-    acc.good += t.good;
-    acc.bad += t.bad;
-    acc.failed += t.failed;
-    acc.late_sends += t.late_sends;
-    acc.bytes += t.bytes;
+    // Saturating: a damaged file must not wrap a count around (or panic).
+    let add = |a: &mut u64, b: u64| *a = a.saturating_add(b);
+    add(&mut acc.requests, t.requests);
+    add(&mut acc.good, t.good);
+    add(&mut acc.bad, t.bad);
+    add(&mut acc.failed, t.failed);
+    add(&mut acc.late_sends, t.late_sends);
+    add(&mut acc.bytes, t.bytes);
     for (k, v) in &t.status_codes {
-        *acc.status_codes.entry(k.clone()).or_insert(0) += v;
+        add(acc.status_codes.entry(k.clone()).or_insert(0), *v);
     }
     for (k, v) in &t.errors {
-        *acc.errors.entry(k.clone()).or_insert(0) += v;
+        add(acc.errors.entry(k.clone()).or_insert(0), *v);
     }
 }
 
@@ -327,7 +380,7 @@ fn targets(parts: &[(String, RunSummary)]) -> (Vec<String>, Vec<u64>) {
                 counts.push(0);
                 urls.len() - 1
             });
-            counts[at] += run.per_target.get(i).copied().unwrap_or(0);
+            counts[at] = counts[at].saturating_add(run.per_target.get(i).copied().unwrap_or(0));
         }
     }
     (urls, counts)
@@ -336,14 +389,15 @@ fn targets(parts: &[(String, RunSummary)]) -> (Vec<String>, Vec<u64>) {
 /// Client CPU per request over every part, when every part measured it.
 fn cpu_per_request(parts: &[(String, RunSummary)]) -> Option<f64> {
     let mut cpu = 0.0;
-    let mut requests = 0u64;
+    let mut requests = 0.0;
     for (_, r) in parts {
         if r.totals.requests > 0 {
-            cpu += r.client_cpu_us_per_request? * r.totals.requests as f64;
-            requests += r.totals.requests;
+            let n = r.totals.requests as f64;
+            cpu += r.client_cpu_us_per_request? * n;
+            requests += n;
         }
     }
-    (requests > 0).then(|| cpu / requests as f64)
+    (requests > 0.0).then(|| cpu / requests)
 }
 
 #[cfg(test)]
@@ -462,5 +516,30 @@ mod tests {
             .to_string()
             .contains("start"));
         assert!(matches!(merge(&[]), Err(MergeError::Empty)));
+    }
+
+    #[test]
+    fn times_no_run_could_have_are_refused_and_counts_saturate() {
+        let (name, mut run) = part("bad.json", 1_800_000_000.0, "0/1", &[&[100]]);
+        run.intervals[0].start_s = 1e300;
+        let err = merge(&[(name.clone(), run.clone())]).unwrap_err();
+        assert!(
+            err.to_string().contains("intervals[0].start_s is 1e300"),
+            "{err}"
+        );
+        run.intervals[0].start_s = 0.0;
+        for start in [-1.0, f64::NAN, 1e300] {
+            run.start_unix_s = start;
+            assert!(matches!(
+                merge(&[(name.clone(), run.clone())]),
+                Err(MergeError::Implausible { .. })
+            ));
+        }
+        run.start_unix_s = 1_800_000_000.0;
+        run.totals.requests = u64::MAX;
+        let (other, mut two) = part("two.json", 1_800_000_000.0, "0/1", &[&[100]]);
+        two.part = None;
+        let m = merge(&[(name, run), (other, two)]).unwrap();
+        assert_eq!(m.summary.totals.requests, u64::MAX);
     }
 }

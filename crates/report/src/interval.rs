@@ -59,7 +59,9 @@ pub fn titles() -> String {
 pub fn line(iv: &IntervalSummary, unit: Unit) -> String {
     let t = &iv.totals;
     let counts = format!("{}/{}/{}", t.good, t.bad, t.failed);
-    let (target, goal) = match ((t.good + t.bad) * 100).checked_div(iv.target) {
+    // Wide: counts read from a file may be anything.
+    let answered = u128::from(t.good) + u128::from(t.bad);
+    let (target, goal) = match (answered * 100).checked_div(u128::from(iv.target)) {
         Some(pct) => (iv.target.to_string(), format!("{}%", pct.min(100))),
         None => ("-".to_string(), "-".to_string()),
     };

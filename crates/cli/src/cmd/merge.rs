@@ -190,8 +190,9 @@ fn write_summary_log(
         "tailguard merge",
     )?;
     for (iv, [latency, service]) in s.intervals.iter().zip(histograms) {
-        let at = Duration::from_secs_f64(iv.start_s.max(0.0));
-        let len = Duration::from_secs_f64(iv.duration_s.max(0.0));
+        // Checked by the merge: finite, from 0 to about 31 years.
+        let at = Duration::try_from_secs_f64(iv.start_s).unwrap_or_default();
+        let len = Duration::try_from_secs_f64(iv.duration_s).unwrap_or_default();
         w.write(latency, at, len, Some("latency"))?;
         w.write(service, at, len, Some("service"))?;
     }
