@@ -82,12 +82,25 @@ impl<W: Write> std::fmt::Debug for Writer<W> {
 impl<W: Write> Writer<W> {
     /// Starts a log: writes a comment naming the producer and the units, then the StartTime and
     /// BaseTime headers (`start_epoch_secs`), so interval timestamps are offsets from the start.
-    pub fn new(mut out: W, start_epoch_secs: f64, producer: &str) -> Result<Self, LogError> {
+    pub fn new(out: W, start_epoch_secs: f64, producer: &str) -> Result<Self, LogError> {
+        Self::with_comment(
+            out,
+            start_epoch_secs,
+            &format!("{producer}: values in microseconds"),
+        )
+    }
+
+    /// Starts a log as [`Writer::new`] does, with any comment (another unit's logs).
+    pub fn with_comment(
+        mut out: W,
+        start_epoch_secs: f64,
+        comment: &str,
+    ) -> Result<Self, LogError> {
         let mut serializer = V2DeflateSerializer::new();
-        let start = Duration::from_secs_f64(start_epoch_secs.max(0.0));
+        let start = Duration::try_from_secs_f64(start_epoch_secs.max(0.0)).unwrap_or_default();
         let start_time = std::time::UNIX_EPOCH + start;
         IntervalLogWriterBuilder::new()
-            .add_comment(&format!("{producer}: values in microseconds"))
+            .add_comment(comment)
             .with_start_time(start_time)
             .with_base_time(start_time)
             .begin_log_with(&mut out, &mut serializer)?;
@@ -102,6 +115,17 @@ impl<W: Write> Writer<W> {
         length: Duration,
         tag: Option<&str>,
     ) -> Result<(), LogError> {
+        self.write_hdr(h.as_hdr(), offset, length, tag)
+    }
+
+    /// Appends one interval of a histogram in any unit (see [`RawLog`]).
+    pub fn write_hdr(
+        &mut self,
+        h: &hdrhistogram::Histogram<u64>,
+        offset: Duration,
+        length: Duration,
+        tag: Option<&str>,
+    ) -> Result<(), LogError> {
         let tag = match tag {
             Some(t) => Some(Tag::new(t).ok_or_else(|| LogError::Tag(t.to_string()))?),
             None => None,
@@ -109,7 +133,7 @@ impl<W: Write> Writer<W> {
         // An empty builder writes no headers: it only lends us the interval line writer.
         let mut w =
             IntervalLogWriterBuilder::new().begin_log_with(&mut self.out, &mut self.serializer)?;
-        w.write_histogram(h.as_hdr(), offset, length, tag)
+        w.write_histogram(h, offset, length, tag)
             .map_err(|e| LogError::Encode(format!("{e:?}")))?;
         Ok(())
     }
@@ -234,27 +258,16 @@ pub fn read_raw(input: &[u8]) -> Result<RawLog, LogError> {
 /// Writes a log of histograms in any unit (see [`RawLog`]): the StartTime and BaseTime headers
 /// at `start_epoch_secs`, then each interval at its offset from it.
 pub fn write_raw<W: Write>(
-    mut out: W,
+    out: W,
     start_epoch_secs: f64,
     comment: &str,
     intervals: &[RawInterval],
 ) -> Result<(), LogError> {
-    let mut serializer = V2DeflateSerializer::new();
-    let start = std::time::UNIX_EPOCH + Duration::from_secs_f64(start_epoch_secs.max(0.0));
-    let mut w = IntervalLogWriterBuilder::new()
-        .add_comment(comment)
-        .with_start_time(start)
-        .with_base_time(start)
-        .begin_log_with(&mut out, &mut serializer)?;
+    let mut w = Writer::with_comment(out, start_epoch_secs, comment)?;
     for i in intervals {
-        let tag = match &i.tag {
-            Some(t) => Some(Tag::new(t).ok_or_else(|| LogError::Tag(t.clone()))?),
-            None => None,
-        };
-        w.write_histogram(&i.histogram, i.offset, i.length, tag)
-            .map_err(|e| LogError::Encode(format!("{e:?}")))?;
+        w.write_hdr(&i.histogram, i.offset, i.length, i.tag.as_deref())?;
     }
-    Ok(out.flush()?)
+    w.flush()
 }
 
 /// One histogram in the log's encoding (V2 with deflate, base64): what `--json` embeds so a

@@ -80,6 +80,8 @@ pub(crate) struct Reporter {
     pub pacer: Option<Arc<PacerState>>,
     /// Set when writing the report failed because its reader is gone (a closed pipe).
     pub output_closed: bool,
+    /// Keep each interval's histograms, encoded, in its summary (for `--json`, so runs merge).
+    pub keep_histograms: bool,
     check: SelfCheck,
     last_end: Duration,
     last_cpu: Option<Duration>,
@@ -123,6 +125,7 @@ impl Reporter {
             metrics,
             pacer,
             output_closed: false,
+            keep_histograms: false,
             check: SelfCheck::default(),
             last_end: Duration::ZERO,
             last_cpu: selfcheck::cpu_time(),
@@ -140,15 +143,12 @@ impl Reporter {
             .as_ref()
             .and_then(|d| d.ramped_rate(self.last_end, now))
             .unwrap_or(self.rate);
-        let change = if !merged.latency.is_empty() {
-            self.change.observe(Some(merged.latency.quantile_us(0.99)))
-        } else if merged.requests() == 0 && (target > 0 || end.dispatched > self.total.requests()) {
-            // A gap: requests were due or in flight, none completed.
-            self.change
-                .observe_gap(u64::try_from(len.as_micros()).unwrap_or(u64::MAX))
-        } else {
-            self.change.observe(None)
-        };
+        let p99 = (!merged.latency.is_empty()).then(|| merged.latency.quantile_us(0.99));
+        // Requests were due or in flight, none completed.
+        let stalled =
+            merged.requests() == 0 && (target > 0 || end.dispatched > self.total.requests());
+        let len_us = u64::try_from(len.as_micros()).unwrap_or(u64::MAX);
+        let change = self.change.observe_interval(p99, stalled, len_us);
         let iv = IntervalSummary {
             timestamp: wall_clock(),
             start_s: self.last_end.as_secs_f64(),
@@ -156,7 +156,10 @@ impl Reporter {
             target,
             change,
             totals: Totals {
-                hdr: Encoded::of(&merged).ok(),
+                hdr: self
+                    .keep_histograms
+                    .then(|| Encoded::of(&merged).ok())
+                    .flatten(),
                 ..Totals::from_stats(&merged, rate, len)
             },
         };

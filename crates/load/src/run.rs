@@ -166,6 +166,8 @@ async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<R
         metrics,
         control.pacer.clone(),
     );
+    // Encoded histograms cost a few KB per interval: only a summary that is written keeps them.
+    reporter.keep_histograms = cfg.json.is_some();
     let interrupted = drive(&cfg, clock, &mut control, &mut reporter, out).await;
     let workers = control.workers;
     let _ = tokio::task::spawn_blocking(move || workers.join()).await;
@@ -544,7 +546,10 @@ fn summarize(
         duration_s: elapsed.as_secs_f64(),
         send_phase_s: send_phase.as_secs_f64(),
         totals: Totals {
-            hdr: Encoded::of(&r.total).ok(),
+            hdr: r
+                .keep_histograms
+                .then(|| Encoded::of(&r.total).ok())
+                .flatten(),
             ..Totals::from_stats(&r.total, target_rate(cfg, send_phase), send_phase)
         },
         per_target: r.total.per_target().to_vec(),
@@ -626,8 +631,7 @@ fn finish(
             let _ = write!(out, "{}", text::final_report(&summary, cfg.unit));
         }
         for v in &verdicts {
-            let word = if v.met { "met" } else { "MISSED" };
-            let _ = writeln!(out, "# SLO {}: {word} (actual {})", v.objective, v.actual);
+            let _ = writeln!(out, "{v}");
         }
         let _ = out.flush();
     }

@@ -159,6 +159,18 @@ fn parse_fraction(v: &str) -> Result<f64, String> {
     }
 }
 
+/// The report line: `# SLO p99<=5ms: met (actual 3.2ms)`.
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let word = if self.met { "met" } else { "MISSED" };
+        write!(
+            f,
+            "# SLO {}: {word} (actual {})",
+            self.objective, self.actual
+        )
+    }
+}
+
 impl fmt::Display for Objective {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.text)

@@ -86,6 +86,21 @@ impl ChangeMarker {
         mark
     }
 
+    /// One interval's marker: by its p99 when a request in it was timed; as a gap when none
+    /// was but requests were due or in flight (`stalled`); otherwise idle (no marker).
+    pub fn observe_interval(
+        &mut self,
+        p99_us: Option<u64>,
+        stalled: bool,
+        length_us: u64,
+    ) -> String {
+        match p99_us {
+            Some(p99) => self.observe(Some(p99)),
+            None if stalled => self.observe_gap(length_us),
+            None => self.observe(None),
+        }
+    }
+
     /// Marks a gap of `length_us` (requests due or in flight, none completed) by its length, a
     /// lower bound of its p99, against the baseline of the intervals with responses. Marked as
     /// soon as one such interval exists; counted for the warm-up; not part of the baseline.
@@ -123,14 +138,10 @@ pub fn mark_all(intervals: &mut [tailguard_record::IntervalSummary]) {
     let mut marker = ChangeMarker::new();
     for iv in intervals {
         let t = &iv.totals;
-        let timed = t.good + t.bad + t.errors.get("timeout").copied().unwrap_or(0);
-        iv.change = if timed > 0 {
-            marker.observe(Some(t.latency_us.p99))
-        } else if t.requests == 0 && iv.target > 0 {
-            marker.observe_gap((iv.duration_s * 1e6) as u64)
-        } else {
-            marker.observe(None)
-        };
+        // A timed request has a latency of 1 µs at least (as `interval::line` reads it).
+        let p99 = (t.latency_us.max > 0).then_some(t.latency_us.p99);
+        let stalled = t.requests == 0 && iv.target > 0;
+        iv.change = marker.observe_interval(p99, stalled, (iv.duration_s * 1e6) as u64);
     }
 }
 

@@ -153,8 +153,7 @@ fn merge_summaries(args: &Args, parts: Vec<(String, RunSummary)>) -> anyhow::Res
     let _ = write!(out, "{}", text::final_report(s, args.unit));
     let verdicts: Vec<_> = objectives.iter().map(|o| o.judge(s)).collect();
     for v in &verdicts {
-        let word = if v.met { "met" } else { "MISSED" };
-        let _ = writeln!(out, "# SLO {}: {word} (actual {})", v.objective, v.actual);
+        let _ = writeln!(out, "{v}");
     }
     let _ = out.flush();
     if let Some(path) = &args.json {
