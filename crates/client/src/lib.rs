@@ -110,7 +110,7 @@ impl Client {
             accrual,
             outlier: arm.outlier.map(|c| OutlierDetector::new(endpoints, c)),
             budget: arm.retries.map(|r| RetryBudget::new(r.budget)),
-            hedger: arm.hedge.map(Hedger::new),
+            hedger: arm.hedge.map(|h| Hedger::new(h, endpoints)),
             classifier: arm.classifier,
             failure_penalty: arm.failure_penalty,
             stats: ClientStats::default(),
@@ -133,7 +133,7 @@ impl Client {
             *b = prev.clone();
         }
         if let (Some(h), Some(prev)) = (&mut self.hedger, &old.hedger) {
-            *h = prev.clone();
+            h.inherit(prev, from);
         }
         self.stats = old.stats;
     }
@@ -181,6 +181,9 @@ impl Client {
     }
 
     /// Step 2: the endpoint for the next attempt, avoiding `avoid` whenever another exists.
+    /// When no endpoint is in rotation, ejection gives way before accrual does: an endpoint
+    /// ejected for being slow, but answering, beats one that accrual saw failing (and only
+    /// then any endpoint, as Finagle does when all are down).
     ///
     /// # Panics
     /// When the client has no endpoints.
@@ -192,9 +195,13 @@ impl Client {
             ..
         } = self;
         let ready = |i: usize| Some(i) != avoid && in_rotation(accrual, outlier.as_ref(), i, now);
-        let chosen = balancer
+        let mut chosen = balancer
             .pick(now, &ready, rng)
             .expect("a client has endpoints");
+        if !ready(chosen) && outlier.is_some() {
+            let alive = |i: usize| Some(i) != avoid && in_rotation(accrual, None, i, now);
+            chosen = balancer.pick(now, &alive, rng).unwrap_or(chosen);
+        }
         if Some(chosen) == avoid && balancer.len() > 1 {
             let other = |i: usize| Some(i) != avoid;
             return balancer.pick(now, &other, rng).unwrap_or(chosen);
@@ -266,11 +273,16 @@ impl Client {
                 self.stats.trips += 1;
             }
         }
+        // Only a success says how fast an endpoint is: a refused connection or an instant 503
+        // is no latency sample for ejection or for the hedge delay.
         if let Some(o) = &mut self.outlier {
-            o.record(endpoint, rtt, now);
+            match class.success {
+                true => o.record(endpoint, rtt, now),
+                false => o.record_failure(endpoint, now),
+            }
         }
-        if let Some(h) = &mut self.hedger {
-            h.record(rtt, now);
+        if let (Some(h), true) = (&mut self.hedger, class.success) {
+            h.record(endpoint, rtt, now);
         }
         class
     }

@@ -39,7 +39,7 @@
 //!         budget: {minRetriesPerSec: 10, percentCanRetry: 0.2, ttlSecs: 10}
 //!         backoff: {kind: constant, ms: 0}
 //!         maxRetries: 3
-//!       hedge: {maxExtraLoad: 0.05, minPerSec: 0, windowMs: 10000, minSamples: 100, minDelayMs: 1}
+//!       hedge: {maxExtraLoad: 0.05, minPerSec: 0, windowMs: 10000, minSamples: 100, minDelayMs: 1, maxDelayMs: 500}
 //! ```
 //! Balancers: `roundRobin`, `random`, `p2c` (least loaded), `ewma` (P2C peak EWMA),
 //! `heap`, `aperture`, `bestOf` (`choices`, `load: leastLoaded | ewma`). Accrual:

@@ -2,14 +2,22 @@
 //!
 //! # What
 //! Envoy's outlier detection, applied to latency instead of success rate:
-//! 1. Each endpoint sums the latencies of its completed attempts over an `interval` (10 s).
+//! 1. Each endpoint sums the latencies of its *successful* attempts over an `interval` (10 s).
+//!    A failure is no latency sample (a refused connection answers in 0.2 ms, and counting it
+//!    would make the one endpoint still answering look like the slow one); it only marks the
+//!    endpoint *failing* once [`FAILING_STREAK`] attempts in a row have failed, until it
+//!    succeeds again.
 //! 2. At the end of each interval, endpoints with at least `min_requests` samples get their mean
 //!    compared with the median of those means; one above `factor` times the median (3x) is an
 //!    outlier. At least three endpoints must have enough samples, or nothing is judged.
 //! 3. Outliers are ejected, worst first, for `base_ejection * times_ejected` (capped at
 //!    `max_ejection`), but never more than `max_ejected_percent` of the endpoints at once
-//!    (at least one): the fleet cannot eject itself into an outage.
-//! 4. An interval without ejection decrements `times_ejected` (Envoy's rule), so an endpoint
+//!    (at least one), and never when it would leave fewer than half of the endpoints both
+//!    healthy (not failing) and in rotation: the fleet cannot eject itself into an outage.
+//! 4. Panic: when endpoints start failing and fewer than half of all endpoints are healthy and
+//!    in rotation, every ejection ends at once (Envoy's 50% panic threshold, which balances
+//!    over all hosts below it): a slow endpoint that answers beats a fast one that refuses.
+//! 5. An interval without ejection decrements `times_ejected` (Envoy's rule), so an endpoint
 //!    that recovered soon gets short ejections again.
 //!
 //! # Why
@@ -36,6 +44,10 @@
 //! ```
 
 use std::time::Duration;
+
+/// Failed attempts in a row after which an endpoint counts as failing (step 1): one failure is
+/// noise, three in a row at any rate worth balancing is not.
+pub const FAILING_STREAK: u32 = 3;
 
 /// Parameters of an [`OutlierDetector`].
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -109,6 +121,8 @@ pub struct OutlierDetector {
     count: Vec<u32>,
     ejected_until: Vec<Duration>,
     times_ejected: Vec<u32>,
+    /// Failed attempts in a row, per endpoint (reset by a success).
+    failed_in_row: Vec<u32>,
     next_evaluation: Duration,
     /// (mean, endpoint) of the judged endpoints, reused every interval.
     scratch: Vec<(f64, usize)>,
@@ -123,6 +137,7 @@ impl OutlierDetector {
             count: vec![0; n],
             ejected_until: vec![Duration::ZERO; n],
             times_ejected: vec![0; n],
+            failed_in_row: vec![0; n],
             next_evaluation: config.interval,
             scratch: Vec::with_capacity(n),
         }
@@ -133,21 +148,59 @@ impl OutlierDetector {
         now < self.ejected_until[endpoint]
     }
 
-    /// An attempt to `endpoint` completed at `now` after `latency` (step 1); evaluates when an
+    /// An attempt to `endpoint` succeeded at `now` after `latency` (step 1); evaluates when an
     /// interval has ended.
     pub fn record(&mut self, endpoint: usize, latency: Duration, now: Duration) {
+        self.tick(now);
+        self.sum_s[endpoint] += latency.as_secs_f64();
+        self.count[endpoint] += 1;
+        self.failed_in_row[endpoint] = 0;
+    }
+
+    /// An attempt to `endpoint` failed at `now` (step 1): no latency sample; the endpoint may
+    /// turn failing, and then ejections may end (step 4).
+    pub fn record_failure(&mut self, endpoint: usize, now: Duration) {
+        self.tick(now);
+        let streak = &mut self.failed_in_row[endpoint];
+        *streak = streak.saturating_add(1);
+        if *streak == FAILING_STREAK && self.panicking(now) {
+            for until in &mut self.ejected_until {
+                *until = (*until).min(now);
+            }
+        }
+    }
+
+    /// True when `endpoint` is failing (step 1).
+    pub fn is_failing(&self, endpoint: usize) -> bool {
+        self.failed_in_row[endpoint] >= FAILING_STREAK
+    }
+
+    /// Endpoints healthy (not failing) and not ejected at `now`.
+    fn healthy_in_rotation(&self, now: Duration) -> usize {
+        (0..self.count.len())
+            .filter(|&i| !self.is_failing(i) && !self.is_ejected(i, now))
+            .count()
+    }
+
+    /// Step 4: some endpoint is ejected, and fewer than half are healthy and in rotation.
+    fn panicking(&self, now: Duration) -> bool {
+        let n = self.count.len();
+        vec_count(&self.ejected_until, now) > 0 && self.healthy_in_rotation(now) * 2 < n
+    }
+
+    /// Evaluates when an interval has ended at `now`.
+    fn tick(&mut self, now: Duration) {
         if now >= self.next_evaluation {
             self.evaluate(now);
             let periods = (now - self.next_evaluation).as_nanos() / self.config.interval.as_nanos();
             let periods = u32::try_from(periods).unwrap_or(u32::MAX).saturating_add(1);
             self.next_evaluation += self.config.interval.saturating_mul(periods);
         }
-        self.sum_s[endpoint] += latency.as_secs_f64();
-        self.count[endpoint] += 1;
     }
 
-    /// Steps 2 to 4.
-    fn evaluate(&mut self, now: Duration) {
+    /// Step 2's means: (mean, endpoint) of the endpoints with enough samples, into `scratch`;
+    /// the interval's sums start again.
+    fn take_means(&mut self) {
         self.scratch.clear();
         for i in 0..self.count.len() {
             if self.count[i] >= self.config.min_requests.max(1) {
@@ -157,7 +210,13 @@ impl OutlierDetector {
         }
         self.sum_s.iter_mut().for_each(|s| *s = 0.0);
         self.count.iter_mut().for_each(|c| *c = 0);
+    }
+
+    /// Steps 2, 3 and 5.
+    fn evaluate(&mut self, now: Duration) {
+        self.take_means();
         let mut ejected_now = vec_count(&self.ejected_until, now);
+        let mut healthy = self.healthy_in_rotation(now);
         let n = self.ejected_until.len();
         let cap = ((n as f64 * self.config.max_ejected_percent) as usize).max(1);
         if self.scratch.len() >= 3 {
@@ -169,10 +228,16 @@ impl OutlierDetector {
                 if mean <= self.config.factor * median || ejected_now >= cap {
                     break;
                 }
-                if !self.is_ejected(i, now) {
-                    self.eject(i, now);
-                    ejected_now += 1;
+                if self.is_ejected(i, now) {
+                    continue;
                 }
+                let loses_healthy = !self.is_failing(i);
+                if loses_healthy && healthy.saturating_sub(1) * 2 < n {
+                    break; // step 3: too few healthy endpoints would be left
+                }
+                self.eject(i, now);
+                ejected_now += 1;
+                healthy -= usize::from(loses_healthy);
             }
         }
         for i in 0..n {
@@ -246,6 +311,85 @@ mod tests {
         }
         d.record(0, ms(1), ms(10_000));
         assert!((0..3).all(|i| !d.is_ejected(i, ms(10_000))));
+    }
+
+    /// Three endpoints, 2 slower than the others, recorded over `[from, from + 10 s)`.
+    fn three_with_a_slow_one(d: &mut OutlierDetector, from: u64) {
+        for k in 0..300u64 {
+            let i = (k % 3) as usize;
+            let lat = if i == 2 { ms(300) } else { ms(20) };
+            d.record(i, lat, ms(from + k * 33));
+        }
+    }
+
+    #[test]
+    fn failures_are_no_latency_samples_so_the_one_answering_endpoint_is_not_ejected() {
+        let config = OutlierConfig {
+            max_ejected_percent: 0.5,
+            ..OutlierConfig::default()
+        };
+        let mut d = OutlierDetector::new(3, config);
+        // 0 and 1 refuse in 0.2 ms; 2 answers in 300 ms.
+        for k in 0..300u64 {
+            let i = (k % 3) as usize;
+            let now = ms(k * 33);
+            if i == 2 {
+                d.record(i, ms(300), now);
+            } else {
+                d.record_failure(i, now);
+            }
+        }
+        d.record(2, ms(300), ms(10_000));
+        assert!(!d.is_ejected(2, ms(10_000)), "the only answering endpoint");
+        assert!(d.is_failing(0) && d.is_failing(1) && !d.is_failing(2));
+    }
+
+    #[test]
+    fn an_ejection_ends_when_the_endpoints_left_in_rotation_start_failing() {
+        let mut d = OutlierDetector::new(3, OutlierConfig::default());
+        three_with_a_slow_one(&mut d, 0);
+        d.record(0, ms(20), ms(10_000));
+        assert!(d.is_ejected(2, ms(10_001)));
+        // 0 fails three times in a row: 1 is the only healthy endpoint in rotation, fewer than
+        // half of three, so 2 comes back at once.
+        for k in 0..3 {
+            d.record_failure(0, ms(10_100 + k));
+            assert_eq!(
+                d.is_ejected(2, ms(10_200)),
+                k < 2,
+                "after {} failures",
+                k + 1
+            );
+        }
+    }
+
+    #[test]
+    fn no_ejection_leaves_fewer_than_half_healthy_in_rotation() {
+        let config = OutlierConfig {
+            max_ejected_percent: 1.0,
+            ..OutlierConfig::default()
+        };
+        let mut d = OutlierDetector::new(5, config);
+        // 0 and 1 failing; 2 and 3 fast; 4 slow: ejecting 4 would leave 2 of 5 healthy.
+        for k in 0..500u64 {
+            let i = (k % 5) as usize;
+            let now = ms(k * 19);
+            match i {
+                0 | 1 => d.record_failure(i, now),
+                4 => d.record(i, ms(300), now),
+                _ => d.record(i, ms(20), now),
+            }
+        }
+        d.record(2, ms(20), ms(10_000));
+        assert!(!d.is_ejected(4, ms(10_000)));
+        // The same with every endpoint healthy: 4 goes.
+        let mut d = OutlierDetector::new(5, config);
+        for k in 0..500u64 {
+            let i = (k % 5) as usize;
+            d.record(i, if i == 4 { ms(300) } else { ms(20) }, ms(k * 19));
+        }
+        d.record(2, ms(20), ms(10_000));
+        assert!(d.is_ejected(4, ms(10_000)));
     }
 
     #[test]

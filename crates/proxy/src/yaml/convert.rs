@@ -253,6 +253,7 @@ fn arm(spec: &ServiceSpec, key: &dyn Fn(&str) -> String) -> Result<ArmConfig, Ya
             refresh: d.refresh,
             min_samples: h.min_samples.unwrap_or(d.min_samples),
             min_delay: h.min_delay_ms.map_or(d.min_delay, ms),
+            max_delay: h.max_delay_ms.map(ms),
         };
         config
             .validate()

@@ -188,6 +188,7 @@ pub(super) struct HedgeSpec {
     pub(super) window_ms: Option<u64>,
     pub(super) min_samples: Option<u64>,
     pub(super) min_delay_ms: Option<u64>,
+    pub(super) max_delay_ms: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]

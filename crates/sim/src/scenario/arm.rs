@@ -162,6 +162,7 @@ struct HedgeSpec {
     window: Option<Dur>,
     min_samples: Option<u64>,
     min_delay: Option<Dur>,
+    max_delay: Option<Dur>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -391,6 +392,7 @@ impl HedgeSpec {
             refresh: dflt.refresh,
             min_samples: self.min_samples.unwrap_or(dflt.min_samples),
             min_delay: d(self.min_delay, dflt.min_delay),
+            max_delay: self.max_delay.map(|v| v.0),
         }
     }
 }
