@@ -34,9 +34,10 @@
 //! streams on and the attempt's outcome is reported when they come
 //! ([`crate::response_body`]).
 
-use crate::body::ProxyBody;
+use crate::body::{BoxError, ProxyBody};
 use crate::endpoints::Endpoints;
 use crate::in_flight::InFlight;
+use crate::replay::{NotReplayable, Replay};
 use crate::request_body::FaultCell;
 use crate::response::Reply;
 use crate::response_body::{Deferred, Watched};
@@ -46,7 +47,7 @@ use crate::upstream::{SendError, UpstreamBody};
 use crate::{grpc, hygiene};
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Empty, StreamBody};
 use hyper::body::{Body, Frame};
 use rand::SeedableRng;
 use std::collections::VecDeque;
@@ -59,8 +60,11 @@ use tailguard_resilience::{AttemptOutcome, Class, Method};
 /// A request body, as attempts use it.
 #[derive(Debug)]
 pub enum AttemptBody {
-    /// Buffered: every attempt sends a copy.
-    Replayable(Bytes),
+    /// Empty: every attempt sends nothing.
+    Empty,
+    /// Copied as it streams, up to the retry buffer: every attempt may send it while the copy
+    /// is whole ([`Replay`]).
+    Replay(Replay),
     /// Streamed: only the attempt that sends it can use it; attempts that found no connection
     /// leave it for the next.
     Streaming(Option<ProxyBody>),
@@ -69,24 +73,34 @@ pub enum AttemptBody {
 impl AttemptBody {
     fn take(&mut self) -> ProxyBody {
         match self {
-            AttemptBody::Replayable(b) => {
-                Full::new(b.clone()).map_err(|never| match never {}).boxed()
-            }
+            AttemptBody::Empty => Empty::new().map_err(|never| match never {}).boxed(),
+            AttemptBody::Replay(r) => r.body().boxed(),
             AttemptBody::Streaming(b) => b.take().unwrap_or_else(|| {
-                // Unreachable: a streamed body is never retried; send nothing rather than panic.
-                Full::new(Bytes::new())
-                    .map_err(|never| match never {})
-                    .boxed()
+                // `available` said no: an attempt went ahead anyway. Fail it loudly rather
+                // than send an empty body in the client's name.
+                let gone: Result<Frame<Bytes>, BoxError> = Err(Box::new(NotReplayable));
+                StreamBody::new(futures_util::stream::once(std::future::ready(gone))).boxed()
             }),
         }
     }
 
-    /// Whether another attempt can send the body: a buffered one always, a streamed one until
-    /// an attempt took it (an attempt that found no connection never does).
+    /// Whether another attempt can send the body: an empty one always, a copied one while the
+    /// copy is whole, a streamed one until an attempt took it (an attempt that found no
+    /// connection never does).
     fn available(&self) -> bool {
         match self {
-            AttemptBody::Replayable(_) => true,
+            AttemptBody::Empty => true,
+            AttemptBody::Replay(r) => r.replayable(),
             AttemptBody::Streaming(b) => b.is_some(),
+        }
+    }
+
+    /// Whether two attempts may send the body at once (a backup): the whole of it is known.
+    fn complete(&self) -> bool {
+        match self {
+            AttemptBody::Empty => true,
+            AttemptBody::Replay(r) => r.complete(),
+            AttemptBody::Streaming(_) => false,
         }
     }
 }
@@ -115,13 +129,11 @@ impl Outgoing {
         self.body.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Whether a backup may be sent: the classifier would repeat the method and the body is
-    /// buffered.
+    /// Whether a backup may be sent: the classifier would repeat the method and the body can
+    /// be sent again (whether all of it is known yet is checked when the backup is due).
     fn hedgeable(&self, service: &Service) -> bool {
         let arm = &service.config.arm;
-        arm.hedge.is_some()
-            && arm.classifier.retries(self.method)
-            && matches!(*self.body(), AttemptBody::Replayable(_))
+        arm.hedge.is_some() && arm.classifier.retries(self.method) && self.body().available()
     }
 }
 
@@ -203,6 +215,10 @@ async fn hedged(
         () = tokio::time::sleep(delay) => {}
     }
     let handles = service.handles(&shared.metrics);
+    // A backup sends the body alongside the first attempt: all of it must be in the copy.
+    if !request.body().complete() {
+        return first.await;
+    }
     if !endpoints.may_hedge(shared.clock.now()) {
         handles.hedge_budget_exhausted.inc();
         return first.await;

@@ -292,6 +292,36 @@ pub struct Limits {
     pub max_connections: Option<usize>,
     /// How long a graceful shutdown waits for requests in flight.
     pub drain: Duration,
+    /// The largest request head a client may send: over HTTP/1.1 the request line and headers
+    /// (hyper's read buffer), over HTTP/2 the header list as SETTINGS_MAX_HEADER_LIST_SIZE
+    /// counts it (names, values and 32 bytes per field). Larger: 431, never forwarded.
+    pub max_request_header_bytes: usize,
+    /// What a path with an encoded slash or backslash gets (see [`EscapedSlashes`]).
+    pub escaped_slashes: EscapedSlashes,
+}
+
+/// The default `limits.maxRequestHeaderBytes`: 64 KiB (Envoy's default is 60 KiB, nginx's
+/// four 8 KiB buffers).
+pub const MAX_REQUEST_HEADER_BYTES_DEFAULT: usize = 64 * 1024;
+/// The range of `limits.maxRequestHeaderBytes`.
+pub const MAX_REQUEST_HEADER_BYTES_RANGE: std::ops::RangeInclusive<usize> = 1024..=1024 * 1024;
+
+/// What a request whose path holds `%2F`, `%5C` or `\` (an encoded slash, an encoded or
+/// plain backslash) gets, before routing. RFC 3986 makes `%2F` data, not a separator, but most
+/// backends (nginx among them) decode it before matching, so a proxy routing on the raw path
+/// and a backend decoding it would disagree about where `/api/..%2fsecret` goes. Envoy's
+/// `path_with_escaped_slashes_action`, with the safe choice as the default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EscapedSlashes {
+    /// 400 (`reject`, the default).
+    #[default]
+    Reject,
+    /// Decode them to `/` before dot-segments are resolved and the request is routed, and
+    /// forward the decoded path (`unescapeAndForward`): routing and the backend see one path.
+    UnescapeAndForward,
+    /// Route and forward the path as it came (`keepUnchanged`): only for backends that keep
+    /// `%2F` as data.
+    KeepUnchanged,
 }
 
 /// The connection limit when none is configured and descriptors allow it.
@@ -316,6 +346,8 @@ impl Default for Limits {
             header_read_timeout: Duration::from_secs(10),
             max_connections: None,
             drain: Duration::from_secs(10),
+            max_request_header_bytes: MAX_REQUEST_HEADER_BYTES_DEFAULT,
+            escaped_slashes: EscapedSlashes::Reject,
         }
     }
 }
@@ -386,6 +418,16 @@ pub enum ConfigError {
     /// A limit above its ceiling.
     #[error("{0}: must be at most {1}")]
     TooLarge(&'static str, usize),
+    /// A limit outside its range.
+    #[error("{key}: must be from {} to {}, not {value}", range.start(), range.end())]
+    OutOfRange {
+        /// The key.
+        key: &'static str,
+        /// The value given.
+        value: usize,
+        /// What is accepted.
+        range: std::ops::RangeInclusive<usize>,
+    },
     /// A probe path that is not an absolute path.
     #[error("services[{0}].client.loadBalancer.probePath: must start with `/`")]
     ProbePath(String),
@@ -451,6 +493,14 @@ impl Config {
                 ))
             }
             _ => {}
+        }
+        let header = self.limits.max_request_header_bytes;
+        if !MAX_REQUEST_HEADER_BYTES_RANGE.contains(&header) {
+            return Err(ConfigError::OutOfRange {
+                key: "limits.maxRequestHeaderBytes",
+                value: header,
+                range: MAX_REQUEST_HEADER_BYTES_RANGE,
+            });
         }
         Ok(())
     }

@@ -7,12 +7,12 @@
 //! 3. Pick the upstream protocol: `auto` sends gRPC over HTTP/2 and everything else over
 //!    HTTP/1.1, which every backend speaks, so an HTTP/2 client in front of an HTTP/1.1-only
 //!    backend (nginx's default) just works.
-//! 4. Keep the body replayable (bounded buffer) only when a retry or a backup could need it:
-//!    the method is retryable (or the call is gRPC and some gRPC codes are) and retries are on,
-//!    or the method may be hedged and hedging is on; and the body's exact length is within
-//!    `retry_buffer`. Otherwise the body streams through, watched for
-//!    the client's faults ([`crate::request_body`]), and the request is retried only when an
-//!    attempt could not connect (the body was not sent).
+//! 4. Keep a copy of the body as it streams (bounded by `retry_buffer`, [`crate::replay`])
+//!    only when a retry or a backup could need it: the method is retryable (or the call is gRPC
+//!    and some gRPC codes are) and retries are on, or the method may be hedged and hedging is
+//!    on. Every body is watched for the client's faults ([`crate::request_body`]). A body
+//!    without a copy, or one that outgrew it, is retried only when an attempt could not
+//!    connect (nothing was sent).
 //! 5. Each attempt: pick (avoiding the previous endpoint), connect, send under the attempt
 //!    timeout, classify, feed the balancer and accrual ([`crate::attempt`]); a failed,
 //!    retryable attempt is retried while the budget allows. The whole request is bounded by
@@ -20,19 +20,19 @@
 
 use crate::attempt::{self, AttemptBody, Outgoing};
 use crate::body::ProxyBody;
-use crate::request_body::{BodyRules, ClientBody, ClientFault};
+use crate::config::{EscapedSlashes, Limits};
+use crate::replay::Replay;
+use crate::request_body::{BodyRules, ClientBody, FaultCell};
 use crate::response::Reply;
 use crate::service::{host_only, route, Service};
 use crate::shared::Shared;
 use crate::{grpc, hygiene, tally};
-use bytes::Bytes;
 use http::header::{HeaderValue, HOST};
 use http::{Request, Response, StatusCode, Version};
-use http_body_util::{BodyExt, Limited};
+use http_body_util::BodyExt;
 use hyper::body::{Body, Incoming};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 use tailguard_resilience::Method;
 
 /// The client of a downstream connection.
@@ -40,17 +40,16 @@ use tailguard_resilience::Method;
 pub struct Peer {
     /// Its IP as the `X-Forwarded-For` entry, formatted once per connection.
     pub forwarded_for: HeaderValue,
-    /// How long it may take to send a request body the proxy buffers (the header read
-    /// timeout: a client that stalls mid-body is as slow as one that stalls mid-headers).
-    pub read_timeout: Duration,
+    /// What its paths' encoded slashes get.
+    pub escaped_slashes: EscapedSlashes,
 }
 
 impl Peer {
-    /// The client at `addr`, given `read_timeout` for a body the proxy buffers.
-    pub fn new(addr: SocketAddr, read_timeout: Duration) -> Self {
+    /// The client at `addr`, held to `limits`.
+    pub fn new(addr: SocketAddr, limits: &Limits) -> Self {
         Self {
             forwarded_for: hygiene::client_value(addr.ip()),
-            read_timeout,
+            escaped_slashes: limits.escaped_slashes,
         }
     }
 }
@@ -66,7 +65,7 @@ pub async fn handle(
     } else {
         Reply::Http
     };
-    if let Err((status, reason)) = hygiene::admit(&mut req) {
+    if let Err((status, reason)) = hygiene::admit(&mut req, peer.escaped_slashes) {
         shared.metrics.client_error("", "refused");
         return reply.error(status, reason);
     }
@@ -150,16 +149,7 @@ async fn forward(
     // The total timeout counts from here, so it includes reading a body that is buffered.
     let run = async {
         let limit = service.config.retry_buffer;
-        let (body, fault) =
-            match prepare_body(body, may_replay, limit, peer.read_timeout, rules).await {
-                Ok(b) => b,
-                Err(fault) => {
-                    shared
-                        .metrics
-                        .client_error(&service.config.name, fault.kind());
-                    return reply.client_fault(fault.status(), &fault.to_string());
-                }
-            };
+        let (body, fault) = prepare_body(body, may_replay, limit, rules);
         let sent = Outgoing {
             parts,
             body: std::sync::Mutex::new(body),
@@ -197,37 +187,29 @@ fn set_host(parts: &mut http::request::Parts, rule: &crate::config::HostHeader) 
     }
 }
 
-/// Step 4: a replayable body when it may be needed and fits, else the stream itself, watched
-/// by `rules` (with the cell its fault is written to). A body to buffer must arrive within
-/// `read_timeout`; an empty one costs nothing.
-///
-/// # Errors
-/// The client's fault when a body to buffer is malformed, aborted or late.
-async fn prepare_body(
+/// Step 4: the body as attempts send it: nothing for an empty one; copied as it streams, up
+/// to `limit` bytes, when a retry or a backup may need it again ([`crate::replay`]: whatever
+/// its size hint, so a client that sends no `content-length`, as grpc-go never does, is
+/// retried like one that does); streamed once otherwise. A non-empty body is watched by
+/// `rules`, with the cell its fault is written to.
+fn prepare_body(
     body: Incoming,
     may_replay: bool,
     limit: usize,
-    read_timeout: Duration,
     rules: BodyRules,
-) -> Result<(AttemptBody, Option<crate::request_body::FaultCell>), ClientFault> {
+) -> (AttemptBody, Option<FaultCell>) {
     if body.is_end_stream() {
-        // The common case (a GET): no timer, no collecting, nothing to watch.
-        return Ok((AttemptBody::Replayable(Bytes::new()), None));
+        // The common case (a GET): nothing to copy, nothing to watch.
+        return (AttemptBody::Empty, None);
     }
-    let exact = body.size_hint().exact();
-    let fits = exact.is_some_and(|n| n <= limit as u64);
-    if !(may_replay && fits) {
-        let cell = crate::request_body::FaultCell::default();
-        let watched = ClientBody::new(body, Arc::clone(&cell), rules);
-        let boxed = watched.map_err(Into::into).boxed();
-        return Ok((AttemptBody::Streaming(Some(boxed)), Some(cell)));
-    }
-    match tokio::time::timeout(read_timeout, Limited::new(body, limit).collect()).await {
-        Ok(Ok(collected)) => Ok((AttemptBody::Replayable(collected.to_bytes()), None)),
-        Ok(Err(err)) => Err(match err.downcast::<hyper::Error>() {
-            Ok(e) => ClientFault::from_read(&e),
-            Err(other) => ClientFault::Malformed(other.to_string()),
-        }),
-        Err(_) => Err(ClientFault::NotReceived(read_timeout)),
-    }
+    let cell = FaultCell::default();
+    let watched = ClientBody::new(body, Arc::clone(&cell), rules)
+        .map_err(Into::into)
+        .boxed();
+    let body = if may_replay {
+        AttemptBody::Replay(Replay::new(watched, limit))
+    } else {
+        AttemptBody::Streaming(Some(watched))
+    };
+    (body, Some(cell))
 }

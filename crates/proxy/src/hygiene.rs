@@ -5,10 +5,15 @@
 //! 2. more than one `Host`: 400 (which one would the backend believe?);
 //! 3. an absolute-form target or HTTP/2 `:authority` replaces `Host` (RFC 9112 3.2.2);
 //! 4. HTTP/1.1 with no `Host`: 400 (RFC 9112 3.2);
-//! 5. dot-segments in the path, plain or percent-encoded (`/api/%2e%2e/x`), are resolved
+//! 5. an encoded slash or backslash in the path (`%2F`, `%5C`, or a plain `\`) is refused with
+//!    400, or decoded to `/`, or kept, as `limits.escapedSlashes` says
+//!    ([`EscapedSlashes`]): a backend that decodes `/api/..%2fsecret` before matching
+//!    (nginx does) must not see a different path from the one the proxy routed;
+//! 6. dot-segments in the path, plain or percent-encoded (`/api/%2e%2e/x`), are resolved
 //!    (RFC 3986 5.2.4), so routing and the backend see the same path; one that climbs above
 //!    the root is refused with 400.
 
+use crate::config::EscapedSlashes;
 use http::header::{
     HeaderName, HeaderValue, CONNECTION, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION, TE, TRAILER,
     TRANSFER_ENCODING, UPGRADE, VIA,
@@ -19,11 +24,12 @@ use std::net::IpAddr;
 /// Why [`admit`] refused a request: the status and the reason.
 pub type Refusal = (StatusCode, &'static str);
 
-/// Checks and normalises a request before routing (module docs, steps 1 to 5).
+/// Checks and normalises a request before routing (module docs, steps 1 to 6), with encoded
+/// slashes handled as `escaped` says.
 ///
 /// # Errors
 /// The status and reason to answer with.
-pub fn admit<B>(req: &mut Request<B>) -> Result<(), Refusal> {
+pub fn admit<B>(req: &mut Request<B>, escaped: EscapedSlashes) -> Result<(), Refusal> {
     if req.method() == Method::CONNECT {
         let why = "CONNECT is not supported: tailguard forwards only to its services";
         return Err((StatusCode::METHOD_NOT_ALLOWED, why));
@@ -39,8 +45,13 @@ pub fn admit<B>(req: &mut Request<B>) -> Result<(), Refusal> {
     } else if req.version() == Version::HTTP_11 && !req.headers().contains_key(http::header::HOST) {
         return Err((StatusCode::BAD_REQUEST, "HTTP/1.1 request without Host"));
     }
-    let normal = normalize_path(req.uri().path())
-        .map_err(|_| (StatusCode::BAD_REQUEST, "path climbs above the root"))?;
+    let normal = normalize_path(req.uri().path(), escaped).map_err(|e| match e {
+        BadPath::AboveRoot => (StatusCode::BAD_REQUEST, "path climbs above the root"),
+        BadPath::EscapedSlash => (
+            StatusCode::BAD_REQUEST,
+            "encoded slash or backslash in the path (limits.escapedSlashes: reject)",
+        ),
+    })?;
     if let Some(path) = normal {
         let mut parts = req.uri().clone().into_parts();
         let pq = match req.uri().query() {
@@ -57,17 +68,73 @@ pub fn admit<B>(req: &mut Request<B>) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// A path whose dot-segments climb above the root.
+/// A path [`normalize_path`] refuses.
 #[derive(Debug, PartialEq, Eq)]
-pub struct AboveRoot;
+pub enum BadPath {
+    /// Its dot-segments climb above the root.
+    AboveRoot,
+    /// It holds an encoded slash or backslash, and the rule is to refuse them.
+    EscapedSlash,
+}
 
-/// `path` with its dot-segments resolved (RFC 3986 5.2.4, `%2e` read as `.`), or `None` when
-/// it has none. Other percent-encodings, `%2F` included, are left as they are: an encoded slash
-/// is data, not a separator.
+/// `path` normalised (steps 5 and 6), or `None` when it needs nothing: encoded slashes and
+/// backslashes (`%2F`, `%5C`, `\`) handled as `escaped` says (decoded, they become `/`, as
+/// a WHATWG URL parser reads a backslash in an `http` URL), then dot-segments resolved (RFC
+/// 3986 5.2.4, `%2e` read as `.`). Other percent-encodings are left as they are.
 ///
 /// # Errors
-/// [`AboveRoot`] when a `..` has no segment left to remove.
-pub fn normalize_path(path: &str) -> Result<Option<String>, AboveRoot> {
+/// [`BadPath`]: a `..` with no segment left to remove, or an encoded slash to refuse.
+pub fn normalize_path(path: &str, escaped: EscapedSlashes) -> Result<Option<String>, BadPath> {
+    let slashes = escaped != EscapedSlashes::KeepUnchanged && has_escaped_slash(path);
+    if slashes && escaped == EscapedSlashes::Reject {
+        return Err(BadPath::EscapedSlash);
+    }
+    let unescaped = slashes.then(|| unescape_slashes(path));
+    let path_now = unescaped.as_deref().unwrap_or(path);
+    match resolve_dots(path_now)? {
+        Some(resolved) => Ok(Some(resolved)),
+        None => Ok(unescaped),
+    }
+}
+
+/// True when `path` holds `%2F`, `%5C` (any case) or `\`.
+fn has_escaped_slash(path: &str) -> bool {
+    let b = path.as_bytes();
+    b.contains(&b'\\')
+        || b.windows(3).any(|w| {
+            w[0] == b'%'
+                && matches!(
+                    (w[1], w[2].to_ascii_uppercase()),
+                    (b'2', b'F') | (b'5', b'C')
+                )
+        })
+}
+
+/// `path` with `%2F`, `%5C` and `\` as `/`.
+fn unescape_slashes(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    let mut rest = path;
+    while let Some(i) = rest.find(['%', '\\']) {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i..];
+        let code = tail.get(1..3).map(str::to_ascii_uppercase);
+        if let Some(after) = tail.strip_prefix('\\') {
+            out.push('/');
+            rest = after;
+        } else if matches!(code.as_deref(), Some("2F" | "5C")) {
+            out.push('/');
+            rest = &tail[3..];
+        } else {
+            out.push('%');
+            rest = &tail[1..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `path` with its dot-segments resolved (step 6), or `None` when it has none.
+fn resolve_dots(path: &str) -> Result<Option<String>, BadPath> {
     let suspicious = path.contains("/.") || path.contains("%2e") || path.contains("%2E");
     let Some(rest) = path.strip_prefix('/').filter(|_| suspicious) else {
         return Ok(None);
@@ -80,7 +147,7 @@ pub fn normalize_path(path: &str) -> Result<Option<String>, AboveRoot> {
         match dots(seg) {
             1 => trailing = last,
             2 => {
-                out.pop().ok_or(AboveRoot)?;
+                out.pop().ok_or(BadPath::AboveRoot)?;
                 trailing = last;
             }
             _ => out.push(seg),
@@ -197,22 +264,56 @@ mod tests {
         assert_eq!(h.len(), 1);
     }
 
+    use super::*;
+
+    const KEEP: EscapedSlashes = EscapedSlashes::KeepUnchanged;
+
     #[test]
     fn normalizes_the_documented_paths() {
-        use super::normalize_path;
+        let reject = EscapedSlashes::Reject;
         assert_eq!(
-            normalize_path("/api/../echo").unwrap().as_deref(),
+            normalize_path("/api/../echo", reject).unwrap().as_deref(),
             Some("/echo")
         );
         assert_eq!(
-            normalize_path("/api/%2E%2e/echo").unwrap().as_deref(),
+            normalize_path("/api/%2E%2e/echo", reject)
+                .unwrap()
+                .as_deref(),
             Some("/echo")
         );
-        assert_eq!(normalize_path("/api/x").unwrap(), None);
-        assert!(normalize_path("/../etc").is_err());
+        assert_eq!(normalize_path("/api/x", reject).unwrap(), None);
+        assert!(normalize_path("/../etc", reject).is_err());
     }
 
-    use super::*;
+    #[test]
+    fn encoded_slashes_are_refused_decoded_or_kept_as_configured() {
+        let attacks = [
+            "/api/..%2fsecret",
+            "/api/%2e%2e%2fsecret",
+            "/api/..%2Fsecret",
+            "/api/..%5csecret",
+            "/api/..\\secret",
+        ];
+        for path in attacks {
+            assert_eq!(
+                normalize_path(path, EscapedSlashes::Reject),
+                Err(BadPath::EscapedSlash),
+                "{path}"
+            );
+            // Decoded, the path is what a decoding backend would see: out of /api.
+            let decoded = normalize_path(path, EscapedSlashes::UnescapeAndForward).unwrap();
+            assert_eq!(decoded.as_deref(), Some("/secret"), "{path}");
+            assert_eq!(normalize_path(path, KEEP).unwrap(), None, "{path}");
+        }
+        let unescape = EscapedSlashes::UnescapeAndForward;
+        let plain = normalize_path("/a%2fb%20c%2", unescape).unwrap();
+        assert_eq!(plain.as_deref(), Some("/a/b%20c%2"));
+        assert_eq!(
+            normalize_path("/%2f..%2f..%2fetc", unescape),
+            Err(BadPath::AboveRoot)
+        );
+        assert_eq!(normalize_path("/a%20b%2", EscapedSlashes::Reject), Ok(None));
+    }
 
     #[test]
     fn dot_segments_resolve_and_climbing_out_is_refused() {
@@ -228,10 +329,14 @@ mod tests {
             ("/", None),
         ];
         for (path, want) in cases {
-            assert_eq!(normalize_path(path).unwrap().as_deref(), want, "{path}");
+            assert_eq!(
+                normalize_path(path, KEEP).unwrap().as_deref(),
+                want,
+                "{path}"
+            );
         }
-        assert_eq!(normalize_path("/a/../../b"), Err(AboveRoot));
-        assert_eq!(normalize_path("/%2e%2e"), Err(AboveRoot));
+        assert_eq!(normalize_path("/a/../../b", KEEP), Err(BadPath::AboveRoot));
+        assert_eq!(normalize_path("/%2e%2e", KEEP), Err(BadPath::AboveRoot));
     }
 
     fn request(version: Version, method: Method, uri: &str, hosts: &[&str]) -> Request<()> {
@@ -245,7 +350,11 @@ mod tests {
     #[test]
     fn requests_a_proxy_must_not_forward_are_refused() {
         let v11 = Version::HTTP_11;
-        let status = |mut r: Request<()>| admit(&mut r).err().map(|e| e.0.as_u16());
+        let status = |mut r: Request<()>| {
+            admit(&mut r, EscapedSlashes::Reject)
+                .err()
+                .map(|e| e.0.as_u16())
+        };
         assert_eq!(
             status(request(v11, Method::CONNECT, "web:443", &["web"])),
             Some(405)
@@ -264,7 +373,7 @@ mod tests {
             Some(400)
         );
         let mut abs = request(v11, Method::GET, "http://web/a/../b?q=1", &["evil"]);
-        admit(&mut abs).unwrap();
+        admit(&mut abs, EscapedSlashes::Reject).unwrap();
         assert_eq!(abs.headers()[http::header::HOST], "web");
         assert_eq!(abs.uri().path_and_query().unwrap().as_str(), "/b?q=1");
     }

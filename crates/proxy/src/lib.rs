@@ -49,6 +49,7 @@ pub mod k8s;
 mod listener;
 mod metrics;
 mod probe;
+mod replay;
 mod request_body;
 mod response;
 mod response_body;

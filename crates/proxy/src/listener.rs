@@ -44,6 +44,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use tokio::time::Instant;
 
+/// The HTTP/1.1 and HTTP/2 server builder of a connection.
+type AutoBuilder = hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>;
+
 /// How long an idle connection's graceful close may take before it is cut.
 const IDLE_GRACE: Duration = Duration::from_millis(500);
 
@@ -146,7 +149,7 @@ async fn connection<S: Transport>(
     let Some(stream) = watchdog.opening(stream).await else {
         return;
     };
-    let client = Arc::new(forward::Peer::new(peer, limit));
+    let client = Arc::new(forward::Peer::new(peer, &limits));
     let on_request = Arc::clone(&watchdog.activity);
     let upgrades: Arc<Mutex<Option<h2c::Upgrade>>> = Arc::default();
     let slot = S::CLEARTEXT.then(|| Arc::clone(&upgrades));
@@ -165,7 +168,7 @@ async fn connection<S: Transport>(
             }))
         }
     });
-    let builder = server::builder();
+    let builder = head_limits(server::builder(), limits.max_request_header_bytes);
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service.clone());
     if !watchdog.drive(conn, |c| c.graceful_shutdown()).await {
         return;
@@ -174,6 +177,17 @@ async fn connection<S: Transport>(
         let conn = builder.serve_connection(TokioIo::new(io), service);
         watchdog.drive(conn, |c| c.graceful_shutdown()).await;
     }
+}
+
+/// `builder` refusing request heads over `max` bytes with 431: hyper's HTTP/1.1 read buffer
+/// (which holds the request line and headers, at least hyper's minimum of 8 KiB) and HTTP/2's
+/// SETTINGS_MAX_HEADER_LIST_SIZE.
+fn head_limits(mut builder: AutoBuilder, max: usize) -> AutoBuilder {
+    builder.http1().max_buf_size(max.max(8 * 1024));
+    builder
+        .http2()
+        .max_header_list_size(u32::try_from(max).unwrap_or(u32::MAX));
+    builder
 }
 
 /// The connection a `101` switched to HTTP/2 ([`switch`]) once the client has sent its

@@ -65,7 +65,7 @@ pub struct GrpcLabels {
 pub struct ClientErrorLabels {
     /// The service (empty: refused before routing).
     pub service: String,
-    /// `refused`, `malformed`, `aborted`, `idle`, `too_slow`, `not_received`.
+    /// `refused`, `malformed`, `aborted`, `idle`, `too_slow`.
     pub kind: String,
 }
 

@@ -41,30 +41,24 @@ pub enum ClientFault {
     /// Slower than this many bytes per second on average, after the grace period.
     #[error("client: request body slower than {0} bytes/s")]
     TooSlow(u64),
-    /// A body to buffer did not arrive within this time.
-    #[error("client: request body not received within {0:?}")]
-    NotReceived(Duration),
 }
 
 impl ClientFault {
     /// The status the proxy answers: 408 for slowness, 400 for the rest.
     pub fn status(&self) -> http::StatusCode {
         match self {
-            ClientFault::Idle(_) | ClientFault::TooSlow(_) | ClientFault::NotReceived(_) => {
-                http::StatusCode::REQUEST_TIMEOUT
-            }
+            ClientFault::Idle(_) | ClientFault::TooSlow(_) => http::StatusCode::REQUEST_TIMEOUT,
             _ => http::StatusCode::BAD_REQUEST,
         }
     }
 
-    /// The metric label: `malformed`, `aborted`, `idle`, `too_slow`, `not_received`.
+    /// The metric label: `malformed`, `aborted`, `idle`, `too_slow`.
     pub fn kind(&self) -> &'static str {
         match self {
             ClientFault::Malformed(_) => "malformed",
             ClientFault::Aborted => "aborted",
             ClientFault::Idle(_) => "idle",
             ClientFault::TooSlow(_) => "too_slow",
-            ClientFault::NotReceived(_) => "not_received",
         }
     }
 

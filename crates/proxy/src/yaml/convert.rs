@@ -4,7 +4,8 @@
 use super::error::YamlError;
 use super::file::{Accrual, BackoffSpec, Balancer, File, Kind, Namer, Retries, ServiceSpec};
 use crate::config::{
-    Config, Discovery, HostHeader, Limits, PortRef, ServiceConfig, TlsConfig, UpstreamProtocol,
+    Config, Discovery, EscapedSlashes, HostHeader, Limits, PortRef, ServiceConfig, TlsConfig,
+    UpstreamProtocol,
 };
 use crate::discovery::parse_upstream;
 use std::net::SocketAddr;
@@ -48,6 +49,14 @@ pub fn into_config(file: File) -> Result<Config, YamlError> {
             .map_or(d.header_read_timeout, ms),
         max_connections: file.limits.max_connections,
         drain: file.limits.drain_ms.map_or(d.drain, ms),
+        max_request_header_bytes: file
+            .limits
+            .max_request_header_bytes
+            .unwrap_or(d.max_request_header_bytes),
+        escaped_slashes: match file.limits.escaped_slashes.as_deref() {
+            None => d.escaped_slashes,
+            Some(kind) => escaped_slashes(kind)?,
+        },
     };
     let services = file
         .services
@@ -65,6 +74,18 @@ pub fn into_config(file: File) -> Result<Config, YamlError> {
         services,
         limits,
     })
+}
+
+fn escaped_slashes(kind: &str) -> Result<EscapedSlashes, YamlError> {
+    match kind {
+        "reject" => Ok(EscapedSlashes::Reject),
+        "unescapeAndForward" => Ok(EscapedSlashes::UnescapeAndForward),
+        "keepUnchanged" => Ok(EscapedSlashes::KeepUnchanged),
+        other => Err(err(
+            "limits.escapedSlashes",
+            format!("unknown {other:?}: reject, unescapeAndForward or keepUnchanged"),
+        )),
+    }
 }
 
 fn service(spec: ServiceSpec) -> Result<ServiceConfig, YamlError> {

@@ -42,6 +42,8 @@ pub(super) struct Limits {
     pub(super) header_read_timeout_ms: Option<u64>,
     pub(super) max_connections: Option<usize>,
     pub(super) drain_ms: Option<u64>,
+    pub(super) max_request_header_bytes: Option<usize>,
+    pub(super) escaped_slashes: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

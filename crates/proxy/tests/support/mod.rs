@@ -2,6 +2,8 @@
 
 #![allow(dead_code)] // each test binary uses a different part
 
+pub mod peers;
+
 use bytes::Bytes;
 use http::{HeaderMap, Request, StatusCode};
 use http_body_util::{BodyExt, Full};

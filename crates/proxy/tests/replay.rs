@@ -1,0 +1,193 @@
+//! Retries for bodies of unknown size: a client that sends no `content-length` (grpc-go never
+//! does; a chunked upload has none) gets the same retries as one that does, because the proxy
+//! copies the body as it streams (up to `retryBufferBytes`) instead of buffering only bodies
+//! whose size it knows. A body past the buffer streams through and is not retried.
+//! Backends on 127.0.0.1.
+
+mod support;
+
+use bytes::Bytes;
+use futures_util::stream;
+use http::{Request, StatusCode};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::Frame;
+use hyper::client::conn::http2;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use tailguard_balance::Policy;
+use tailguard_proxy::config::{ServiceConfig, Upstream};
+use tailguard_resilience::Classifier;
+use tailguard_testsupport::{bounded, TestServer};
+
+type Streamed = BoxBody<Bytes, Infallible>;
+
+/// A body of `chunks` with no size hint: hyper sends it chunked (HTTP/1.1) or without
+/// `content-length` (HTTP/2), as grpc-go and curl's `-T -` do.
+fn unsized_body(chunks: &[&'static [u8]]) -> Streamed {
+    let frames: Vec<Result<Frame<Bytes>, Infallible>> = chunks
+        .iter()
+        .map(|c| Ok(Frame::data(Bytes::from_static(c))))
+        .collect();
+    BodyExt::boxed(StreamBody::new(stream::iter(frames)))
+}
+
+/// The proxy's `tailguard_proxy_retries_total` for its one service.
+fn retries(proxy: &tailguard_proxy::Proxy) -> u64 {
+    let metrics = proxy.shared().metrics.encode();
+    metrics
+        .lines()
+        .find(|l| l.starts_with("tailguard_proxy_retries_total{"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// `calls` unary gRPC pings over one HTTP/2 connection to `addr`, with a `content-length` when
+/// `sized` (as `tailguard load --grpc` sends) or without (as grpc-go does); returns how many
+/// ended with `grpc-status: 0`.
+async fn pings(addr: SocketAddr, calls: usize, sized: bool) -> usize {
+    let stream = tailguard_http::tcp::connect(addr, tailguard_http::Nagle::Off)
+        .await
+        .unwrap();
+    let (mut tx, conn) = http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let mut ok = 0;
+    for _ in 0..calls {
+        let req = Request::post(format!("http://{addr}{}", tailguard_serve::grpc::PING_PATH))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(if sized {
+                Full::new(Bytes::from_static(&[0, 0, 0, 0, 0]))
+                    .map_err(|never| match never {})
+                    .boxed()
+            } else {
+                unsized_body(&[&[0, 0, 0, 0, 0]])
+            })
+            .unwrap();
+        bounded(tx.ready()).await.unwrap();
+        let resp = bounded(tx.send_request(req)).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        let head = tailguard_proxy::grpc::status(resp.headers());
+        let collected = bounded(resp.into_body().collect()).await.unwrap();
+        let tail = collected.trailers().and_then(tailguard_proxy::grpc::status);
+        ok += usize::from(head.or(tail) == Some(0));
+    }
+    ok
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_calls_without_a_content_length_are_retried() {
+    // One healthy backend and one failing half its calls with UNAVAILABLE, behind round robin
+    // without accrual: every failure must be retried on the other.
+    let fleet = "seed: 5\nbackends: [{name: ok, latency: 0s}, \
+                 {name: bad, latency: 0s, fail: {error: 0.5}}]";
+    let fleet = tailguard_fleet::Fleet::from_yaml_str(fleet, "test").unwrap();
+    let mut options = tailguard_serve::ServeOptions::new(fleet);
+    options.listen = "127.0.0.1:0".parse().unwrap();
+    options.control = None;
+    let running = tailguard_serve::start(options).await.unwrap();
+    let upstreams: Vec<Upstream> = running
+        .backends()
+        .iter()
+        .map(|b| Upstream::new(b.1))
+        .collect();
+    let mut s = ServiceConfig::new("ping", upstreams);
+    s.arm.policy = Policy::RoundRobin;
+    s.arm.accrual = None;
+    let calls = 400;
+    let mut results = Vec::new();
+    for sized in [true, false] {
+        let proxy = support::start(s.clone()).await;
+        let ok = pings(proxy.addr(), calls, sized).await;
+        results.push((ok, retries(&proxy)));
+        proxy.shutdown().await;
+    }
+    let [(sized_ok, sized_retries), (unsized_ok, unsized_retries)] = results[..] else {
+        unreachable!()
+    };
+    println!("with content-length: {sized_ok}/{calls} OK, {sized_retries} retries");
+    println!("without: {unsized_ok}/{calls} OK, {unsized_retries} retries");
+    // About a quarter of first attempts fail (half go to `bad`, which fails half); each is
+    // retried on the healthy backend unless its status came after the answer had started.
+    assert!(unsized_retries > 50, "retries: {unsized_retries}");
+    assert!(unsized_ok * 100 >= calls * 99, "{unsized_ok} of {calls} OK");
+    assert!(
+        unsized_ok + 4 >= sized_ok,
+        "without a length {unsized_ok} OK, with one {sized_ok}"
+    );
+}
+
+/// A PUT of `chunks` (chunked, no length) to `/echo` through `proxy`; its status and body.
+async fn put(proxy: SocketAddr, chunks: &[&'static [u8]]) -> (StatusCode, Bytes) {
+    let c: Client<HttpConnector, Streamed> =
+        Client::builder(TokioExecutor::new()).build(HttpConnector::new());
+    let req = Request::put(format!("http://{proxy}/echo"))
+        .body(unsized_body(chunks))
+        .unwrap();
+    let resp = bounded(c.request(req)).await.unwrap();
+    let status = resp.status();
+    (
+        status,
+        bounded(resp.into_body().collect())
+            .await
+            .unwrap()
+            .to_bytes(),
+    )
+}
+
+/// A service over a backend answering 503 and one answering 200, round robin, retrying
+/// idempotent methods, no accrual, with `buffer` bytes of retry buffer.
+async fn failing_and_healthy(buffer: usize) -> (TestServer, TestServer, tailguard_proxy::Proxy) {
+    let bad = TestServer::builder().status(503).start().await;
+    let good = TestServer::start().await;
+    let mut s = ServiceConfig::new(
+        "web",
+        vec![Upstream::new(bad.addr()), Upstream::new(good.addr())],
+    );
+    s.arm.policy = Policy::RoundRobin;
+    s.arm.accrual = None;
+    s.arm.classifier = Classifier::retryable_idempotent_5xx();
+    s.retry_buffer = buffer;
+    let proxy = support::start(s).await;
+    (bad, good, proxy)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chunked_upload_is_retried_whole_on_another_endpoint() {
+    let (bad, good, proxy) = failing_and_healthy(64 * 1024).await;
+    let chunks: [&'static [u8]; 3] = [b"first ", b"second ", b"third"];
+    for _ in 0..10 {
+        let (status, body) = put(proxy.addr(), &chunks).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(body, "first second third");
+    }
+    assert!(bad.hits() >= 5, "the failing backend got {}", bad.hits());
+    assert_eq!(good.hits(), 10);
+    assert_eq!(retries(&proxy), bad.hits());
+    proxy.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_past_the_retry_buffer_streams_through_and_is_not_retried() {
+    let (bad, good, proxy) = failing_and_healthy(8).await;
+    let chunks: [&'static [u8]; 3] = [b"first ", b"second ", b"third"];
+    let mut statuses = Vec::new();
+    for _ in 0..10 {
+        let (status, body) = put(proxy.addr(), &chunks).await;
+        statuses.push(status.as_u16());
+        if status == StatusCode::OK {
+            assert_eq!(body, "first second third");
+        }
+    }
+    assert_eq!(retries(&proxy), 0, "{statuses:?}");
+    let failed = statuses.iter().filter(|&&s| s == 503).count() as u64;
+    assert_eq!(failed, bad.hits(), "{statuses:?}");
+    assert_eq!(good.hits() + bad.hits(), 10);
+    proxy.shutdown().await;
+}
