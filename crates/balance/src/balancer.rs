@@ -46,6 +46,20 @@ pub struct ProbeReply {
     pub latency: Duration,
 }
 
+/// What a probing balancer made of a probe's reply ([`Balance::probe_reply`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProbeVerdict {
+    /// The reply is in the pool as it came.
+    Used,
+    /// No reply: the endpoint is judged by what this client sees there.
+    NoAnswer,
+    /// The reply contradicted what this client sees there (or the endpoint lied lately): it
+    /// is judged by this client's view instead.
+    Distrusted,
+    /// This balancer does not probe.
+    Ignored,
+}
+
 /// Chooses an endpoint per request and tracks the load it creates.
 pub trait Balance: std::fmt::Debug {
     /// Number of endpoints.
@@ -100,9 +114,16 @@ pub trait Balance: std::fmt::Debug {
         let _ = (now, ready, rng, out);
     }
 
-    /// A probe of `endpoint` came back at `now` with `reply`, or failed (`None`).
-    fn probe_reply(&mut self, endpoint: usize, reply: Option<ProbeReply>, now: Duration) {
+    /// A probe of `endpoint` came back at `now` with `reply`, or failed (`None`); returns what
+    /// became of it.
+    fn probe_reply(
+        &mut self,
+        endpoint: usize,
+        reply: Option<ProbeReply>,
+        now: Duration,
+    ) -> ProbeVerdict {
         let _ = (endpoint, reply, now);
+        ProbeVerdict::Ignored
     }
 }
 

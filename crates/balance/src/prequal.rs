@@ -34,6 +34,15 @@
 //! - **No probe answers.** A failed probe, or an endpoint that does not serve probes, is
 //!   answered from what this client sees itself: its own requests in flight there and its own
 //!   recent round trips. With an empty pool the pick is power of two choices on the same view.
+//! - **Lying replies.** A reply is checked against what this client sees at that endpoint
+//!   itself: more of its own requests in flight there than the endpoint admits to
+//!   ([`RIF_SLACK`] for requests on the wire, and twice the reply's RIF), or its own round
+//!   trips far longer than the latency the endpoint claims ([`LATENCY_FACTOR`] times, plus
+//!   [`LATENCY_SLACK`]). Such a reply is not used, and the endpoint is judged by this client's
+//!   view for [`DISTRUST_FOR`] (doubling with each new contradiction, up to 32 times that):
+//!   an endpoint answering `{rif: 0, latency: 0}` while taking 200 ms per request would
+//!   otherwise draw nearly every request. This is not only malice: a server whose probe
+//!   handler runs apart from its overloaded workers reports exactly this.
 //! - **Sinkholing.** An endpoint that fails fast reports a short latency and few requests in
 //!   flight, and would attract every request. An endpoint that failed one of this client's
 //!   requests ([`Balance::failed`]) counts as hot for `max_age`: it is picked only when every
@@ -67,7 +76,7 @@
 //! assert_eq!(b.pick(ms(2), &|_| true, &mut rng), Some(1));
 //! ```
 
-pub use crate::balancer::ProbeReply;
+pub use crate::balancer::{ProbeReply, ProbeVerdict};
 use crate::load::{PeakEwma, PeakEwmaConfig, Snapshot};
 use crate::{Balance, BestOf, Choices};
 use rand::{Rng, RngCore};
@@ -75,6 +84,20 @@ use std::time::Duration;
 
 /// How many recent replies' RIFs the hot/cold threshold is taken from.
 const HISTORY: usize = 64;
+
+/// Requests of this client's own that may be on the wire (sent, not yet counted by the
+/// endpoint; answered, not yet read here) before a lower RIF contradicts it.
+pub const RIF_SLACK: u32 = 4;
+
+/// How many times longer than the claimed latency this client's own round trips may be...
+pub const LATENCY_FACTOR: u32 = 8;
+
+/// ...plus this much (network, and a recent slow request that peak EWMA still remembers).
+pub const LATENCY_SLACK: Duration = Duration::from_millis(20);
+
+/// How long an endpoint whose reply was contradicted is judged by this client's view alone,
+/// the first time.
+pub const DISTRUST_FOR: Duration = Duration::from_secs(10);
 
 /// Prequal's parameters, defaulted from the paper (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -187,6 +210,19 @@ pub struct Prequal {
     remove_oldest: bool,
     /// When each endpoint last failed one of this client's requests.
     failed_at: Vec<Option<Duration>>,
+    /// Per endpoint: whether its replies are used (module docs, "Lying replies").
+    distrust: Vec<Distrust>,
+}
+
+/// An endpoint's record of contradicted replies.
+#[derive(Clone, Copy, Debug, Default)]
+struct Distrust {
+    /// Its replies are not used before this.
+    until: Duration,
+    /// Times a reply of it was contradicted.
+    caught: u32,
+    /// This client's round-trip estimate there when it was last caught.
+    evidence: Duration,
 }
 
 impl Prequal {
@@ -218,6 +254,7 @@ impl Prequal {
             order: (0..n).collect(),
             remove_oldest: true,
             failed_at: vec![None; n],
+            distrust: vec![Distrust::default(); n],
         }
     }
 
@@ -286,6 +323,37 @@ impl Prequal {
         self.remove_oldest = !self.remove_oldest;
         if let Some(i) = victim {
             self.pool.swap_remove(i);
+        }
+    }
+
+    /// Checks `reply` from `endpoint` against `own`, this client's view there (module docs,
+    /// "Lying replies"): the reply to pool and the verdict. While an endpoint is distrusted,
+    /// its entry is the worse of the two views, its latency never below the round trip that
+    /// caught it: a view that decays toward zero would make it look fast again long before
+    /// its distrust ends.
+    fn vet(
+        &mut self,
+        endpoint: usize,
+        reply: Option<ProbeReply>,
+        own: ProbeReply,
+        now: Duration,
+    ) -> (ProbeReply, ProbeVerdict) {
+        let d = &mut self.distrust[endpoint];
+        if reply.is_some_and(|r| contradicts(r, own)) {
+            d.caught = d.caught.saturating_add(1);
+            d.until = now + DISTRUST_FOR * (1u32 << (d.caught - 1).min(5));
+            d.evidence = own.latency;
+        }
+        if now < d.until {
+            let worst = ProbeReply {
+                rif: own.rif.max(reply.map_or(0, |r| r.rif)),
+                latency: own.latency.max(d.evidence),
+            };
+            return (worst, ProbeVerdict::Distrusted);
+        }
+        match reply {
+            Some(r) => (r, ProbeVerdict::Used),
+            None => (own, ProbeVerdict::NoAnswer),
         }
     }
 
@@ -383,16 +451,22 @@ impl Balance for Prequal {
         }
     }
 
-    fn probe_reply(&mut self, endpoint: usize, reply: Option<ProbeReply>, now: Duration) {
+    fn probe_reply(
+        &mut self,
+        endpoint: usize,
+        reply: Option<ProbeReply>,
+        now: Duration,
+    ) -> ProbeVerdict {
         let Some(local) = self.local.snapshot(endpoint, now) else {
-            return;
+            return ProbeVerdict::Ignored;
         };
-        // No answer: what this client sees there itself (the cost is the round-trip estimate
-        // times pending + 1).
-        let reply = reply.unwrap_or(ProbeReply {
+        // What this client sees there itself (the cost is the round-trip estimate times
+        // pending + 1): the stand-in for no answer, and the check of an answer.
+        let own = ProbeReply {
             rif: local.pending,
             latency: Duration::from_nanos((local.cost / (f64::from(local.pending) + 1.0)) as u64),
-        });
+        };
+        let (reply, verdict) = self.vet(endpoint, reply, own, now);
         self.remember_rif(reply.rif);
         // One reply per endpoint: the newer one replaces it.
         self.pool.retain(|e| e.endpoint != endpoint);
@@ -414,7 +488,16 @@ impl Balance for Prequal {
             at: now,
             uses: 0,
         });
+        verdict
     }
+}
+
+/// True when `reply` contradicts `own`, this client's view of the same endpoint, by a wide
+/// margin (module docs, "Lying replies").
+fn contradicts(reply: ProbeReply, own: ProbeReply) -> bool {
+    let fewer = own.rif >= reply.rif.saturating_mul(2).saturating_add(RIF_SLACK);
+    let claimed = reply.latency.saturating_mul(LATENCY_FACTOR) + LATENCY_SLACK;
+    fewer || own.latency > claimed
 }
 
 #[cfg(test)]
@@ -570,6 +653,87 @@ mod tests {
         out.clear();
         b.probe_targets(ms(0), &|_| true, &mut rng, &mut out);
         assert_eq!(out.len(), 2);
+    }
+
+    #[test]
+    fn a_reply_that_contradicts_this_clients_view_is_distrusted_for_a_while() {
+        let (mut b, _) = balancer(2);
+        // Six of this client's requests are out at endpoint 0, which claims to have none.
+        for _ in 0..6 {
+            b.start(0, ms(0));
+        }
+        assert_eq!(
+            b.probe_reply(0, reply(0, 0), ms(1)),
+            ProbeVerdict::Distrusted
+        );
+        assert_eq!(b.pool[0].rif, 6, "judged by this client's view");
+        // Honest-looking replies are not used either while the distrust lasts...
+        for _ in 0..6 {
+            b.end(0, ms(5), ms(2));
+        }
+        assert_eq!(
+            b.probe_reply(0, reply(0, 5), ms(3)),
+            ProbeVerdict::Distrusted
+        );
+        // ...and are again once it is over.
+        let later = ms(1) + DISTRUST_FOR;
+        assert_eq!(b.probe_reply(0, reply(0, 5), later), ProbeVerdict::Used);
+        // Caught again: twice as long.
+        b.start(0, later);
+        b.end(0, ms(400), later);
+        assert_eq!(
+            b.probe_reply(0, reply(0, 1), later),
+            ProbeVerdict::Distrusted
+        );
+        let until = later + DISTRUST_FOR * 2;
+        assert_eq!(
+            b.probe_reply(0, reply(0, 1), until - ms(1)),
+            ProbeVerdict::Distrusted
+        );
+        // A reply in line with what this client sees is used; no reply is no answer.
+        assert_eq!(b.probe_reply(1, reply(1, 5), ms(1)), ProbeVerdict::Used);
+        assert_eq!(b.probe_reply(1, None, ms(1)), ProbeVerdict::NoAnswer);
+    }
+
+    /// The share of `n` requests a lying endpoint 0 (it answers every probe with RIF 0 and no
+    /// latency, and takes 200 ms) draws among four honest 5 ms endpoints, at 100 requests a
+    /// second, every probe answered at once.
+    fn liar_share(n: u64) -> f64 {
+        let (mut b, mut rng) = balancer(5);
+        let mut out: Vec<(Duration, usize)> = Vec::new(); // (completes at, endpoint)
+        let mut targets = Vec::new();
+        let mut to_liar = 0;
+        for i in 0..n {
+            let now = ms(i * 10);
+            out.retain(|&(at, e)| {
+                if at <= now {
+                    b.end(e, if e == 0 { ms(200) } else { ms(5) }, at);
+                }
+                at > now
+            });
+            let e = b.pick(now, &|_| true, &mut rng).unwrap();
+            b.start(e, now);
+            out.push((now + if e == 0 { ms(200) } else { ms(5) }, e));
+            to_liar += u64::from(e == 0);
+            targets.clear();
+            b.probe_targets(now, &|_| true, &mut rng, &mut targets);
+            for &t in &targets {
+                let pending = out.iter().filter(|o| o.1 == t).count() as u32;
+                let honest = reply(pending, 5);
+                b.probe_reply(t, if t == 0 { reply(0, 0) } else { honest }, now);
+            }
+        }
+        to_liar as f64 / n as f64
+    }
+
+    #[test]
+    fn a_lying_endpoint_draws_almost_nothing() {
+        let share = liar_share(6_000);
+        assert!(
+            share < 0.01,
+            "the liar drew {:.2}% of requests",
+            100.0 * share
+        );
     }
 
     #[test]

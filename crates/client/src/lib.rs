@@ -55,7 +55,7 @@ pub use config::{ArmConfig, ArmError, RetryConfig, Timeouts, DEFAULT_FAILURE_PEN
 
 use rand::RngCore;
 use std::time::Duration;
-use tailguard_balance::Balance;
+use tailguard_balance::{Balance, ProbeVerdict};
 use tailguard_resilience::{
     Accrual, AttemptOutcome, Class, Classifier, Hedger, Method, OutlierDetector, RetryBudget,
     Ticket,
@@ -74,6 +74,8 @@ pub struct ClientStats {
     pub hedges: u64,
     /// Load probes asked for (a probing balancer only).
     pub probes: u64,
+    /// Probe replies distrusted: they contradicted what this client saw at the endpoint.
+    pub probes_distrusted: u64,
 }
 
 /// The running request path of one client over `n` endpoints (see the module docs).
@@ -226,14 +228,17 @@ impl Client {
         stats.probes += (out.len() - before) as u64;
     }
 
-    /// A probe of `endpoint` came back at `now` with `reply`, or failed (`None`).
+    /// A probe of `endpoint` came back at `now` with `reply`, or failed (`None`); returns what
+    /// the balancer made of it.
     pub fn on_probe(
         &mut self,
         endpoint: usize,
         reply: Option<tailguard_balance::ProbeReply>,
         now: Duration,
-    ) {
-        self.balancer.probe_reply(endpoint, reply, now);
+    ) -> ProbeVerdict {
+        let verdict = self.balancer.probe_reply(endpoint, reply, now);
+        self.stats.probes_distrusted += u64::from(verdict == ProbeVerdict::Distrusted);
+        verdict
     }
 
     /// Step 3: an attempt goes to `endpoint` at `now`; keep the ticket for its outcome.

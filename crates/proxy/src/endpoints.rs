@@ -17,13 +17,18 @@ use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 use tailguard_client::{ArmConfig, ArmError, Client};
 use tailguard_record::live::EndpointCounts;
 use tailguard_resilience::accrual::Status;
 use tailguard_resilience::{AttemptOutcome, Class, Method, Ticket};
+
+/// Load probes out to one endpoint slot at most: the balancer's pool needs a reply or two per
+/// endpoint, and a probe path that hangs must cost at most this many connections, not one
+/// per request (at 2,000 req/s, 2,074 of them).
+pub const MAX_PROBES_IN_FLIGHT: u32 = 2;
 
 /// What an attempt's end did to its endpoint's accrual state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,6 +53,8 @@ struct Counters {
     hedges: AtomicU64,
     /// Backup requests sent to it whose answer was the one used.
     hedge_wins: AtomicU64,
+    /// Load probes to it not answered yet.
+    probing: AtomicU32,
     /// Its last failed attempt: when, and what happened.
     last_error: Mutex<Option<(Duration, String)>>,
     /// Its metric handles, looked up on the first attempt.
@@ -260,14 +267,31 @@ impl Endpoints {
         Some((i, ticket))
     }
 
-    /// A load probe of slot `i` came back at `now` (`None`: no usable answer).
+    /// A load probe of slot `i` came back at `now` (`None`: no usable answer); what the
+    /// balancer made of it.
     pub fn probe_reply(
         &self,
         i: usize,
         reply: Option<tailguard_balance::ProbeReply>,
         now: Duration,
-    ) {
-        self.lock().client.on_probe(i, reply, now);
+    ) -> tailguard_balance::ProbeVerdict {
+        self.lock().client.on_probe(i, reply, now)
+    }
+
+    /// Counts a probe of slot `i` out, unless [`MAX_PROBES_IN_FLIGHT`] are out already
+    /// (false: send none). Each `true` must be matched by [`Endpoints::probe_done`].
+    pub fn probe_started(&self, i: usize) -> bool {
+        let probing = &self.counters[i].probing;
+        probing
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < MAX_PROBES_IN_FLIGHT).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    /// A probe of slot `i` counted by [`Endpoints::probe_started`] has ended.
+    pub fn probe_done(&self, i: usize) {
+        self.counters[i].probing.fetch_sub(1, Ordering::AcqRel);
     }
 
     /// The attempt to slot `i` sent at `sent` ended at `now` with `outcome`.

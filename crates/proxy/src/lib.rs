@@ -62,7 +62,7 @@ mod tls;
 mod upstream;
 pub mod yaml;
 
-pub use endpoints::EndpointView;
+pub use endpoints::{EndpointView, MAX_PROBES_IN_FLIGHT};
 pub use response::ERROR_HEADER;
 pub use run::{run, Source};
 pub use shared::Shared;

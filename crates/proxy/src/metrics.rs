@@ -45,7 +45,7 @@ pub struct EndpointClassLabels {
     pub service: String,
     /// The endpoint address.
     pub endpoint: String,
-    /// The status class, the accrual state entered, or a probe's result (`ok`, `failed`).
+    /// The status class, the accrual state entered, or a probe's result (`ok`, `failed`, `distrusted`, `skipped`).
     pub class: String,
 }
 
@@ -99,7 +99,8 @@ pub struct Metrics {
     /// Requests refused or failed because of the client (never counted against an endpoint),
     /// by service (empty before routing) and kind.
     pub client_errors: Family<ClientErrorLabels, Counter>,
-    /// Load probes a probing balancer sent, by endpoint and result (`ok`, `failed`).
+    /// Load probes of a probing balancer, by endpoint and result (`ok`, `failed`,
+    /// `distrusted`, `skipped`).
     pub probes: Family<EndpointClassLabels, Counter>,
     /// Backup requests sent.
     pub hedges: Family<ServiceLabels, Counter>,
@@ -169,7 +170,7 @@ impl Metrics {
         );
         r.register(
             "probes",
-            "Load probes sent by a probing balancer, by result (ok, failed: no answer, an error or bad JSON)",
+            "Load probes of a probing balancer, by result (ok; failed: no answer, an error or bad JSON; distrusted: the answer contradicted what the proxy saw there; skipped: not sent, the endpoint had the most probes out already)",
             m.probes.clone(),
         );
         r.register(
@@ -210,12 +211,13 @@ impl Metrics {
         self.grpc_attempts.get_or_create(&labels).inc();
     }
 
-    /// Counts a load probe of `endpoint` of `service`.
-    pub fn probe(&self, service: &str, endpoint: std::net::SocketAddr, ok: bool) {
+    /// Counts a load probe of `endpoint` of `service` by what became of it: `ok`, `failed`,
+    /// `distrusted` or `skipped`.
+    pub fn probe(&self, service: &str, endpoint: std::net::SocketAddr, class: &str) {
         let labels = EndpointClassLabels {
             service: service.to_owned(),
             endpoint: endpoint.to_string(),
-            class: if ok { "ok" } else { "failed" }.to_owned(),
+            class: class.to_owned(),
         };
         self.probes.get_or_create(&labels).inc();
     }

@@ -7,8 +7,14 @@
 //! timeout, a non-200 status, a body over 1 KiB or not that JSON) is reported as no answer, and
 //! the balancer judges that endpoint by what the proxy sees itself.
 //!
-//! Probes are counted per endpoint in `tailguard_proxy_probes_total{class="ok"|"failed"}`; they
-//! never count as requests, attempts or failures of the endpoint.
+//! At most [`crate::endpoints::MAX_PROBES_IN_FLIGHT`] probes are out to an endpoint at once; a
+//! probe asked for beyond that is not sent, so a probe path that hangs costs that many
+//! connections, not one per request. The balancer checks each answer against what the proxy
+//! sees at that endpoint itself and distrusts one that contradicts it
+//! ([`tailguard_balance::prequal`], "Lying replies").
+//!
+//! Probes are counted per endpoint in `tailguard_proxy_probes_total{class}` (`ok`, `failed`,
+//! `distrusted`, `skipped`); they never count as requests, attempts or failures of the endpoint.
 
 use crate::endpoints::Endpoints;
 use crate::service::Service;
@@ -17,7 +23,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Limited};
 use std::sync::Arc;
 use std::time::Duration;
-use tailguard_balance::{Policy, ProbeReply};
+use tailguard_balance::{Policy, ProbeReply, ProbeVerdict};
 use tailguard_fleet::probe::ProbeAnswer;
 
 /// The largest answer read.
@@ -36,26 +42,47 @@ pub(crate) fn send(
         _ => Duration::from_secs(1),
     };
     for slot in slots {
-        let (shared, service, endpoints) = (
-            Arc::clone(shared),
-            Arc::clone(service),
-            Arc::clone(endpoints),
-        );
+        if !endpoints.probe_started(slot) {
+            let addr = endpoints.addr(slot);
+            shared.metrics.probe(&service.config.name, addr, "skipped");
+            continue;
+        }
+        let probing = Probing {
+            endpoints: Arc::clone(endpoints),
+            slot,
+        };
+        let (shared, service) = (Arc::clone(shared), Arc::clone(service));
         tokio::spawn(async move {
-            let answer = tokio::time::timeout(limit, ask(&service, &endpoints, slot, h2))
+            let endpoints = &probing.endpoints;
+            let answer = tokio::time::timeout(limit, ask(&service, endpoints, slot, h2))
                 .await
                 .ok()
                 .flatten();
-            let addr = endpoints.addr(slot);
-            shared
-                .metrics
-                .probe(&service.config.name, addr, answer.is_some());
             let reply = answer.map(|a| ProbeReply {
                 rif: a.rif,
                 latency: Duration::from_micros(a.latency_us),
             });
-            endpoints.probe_reply(slot, reply, shared.clock.now());
+            let verdict = endpoints.probe_reply(slot, reply, shared.clock.now());
+            let class = match verdict {
+                ProbeVerdict::Distrusted => "distrusted",
+                _ if reply.is_some() => "ok",
+                _ => "failed",
+            };
+            let addr = endpoints.addr(slot);
+            shared.metrics.probe(&service.config.name, addr, class);
         });
+    }
+}
+
+/// A probe counted out to its endpoint until it ends, however it ends.
+struct Probing {
+    endpoints: Arc<Endpoints>,
+    slot: usize,
+}
+
+impl Drop for Probing {
+    fn drop(&mut self) {
+        self.endpoints.probe_done(self.slot);
     }
 }
 

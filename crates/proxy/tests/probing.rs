@@ -6,11 +6,14 @@
 mod support;
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use support::{client, load, send, start, AsUpstream};
 use tailguard_balance::{Policy, PrequalConfig};
 use tailguard_proxy::config::{ServiceConfig, Upstream};
 use tailguard_testsupport::TestServer;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn prequal(upstreams: Vec<Upstream>) -> ServiceConfig {
     let mut s = ServiceConfig::new("web", upstreams);
@@ -84,6 +87,102 @@ async fn an_endpoint_that_does_not_answer_probes_is_judged_by_what_the_proxy_see
     assert_eq!(probes(admin, "ok").await, 0);
     let hits: Vec<u64> = backends.iter().map(TestServer::hits).collect();
     assert!(hits.iter().all(|&h| h >= 20), "both still serve: {hits:?}");
+    proxy.shutdown().await;
+}
+
+/// Two `serve` backends answering in 5 ms, their probes truthfully.
+async fn honest_pair() -> tailguard_serve::Running {
+    let fleet = tailguard_fleet::Fleet::from_yaml_str(
+        "backends: [{name: a, latency: 5ms}, {name: b, latency: 5ms}]",
+        "test",
+    )
+    .unwrap();
+    let mut options = tailguard_serve::ServeOptions::new(fleet);
+    options.listen = "127.0.0.1:0".parse().unwrap();
+    options.control = None;
+    tailguard_serve::start(options).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_whose_probe_lies_does_not_draw_the_traffic() {
+    // It answers every request, its probe included, in 200 ms, and says it has nothing in
+    // flight and answers at once.
+    let liar = TestServer::builder()
+        .delay(Duration::from_millis(200))
+        .body(r#"{"rif": 0, "latency_us": 0}"#)
+        .start()
+        .await;
+    let honest = honest_pair().await;
+    let mut upstreams: Vec<Upstream> = honest
+        .backends()
+        .iter()
+        .map(|b| Upstream::new(b.1))
+        .collect();
+    upstreams.push(liar.upstream());
+    let proxy = start(prequal(upstreams)).await;
+    let admin = proxy.admin_addr().unwrap();
+    load(proxy.addr(), 4, 100).await;
+    let hits = liar.hits();
+    // Round robin would give it a third (133); believing it, nearly all 400.
+    assert!(
+        hits < 40,
+        "the lying backend got {hits} of 400 (probes included)"
+    );
+    assert!(probes(admin, "distrusted").await > 0);
+    proxy.shutdown().await;
+}
+
+/// A backend on 127.0.0.1 that answers `200 ok` to every request but one for `probe`, which
+/// it never answers; counts its open connections and the most it had at once.
+async fn hanging_probe_path(probe: &'static str) -> (SocketAddr, Arc<(AtomicUsize, AtomicUsize)>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let counts = Arc::new((AtomicUsize::new(0), AtomicUsize::new(0)));
+    let shared = Arc::clone(&counts);
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            let counts = Arc::clone(&shared);
+            let open = counts.0.fetch_add(1, Ordering::SeqCst) + 1;
+            counts.1.fetch_max(open, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 1024];
+                while let Ok(n) = conn.read(&mut chunk).await {
+                    if n == 0 {
+                        break;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        continue;
+                    };
+                    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+                    buf.drain(..end + 4);
+                    if head.contains(probe) {
+                        std::future::pending::<()>().await; // hangs until the test ends
+                    }
+                    let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                    if conn.write_all(ok).await.is_err() {
+                        break;
+                    }
+                }
+                counts.0.fetch_sub(1, Ordering::SeqCst);
+            });
+        }
+    });
+    (addr, counts)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_probe_path_costs_at_most_a_few_connections() {
+    let (addr, counts) = hanging_probe_path("/.well-known/tailguard/load").await;
+    let other = TestServer::start().await;
+    let proxy = start(prequal(vec![Upstream::new(addr), other.upstream()])).await;
+    load(proxy.addr(), 4, 150).await;
+    let most = counts.1.load(Ordering::SeqCst);
+    // Probes out at once (2) plus the connections of four workers' requests.
+    let cap = tailguard_proxy::MAX_PROBES_IN_FLIGHT as usize + 4;
+    assert!(most <= cap, "{most} connections at once (at most {cap})");
+    assert!(probes(proxy.admin_addr().unwrap(), "skipped").await > 0);
     proxy.shutdown().await;
 }
 

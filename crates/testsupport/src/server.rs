@@ -188,6 +188,12 @@ impl Builder {
         self
     }
 
+    /// The body of every response but `/echo` and `/trailers` (by default `ok`).
+    pub fn body(mut self, body: &'static str) -> Self {
+        self.body = Bytes::from_static(body.as_bytes());
+        self
+    }
+
     /// The status of every response (until [`TestServer::set_status`]).
     pub fn status(mut self, code: u16) -> Self {
         self.status = code;

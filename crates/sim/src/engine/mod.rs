@@ -283,6 +283,7 @@ impl<'a> Engine<'a> {
             stats.retries_refused += s.retries_refused;
             stats.hedges += s.hedges;
             stats.probes += s.probes;
+            stats.probes_distrusted += s.probes_distrusted;
         }
         self.out.stats = stats;
         let used = self.used.iter().filter(|&&u| u).count();

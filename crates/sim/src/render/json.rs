@@ -45,6 +45,7 @@ struct JsonArm<'a> {
     retries_refused: u64,
     hedges: u64,
     probes: u64,
+    probes_distrusted: u64,
     accrual_trips: u64,
     endpoints_per_client: f64,
 }
@@ -92,6 +93,7 @@ fn arm<'a>(report: &'a Report, a: &'a ArmResult) -> JsonArm<'a> {
         retries_refused: a.stats.retries_refused,
         hedges: a.stats.hedges,
         probes: a.stats.probes,
+        probes_distrusted: a.stats.probes_distrusted,
         accrual_trips: a.stats.trips,
         endpoints_per_client: a.endpoints_per_client,
     }
