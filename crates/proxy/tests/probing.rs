@@ -123,12 +123,14 @@ async fn a_backend_whose_probe_lies_does_not_draw_the_traffic() {
     let admin = proxy.admin_addr().unwrap();
     load(proxy.addr(), 4, 100).await;
     let hits = liar.hits();
+    let distrusted = probes(admin, "distrusted").await;
+    eprintln!("the lying backend: {hits} hits of 400 requests, {distrusted} replies distrusted");
     // Round robin would give it a third (133); believing it, nearly all 400.
     assert!(
         hits < 40,
         "the lying backend got {hits} of 400 (probes included)"
     );
-    assert!(probes(admin, "distrusted").await > 0);
+    assert!(distrusted > 0);
     proxy.shutdown().await;
 }
 
@@ -179,6 +181,7 @@ async fn a_hanging_probe_path_costs_at_most_a_few_connections() {
     let proxy = start(prequal(vec![Upstream::new(addr), other.upstream()])).await;
     load(proxy.addr(), 4, 150).await;
     let most = counts.1.load(Ordering::SeqCst);
+    eprintln!("at most {most} connections at once to the backend whose probe path hangs");
     // Probes out at once (2) plus the connections of four workers' requests.
     let cap = tailguard_proxy::MAX_PROBES_IN_FLIGHT as usize + 4;
     assert!(most <= cap, "{most} connections at once (at most {cap})");
