@@ -7,13 +7,10 @@
 mod support;
 
 use std::net::SocketAddr;
-use std::time::Duration;
 use support::peers::{run, tool, Nginx};
 use support::AsUpstream;
 use tailguard_proxy::config::{Config, EscapedSlashes, ServiceConfig, Upstream};
 use tailguard_testsupport::TestServer;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 /// The attacks on a service under `/api`, each meaning `/secret` once decoded.
 const ATTACKS: [&str; 5] = [
@@ -25,15 +22,11 @@ const ATTACKS: [&str; 5] = [
 ];
 
 /// `GET path` with `Host: api` on a new HTTP/1.1 connection, written raw (a client library
-/// would refuse the backslash); the status.
+/// would refuse the backslash); the status (0: none).
 async fn status(addr: SocketAddr, path: &str) -> u16 {
-    let mut s = TcpStream::connect(addr).await.unwrap();
     let raw = format!("GET {path} HTTP/1.1\r\nHost: api\r\nConnection: close\r\n\r\n");
-    s.write_all(raw.as_bytes()).await.unwrap();
-    let mut out = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out)).await;
-    let text = String::from_utf8_lossy(&out);
-    text.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0)
+    let resp = support::exchange(addr, raw.as_bytes()).await;
+    support::status_of(&resp).parse().unwrap_or(0)
 }
 
 /// A proxy with `api` (prefix `/api`) and `rest` (everything else) under `rule`.

@@ -7,14 +7,12 @@
 mod support;
 
 use bytes::Bytes;
-use http::{Request, StatusCode};
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::net::SocketAddr;
 use tailguard_balance::Policy;
 use tailguard_proxy::config::{ServiceConfig, Upstream};
-use tailguard_testsupport::bounded;
 
 const CALLS: usize = 2000;
 
@@ -35,19 +33,8 @@ async fn ping(addr: SocketAddr) -> usize {
             let mut ok = 0;
             for _ in 0..CALLS / 8 {
                 // An empty PingRequest: no compression, length 0.
-                let req =
-                    Request::post(format!("http://{addr}{}", tailguard_serve::grpc::PING_PATH))
-                        .header("content-type", "application/grpc")
-                        .header("te", "trailers")
-                        .body(Full::new(Bytes::from_static(&[0, 0, 0, 0, 0])))
-                        .unwrap();
-                bounded(tx.ready()).await.unwrap();
-                let resp = bounded(tx.send_request(req)).await.unwrap();
-                assert_eq!(resp.status(), StatusCode::OK);
-                let head = tailguard_proxy::grpc::status(resp.headers());
-                let collected = bounded(resp.into_body().collect()).await.unwrap();
-                let tail = collected.trailers().and_then(tailguard_proxy::grpc::status);
-                ok += usize::from(head.or(tail) == Some(0));
+                let body = Full::new(Bytes::from_static(&[0, 0, 0, 0, 0]));
+                ok += usize::from(support::ping_call(&mut tx, addr, body).await == Some(0));
             }
             ok
         }));
@@ -77,11 +64,7 @@ fn share(proxy: &tailguard_proxy::Proxy, bad: SocketAddr) -> f64 {
 async fn a_backend_failing_half_its_grpc_calls_is_retried_around_and_starved() {
     let fleet = "seed: 13\nbackends: [{name: a, latency: 0s}, {name: b, latency: 0s}, \
                  {name: bad, latency: 0s, fail: {error: 0.5}}]";
-    let fleet = tailguard_fleet::Fleet::from_yaml_str(fleet, "test").unwrap();
-    let mut options = tailguard_serve::ServeOptions::new(fleet);
-    options.listen = "127.0.0.1:0".parse().unwrap();
-    options.control = None;
-    let running = tailguard_serve::start(options).await.unwrap();
+    let running = support::fleet(fleet).await;
     let addrs: Vec<SocketAddr> = running.backends().iter().map(|b| b.1).collect();
     let bad = addrs[2];
     let upstreams: Vec<Upstream> = addrs.iter().copied().map(Upstream::new).collect();

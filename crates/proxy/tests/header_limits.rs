@@ -8,27 +8,20 @@ use bytes::Bytes;
 use http_body_util::Empty;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::net::SocketAddr;
-use std::time::Duration;
 use support::AsUpstream;
 use tailguard_proxy::config::ServiceConfig;
 use tailguard_testsupport::{bounded, TestServer};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// A GET with one `x-big` header of `size` bytes on a raw HTTP/1.1 connection; the status
 /// (0 when the connection closed without one).
 async fn h1_status(addr: SocketAddr, size: usize) -> u16 {
-    let mut s = TcpStream::connect(addr).await.unwrap();
     let head = format!(
         "GET / HTTP/1.1\r\nHost: web\r\nx-big: {}\r\nConnection: close\r\n\r\n",
         "a".repeat(size)
     );
-    // The proxy may answer and close before it has read everything: ignore write errors.
-    let _ = s.write_all(head.as_bytes()).await;
-    let mut out = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out)).await;
-    let text = String::from_utf8_lossy(&out);
-    text.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0)
+    let resp = support::exchange(addr, head.as_bytes()).await;
+    support::status_of(&resp).parse().unwrap_or(0)
 }
 
 /// The same over HTTP/2 with hyper's client; the status, or `None` when the request failed

@@ -6,26 +6,11 @@ mod support;
 
 use std::net::SocketAddr;
 use std::time::Duration;
-use support::{send, AsUpstream};
+use support::{exchange, send, status_of, AsUpstream};
 use tailguard_proxy::config::ServiceConfig;
 use tailguard_testsupport::TestServer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-
-/// Writes `raw` on a new connection and returns everything read until the proxy closes it or
-/// 5 s pass.
-async fn exchange(addr: SocketAddr, raw: &[u8]) -> String {
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    s.write_all(raw).await.unwrap();
-    let mut out = Vec::new();
-    let read = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out));
-    let _ = read.await;
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn status_of(resp: &str) -> &str {
-    resp.get(9..12).unwrap_or("")
-}
 
 async fn three_backends() -> (Vec<TestServer>, tailguard_proxy::Proxy) {
     let backends = vec![

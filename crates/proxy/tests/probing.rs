@@ -90,19 +90,6 @@ async fn an_endpoint_that_does_not_answer_probes_is_judged_by_what_the_proxy_see
     proxy.shutdown().await;
 }
 
-/// Two `serve` backends answering in 5 ms, their probes truthfully.
-async fn honest_pair() -> tailguard_serve::Running {
-    let fleet = tailguard_fleet::Fleet::from_yaml_str(
-        "backends: [{name: a, latency: 5ms}, {name: b, latency: 5ms}]",
-        "test",
-    )
-    .unwrap();
-    let mut options = tailguard_serve::ServeOptions::new(fleet);
-    options.listen = "127.0.0.1:0".parse().unwrap();
-    options.control = None;
-    tailguard_serve::start(options).await.unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backend_whose_probe_lies_does_not_draw_the_traffic() {
     // It answers every request, its probe included, in 200 ms, and says it has nothing in
@@ -112,7 +99,9 @@ async fn a_backend_whose_probe_lies_does_not_draw_the_traffic() {
         .body(r#"{"rif": 0, "latency_us": 0}"#)
         .start()
         .await;
-    let honest = honest_pair().await;
+    // Two backends answering in 5 ms, their probes truthfully.
+    let honest =
+        support::fleet("backends: [{name: a, latency: 5ms}, {name: b, latency: 5ms}]").await;
     let mut upstreams: Vec<Upstream> = honest
         .backends()
         .iter()

@@ -59,24 +59,14 @@ async fn pings(addr: SocketAddr, calls: usize, sized: bool) -> usize {
     tokio::spawn(conn);
     let mut ok = 0;
     for _ in 0..calls {
-        let req = Request::post(format!("http://{addr}{}", tailguard_serve::grpc::PING_PATH))
-            .header("content-type", "application/grpc")
-            .header("te", "trailers")
-            .body(if sized {
-                Full::new(Bytes::from_static(&[0, 0, 0, 0, 0]))
-                    .map_err(|never| match never {})
-                    .boxed()
-            } else {
-                unsized_body(&[&[0, 0, 0, 0, 0]])
-            })
-            .unwrap();
-        bounded(tx.ready()).await.unwrap();
-        let resp = bounded(tx.send_request(req)).await.unwrap();
-        assert_eq!(resp.status(), StatusCode::OK);
-        let head = tailguard_proxy::grpc::status(resp.headers());
-        let collected = bounded(resp.into_body().collect()).await.unwrap();
-        let tail = collected.trailers().and_then(tailguard_proxy::grpc::status);
-        ok += usize::from(head.or(tail) == Some(0));
+        let body = if sized {
+            Full::new(Bytes::from_static(&[0, 0, 0, 0, 0]))
+                .map_err(|never| match never {})
+                .boxed()
+        } else {
+            unsized_body(&[&[0, 0, 0, 0, 0]])
+        };
+        ok += usize::from(support::ping_call(&mut tx, addr, body).await == Some(0));
     }
     ok
 }
@@ -87,11 +77,7 @@ async fn grpc_calls_without_a_content_length_are_retried() {
     // without accrual: every failure must be retried on the other.
     let fleet = "seed: 5\nbackends: [{name: ok, latency: 0s}, \
                  {name: bad, latency: 0s, fail: {error: 0.5}}]";
-    let fleet = tailguard_fleet::Fleet::from_yaml_str(fleet, "test").unwrap();
-    let mut options = tailguard_serve::ServeOptions::new(fleet);
-    options.listen = "127.0.0.1:0".parse().unwrap();
-    options.control = None;
-    let running = tailguard_serve::start(options).await.unwrap();
+    let running = support::fleet(fleet).await;
     let upstreams: Vec<Upstream> = running
         .backends()
         .iter()

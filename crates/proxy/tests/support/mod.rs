@@ -121,3 +121,54 @@ pub async fn grpc_call(c: &HttpClient, proxy: SocketAddr, code: u8) -> Option<u8
     let collected = bounded(resp.into_body().collect()).await.unwrap();
     collected.trailers().and_then(tailguard_proxy::grpc::status)
 }
+
+/// One unary call of `tailguard serve`'s ping (an empty PingRequest in `body`) on the HTTP/2
+/// connection `tx` to `addr`; the `grpc-status` the client read (trailers-only or trailers).
+pub async fn ping_call<B>(
+    tx: &mut hyper::client::conn::http2::SendRequest<B>,
+    addr: SocketAddr,
+    body: B,
+) -> Option<u8>
+where
+    B: hyper::body::Body + Send + Unpin + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let req = Request::post(format!("http://{addr}{}", tailguard_serve::grpc::PING_PATH))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(body)
+        .unwrap();
+    bounded(tx.ready()).await.unwrap();
+    let resp = bounded(tx.send_request(req)).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let head = tailguard_proxy::grpc::status(resp.headers());
+    let collected = bounded(resp.into_body().collect()).await.unwrap();
+    head.or_else(|| collected.trailers().and_then(tailguard_proxy::grpc::status))
+}
+
+/// Writes `raw` on a new connection and returns everything read until the proxy closes it or
+/// 5 s pass (a write the proxy cut short by answering first is no error).
+pub async fn exchange(addr: SocketAddr, raw: &[u8]) -> String {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let _ = tokio::io::AsyncWriteExt::write_all(&mut s, raw).await;
+    let mut out = Vec::new();
+    let read = tokio::io::AsyncReadExt::read_to_end(&mut s, &mut out);
+    let _ = tokio::time::timeout(Duration::from_secs(5), read).await;
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The status code of an HTTP/1.1 response read by [`exchange`] (empty: none).
+pub fn status_of(resp: &str) -> &str {
+    resp.get(9..12).unwrap_or("")
+}
+
+/// A `tailguard serve` fleet from the fleet file `yaml`, its backends on free ports of
+/// 127.0.0.1, no control endpoint.
+pub async fn fleet(yaml: &str) -> tailguard_serve::Running {
+    let fleet = tailguard_fleet::Fleet::from_yaml_str(yaml, "test").unwrap();
+    let mut options = tailguard_serve::ServeOptions::new(fleet);
+    options.listen = "127.0.0.1:0".parse().unwrap();
+    options.control = None;
+    tailguard_serve::start(options).await.unwrap()
+}
