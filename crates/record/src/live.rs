@@ -381,6 +381,46 @@ impl Live {
             .collect()
     }
 
+    /// How many samples come after number `since` up to number `upto`, and how many endpoint
+    /// entries they hold, counting at most `max_endpoints` a sample: what a copy of them
+    /// ([`Live::history_copy`]) would cost, read without copying.
+    pub fn history_shape(&self, since: u64, upto: u64, max_endpoints: usize) -> (usize, usize) {
+        let kept = lock(&self.kept);
+        kept.history
+            .iter()
+            .filter(|s| s.seq > since && s.seq <= upto)
+            .fold((0, 0), |(n, e), s| {
+                (n + 1, e + s.endpoints.len().min(max_endpoints))
+            })
+    }
+
+    /// The newest `newest` samples after number `since` up to number `upto`, oldest first,
+    /// each with its first `max_endpoints` endpoints: a copy taken under the lock (which
+    /// [`Live::tick`] takes), to be rendered after it is released.
+    pub fn history_copy(
+        &self,
+        since: u64,
+        upto: u64,
+        newest: usize,
+        max_endpoints: usize,
+    ) -> Vec<Sample> {
+        let kept = lock(&self.kept);
+        let mut out: Vec<Sample> = kept
+            .history
+            .iter()
+            .rev()
+            .filter(|s| s.seq > since && s.seq <= upto)
+            .take(newest)
+            .map(|s| Sample {
+                endpoints: s.endpoints.iter().take(max_endpoints).cloned().collect(),
+                ..*s
+            })
+            .collect();
+        drop(kept);
+        out.reverse();
+        out
+    }
+
     /// The samples after number `since` up to number `upto`, to be written as JSON straight
     /// from the history (no copy of five minutes of samples per request).
     pub fn history(self: &Arc<Self>, since: u64, upto: u64) -> History {
