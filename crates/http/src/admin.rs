@@ -53,10 +53,7 @@ use tokio::sync::{oneshot, watch};
 mod limits;
 
 use limits::Gates;
-pub use limits::{AdminBody, Limits};
-
-/// The longest a client may take to send a request's headers, by default.
-pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+pub use limits::{AdminBody, Limits, HEADER_READ_TIMEOUT};
 
 /// The longest [`AdminServer::shutdown`] waits for requests in flight.
 pub const DRAIN_LIMIT: Duration = Duration::from_secs(5);
@@ -170,7 +167,11 @@ impl Drop for AdminServer {
     fn drop(&mut self) {
         let _ = self.stop.send(Stop::Abort);
         if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+            // A page that held the last owner of its own server ends it from within: the
+            // thread stops on its own then.
+            if thread.thread().id() != std::thread::current().id() {
+                let _ = thread.join();
+            }
         }
     }
 }

@@ -112,12 +112,16 @@ const LEFT: u8 = 2;
 impl Reading {
     /// The caller stops waiting: counted until the thread ends.
     fn abandon(&self, path: &Path) -> FileError {
+        // Counted before it is marked, so the thread's uncount (on seeing the mark) never
+        // comes first.
+        ABANDONED.fetch_add(1, Ordering::AcqRel);
         if self
             .0
             .compare_exchange(RUNNING, LEFT, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
+            .is_err()
         {
-            ABANDONED.fetch_add(1, Ordering::AcqRel);
+            // It ended meanwhile.
+            ABANDONED.fetch_sub(1, Ordering::AcqRel);
         }
         tracing::warn!(path = %path.display(), "a configuration file read is stuck; left behind");
         fail(path, Problem::TimedOut)

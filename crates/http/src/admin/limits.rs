@@ -26,6 +26,9 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
+/// The longest a client may take to send a request's headers, by default.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// The limits of one admin server. The defaults are far above what a person or a scraper
 /// asks for (a dashboard polling once a second, Prometheus every few seconds).
 #[derive(Clone, Debug)]
@@ -56,7 +59,7 @@ impl Default for Limits {
             expensive_burst: 20,
             expensive_max_wait: Duration::from_secs(1),
             expensive: &[],
-            header_read_timeout: super::HEADER_READ_TIMEOUT,
+            header_read_timeout: HEADER_READ_TIMEOUT,
         }
     }
 }
