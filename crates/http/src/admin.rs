@@ -39,7 +39,8 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use std::convert::Infallible;
 use std::future::Future;
@@ -188,13 +189,7 @@ where
 {
     let listener = TcpListener::from_std(listener)?;
     let graceful = GracefulShutdown::new();
-    let mut builder = crate::server::builder();
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(gates.limits.header_read_timeout);
-    let streams = u32::try_from(gates.limits.max_in_flight).unwrap_or(u32::MAX);
-    builder.http2().max_concurrent_streams(streams);
+    let builder = builder(&gates.limits);
     let mut backoff = AcceptBackoff::default();
     loop {
         let accepted = tokio::select! {
@@ -216,17 +211,7 @@ where
             refuse(stream, &gates);
             continue;
         };
-        let (handler, gates) = (handler.clone(), Arc::clone(&gates));
-        let service = service_fn(move |req: Request<Incoming>| {
-            let (handler, gates) = (handler.clone(), Arc::clone(&gates));
-            async move {
-                let admitted = gates.admit(req.uri().path()).await;
-                Ok::<_, Infallible>(match admitted {
-                    Ok(place) => handler(req).await.map(|b| AdminBody::new(b, Some(place))),
-                    Err(refusal) => refusal.map(|b| AdminBody::new(b, None)),
-                })
-            }
-        });
+        let service = service(handler.clone(), Arc::clone(&gates));
         let conn = builder
             .serve_connection(TokioIo::new(stream), service)
             .into_owned();
@@ -246,6 +231,45 @@ where
         tracing::debug!("admin requests still in flight after the drain limit");
     }
     Ok(())
+}
+
+/// The server presets with the header read timeout of `limits`, and as many HTTP/2 streams
+/// as requests may be in flight.
+fn builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
+    let mut builder = crate::server::builder();
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout);
+    let streams = u32::try_from(limits.max_in_flight).unwrap_or(u32::MAX);
+    builder.http2().max_concurrent_streams(streams);
+    builder
+}
+
+/// One connection's service: each request passes the gates, then `handler` answers it.
+fn service<F, Fut>(
+    handler: F,
+    gates: Arc<Gates>,
+) -> impl hyper::service::Service<
+    Request<Incoming>,
+    Response = Response<AdminBody>,
+    Error = Infallible,
+    Future = impl Future<Output = Result<Response<AdminBody>, Infallible>> + Send,
+> + Clone
+where
+    F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Response<Full<Bytes>>> + Send + 'static,
+{
+    service_fn(move |req: Request<Incoming>| {
+        let (handler, gates) = (handler.clone(), Arc::clone(&gates));
+        async move {
+            let admitted = gates.admit(req.uri().path()).await;
+            Ok::<_, Infallible>(match admitted {
+                Ok(place) => handler(req).await.map(|b| AdminBody::new(b, Some(place))),
+                Err(refusal) => refusal.map(|b| AdminBody::new(b, None)),
+            })
+        }
+    })
 }
 
 /// Answers a connection past the limit and closes it, giving the client a moment to read

@@ -89,6 +89,14 @@ async fn serve(source: Source) -> Result<(), StartError> {
     if let Some(a) = proxy.admin_addr() {
         eprintln!("admin on http://{a}/ (metrics, ready, live, endpoints)");
     }
+    signals(&source, &proxy).await?;
+    eprintln!("draining");
+    proxy.shutdown().await;
+    Ok(())
+}
+
+/// Reloads on SIGHUP until SIGTERM or SIGINT, which abandon a reload in progress.
+async fn signals(source: &Source, proxy: &crate::start::Proxy) -> Result<(), StartError> {
     let sig = |kind| signal(kind).map_err(StartError::Runtime);
     let (mut hup, mut term, mut int) = (
         sig(SignalKind::hangup())?,
@@ -103,7 +111,7 @@ async fn serve(source: Source) -> Result<(), StartError> {
                 if reloading.is_some() {
                     eprintln!("reload already in progress; SIGHUP ignored");
                 } else {
-                    reloading = Some(Box::pin(reload(&source, &proxy)));
+                    reloading = Some(Box::pin(reload(source, proxy)));
                 }
             }
             Some(done) = maybe(&mut reloading) => {
@@ -120,9 +128,6 @@ async fn serve(source: Source) -> Result<(), StartError> {
     if reloading.is_some() {
         eprintln!("reload abandoned: shutting down");
     }
-    drop(reloading);
-    eprintln!("draining");
-    proxy.shutdown().await;
     Ok(())
 }
 

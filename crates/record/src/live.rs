@@ -588,6 +588,27 @@ mod tests {
     }
 
     #[test]
+    fn a_copy_of_the_history_keeps_the_newest_samples_and_the_first_endpoints() {
+        let live = Live::new(secs(0));
+        for t in 1..=10u64 {
+            live.tick(
+                secs(t),
+                t,
+                &counts(&[("a", t, 0), ("b", t, 0), ("c", t, 0)]),
+                0,
+            );
+        }
+        assert_eq!(live.history_shape(0, ALL, 2), (10, 20));
+        assert_eq!(live.history_shape(7, 9, 5), (2, 6));
+        let copy = live.history_copy(0, 9, 3, 2);
+        let seqs: Vec<u64> = copy.iter().map(|s| s.seq).collect();
+        assert_eq!(seqs, [7, 8, 9]);
+        assert!(copy
+            .iter()
+            .all(|s| s.endpoints.len() == 2 && &*s.endpoints[0].addr == "a"));
+    }
+
+    #[test]
     fn the_window_keeps_ten_seconds_and_the_history_five_minutes() {
         let live = Live::new(secs(0));
         for t in 1..=400u64 {
