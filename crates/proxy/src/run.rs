@@ -95,6 +95,9 @@ async fn serve(source: Source) -> Result<(), StartError> {
     Ok(())
 }
 
+/// A reload in progress.
+type Reloading<'a> = Pin<Box<dyn Future<Output = Result<(), StartError>> + 'a>>;
+
 /// Reloads on SIGHUP until SIGTERM or SIGINT, which abandon a reload in progress.
 async fn signals(source: &Source, proxy: &crate::start::Proxy) -> Result<(), StartError> {
     let sig = |kind| signal(kind).map_err(StartError::Runtime);
@@ -104,7 +107,7 @@ async fn signals(source: &Source, proxy: &crate::start::Proxy) -> Result<(), Sta
         sig(SignalKind::interrupt())?,
     );
     // The reload in progress, if any: polled beside the signals, dropped by a signal to stop.
-    let mut reloading: Option<Pin<Box<dyn Future<Output = Result<(), StartError>> + '_>>> = None;
+    let mut reloading: Option<Reloading<'_>> = None;
     loop {
         tokio::select! {
             _ = hup.recv() => {
