@@ -10,7 +10,7 @@ use prometheus_client::registry::Registry;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use tailguard_http::admin::{self, AdminServer};
+use tailguard_http::admin::{self, AdminServer, Limits};
 use tailguard_http::tcp;
 use tailguard_record::IntervalSummary;
 
@@ -105,10 +105,13 @@ impl Metrics {
     }
 }
 
-/// Serves `/metrics` (any path, in fact) on `addr` until the returned server is shut down.
+/// Serves `/metrics` (any path, in fact) on `addr` until the returned server is shut down:
+/// the shared admin server, on its own thread and within its default limits (`/metrics` its
+/// expensive page).
 pub(crate) async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<AdminServer> {
     let listener = tcp::bind(addr).await?;
-    admin::serve(listener, move |req: hyper::Request<_>| {
+    let limits = Limits::default().expensive(&["/metrics"]);
+    admin::serve_with(listener, limits, move |req: hyper::Request<_>| {
         let resp = metrics.response(req.headers());
         async move { resp }
     })

@@ -3,6 +3,10 @@
 //! service has an endpoint, 503 while draining), `/live` (200 while the process serves), and
 //! `/endpoints` (JSON: per service, each endpoint's address, pending attempts, balancer cost,
 //! success rate, accrual state, ejections, hedges sent to it and won, and last error). Every page is read-only.
+//!
+//! The server is `tailguard_http`'s, on a thread of its own, within its default limits;
+//! `/dashboard.json`, `/metrics` and `/endpoints` are its expensive pages (rate limited).
+//! Each page copies what it needs under the locks the request path takes and renders after.
 
 use crate::dashboard;
 use crate::metrics::EndpointLabels;
@@ -12,12 +16,16 @@ use http::{header, Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use std::sync::Arc;
-use tailguard_http::admin::{self, AdminServer};
+use tailguard_http::admin::{self, AdminServer, Limits};
 use tokio::net::TcpListener;
+
+/// The pages whose answers take real work to build: rate limited by the admin server.
+pub const EXPENSIVE: &[&str] = &["/dashboard.json", "/metrics", "/endpoints"];
 
 /// Serves the admin pages on `listener` (the shared admin server of `tailguard_http`).
 pub(crate) fn serve(listener: TcpListener, shared: Arc<Shared>) -> std::io::Result<AdminServer> {
-    admin::serve(listener, move |req: Request<Incoming>| {
+    let limits = Limits::default().expensive(EXPENSIVE);
+    admin::serve_with(listener, limits, move |req: Request<Incoming>| {
         let page = page(&shared, &req);
         async move { page }
     })
@@ -38,7 +46,7 @@ fn page(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
             refresh_gauges(shared);
             shared.metrics.response(req.headers())
         }
-        "/live" => reply(StatusCode::OK, "text/plain", "live\n".into()),
+        "/live" => reply(StatusCode::OK, "text/plain", "live\n"),
         "/ready" => {
             let ready = shared.services().iter().all(|s| !s.endpoints().is_empty());
             let (status, text) = if shared.draining() {
@@ -51,14 +59,13 @@ fn page(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
                     "a service has no endpoints\n",
                 )
             };
-            reply(status, "text/plain", text.into())
+            reply(status, "text/plain", text)
         }
         "/endpoints" => reply(StatusCode::OK, "application/json", endpoints_json(shared)),
         _ => reply(
             StatusCode::NOT_FOUND,
             "text/plain",
-            "try / (the dashboard), /dashboard.json, /metrics, /ready, /live or /endpoints\n"
-                .into(),
+            "try / (the dashboard), /dashboard.json, /metrics, /ready, /live or /endpoints\n",
         ),
     }
 }
@@ -109,8 +116,8 @@ fn refresh_gauges(shared: &Shared) {
     }
 }
 
-fn reply(status: StatusCode, kind: &'static str, body: String) -> Response<Full<Bytes>> {
-    let mut resp = Response::new(Full::new(Bytes::from(body)));
+fn reply(status: StatusCode, kind: &'static str, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
+    let mut resp = Response::new(Full::new(body.into()));
     *resp.status_mut() = status;
     resp.headers_mut()
         .insert(header::CONTENT_TYPE, header::HeaderValue::from_static(kind));

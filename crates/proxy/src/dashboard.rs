@@ -7,16 +7,25 @@
 //! window), and the history samples after number `N` (all five minutes without `since`), so
 //! the page fetches the history once and then only what is new.
 //!
+//! An answer is bounded whatever the proxy holds ([`answer`]): at most 256 endpoint rows a
+//! service, 64 endpoints a sample, 64,000 samples and endpoint entries in all (the oldest
+//! samples are left out first) and 2 MiB; what is left out is counted, and `cut` says why.
+//!
 //! A [`ticker`] task closes each service's second once a second. The page is read-only: it
 //! has no control, and the admin server binds to 127.0.0.1 unless configured otherwise.
 
 use crate::endpoints::{EndpointView, LastError};
 use crate::shared::Shared;
 use serde::Serialize;
+use std::collections::HashMap;
 use std::sync::Weak;
 use std::time::Duration;
 use tailguard_balance::{LoadKind, Policy};
-use tailguard_record::live::{EndpointWindow, History, Window, HISTORY, WINDOW};
+use tailguard_record::live::{EndpointWindow, Sample, Window};
+
+mod answer;
+
+pub use answer::json;
 
 /// How often the ticker closes a second, and the page polls.
 pub const TICK: Duration = Duration::from_secs(1);
@@ -39,6 +48,8 @@ pub struct Board {
     pub history_len: usize,
     /// True while the proxy drains (shutting down).
     pub draining: bool,
+    /// Why this answer holds less than was asked (`null`: all of it).
+    pub cut: Option<String>,
     /// Every service, in routing order.
     pub services: Vec<ServiceBoard>,
 }
@@ -59,10 +70,15 @@ pub struct ServiceBoard {
     pub in_flight: u64,
     /// Retries the budget would grant now (`null`: retries are off).
     pub retries_left: Option<u64>,
-    /// One row per endpoint address.
+    /// One row per endpoint address, [`answer::MAX_ROWS`] at most.
     pub endpoints: Vec<EndpointRow>,
-    /// The samples after `since`, oldest first.
-    pub history: History,
+    /// Endpoint addresses left out of `endpoints`.
+    pub endpoints_omitted: usize,
+    /// The samples after `since`, oldest first, each with [`answer::MAX_SERIES`] endpoints at
+    /// most.
+    pub history: Vec<Sample>,
+    /// Samples after `since` left out of `history` (the oldest ones).
+    pub history_omitted: usize,
 }
 
 /// One endpoint address on the dashboard: its `/endpoints` view (slots of one address
@@ -76,71 +92,12 @@ pub struct EndpointRow {
     pub window: EndpointWindow,
 }
 
-/// The page.
-pub fn page() -> String {
-    tailguard_report::web::inline(PAGE)
-}
-
-/// `/dashboard.json` for the query string `query` (`since=N`, a whole number; none: the
-/// whole history), or why the query is wrong.
-pub fn json(shared: &Shared, query: Option<&str>) -> Result<String, String> {
-    let mut since = 0;
-    // Other parameters (a cache buster) are ignored.
-    for kv in query.into_iter().flat_map(|q| q.split('&')) {
-        if let Some(("since", n)) = kv.split_once('=') {
-            since = n
-                .parse()
-                .map_err(|_| format!("since: {n:?} is not a sample number\n"))?;
-        }
-    }
-    Ok(serde_json::to_string(&board(shared, since)).unwrap_or_default())
-}
-
-/// The dashboard's figures, with the history samples after `since`.
-pub fn board(shared: &Shared, since: u64) -> Board {
-    let now = shared.clock.now();
-    let upto = shared.live.published();
-    let services = shared
-        .services()
-        .iter()
-        .map(|s| {
-            let live = s.live(&shared.live);
-            let endpoints = s.endpoints();
-            let (_, retries_left) = endpoints.retries(now);
-            let mut windows = live.endpoint_windows();
-            // An endpoint with no attempt in the window has a share of none of them.
-            let none = EndpointWindow {
-                share: (!windows.is_empty()).then_some(0.0),
-                ..EndpointWindow::default()
-            };
-            let rows = by_address(endpoints.views(now))
-                .into_iter()
-                .map(|view| EndpointRow {
-                    window: windows.remove(&view.addr).unwrap_or_else(|| none.clone()),
-                    view,
-                })
-                .collect();
-            ServiceBoard {
-                name: s.config.name.clone(),
-                client: s.config.arm.summary(),
-                cost_unit: cost_unit(&s.config.arm.policy),
-                window: live.window(),
-                in_flight: live.in_flight(),
-                retries_left,
-                endpoints: rows,
-                history: live.history(since, upto),
-            }
-        })
-        .collect();
-    Board {
-        boot: std::process::id(),
-        at_ms: u64::try_from(now.as_millis()).unwrap_or(u64::MAX),
-        tick_ms: u64::try_from(TICK.as_millis()).unwrap_or(1000),
-        window_s: WINDOW,
-        history_len: HISTORY,
-        draining: shared.draining(),
-        services,
-    }
+/// The page, built once.
+pub fn page() -> bytes::Bytes {
+    static BUILT: std::sync::OnceLock<bytes::Bytes> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| tailguard_report::web::inline(PAGE).into())
+        .clone()
 }
 
 /// What the balancer's cost counts.
@@ -162,11 +119,15 @@ fn cost_unit(policy: &Policy) -> Option<&'static str> {
 /// the cost is the cheapest slot's (the one a picker prefers), the state the most alive one.
 pub fn by_address(views: Vec<EndpointView>) -> Vec<EndpointView> {
     let mut out: Vec<EndpointView> = Vec::new();
+    // Where each address is in `out`: thousands of endpoints join in linear time.
+    let mut at: HashMap<String, usize> = HashMap::new();
     for v in views {
-        let Some(o) = out.iter_mut().find(|o| o.addr == v.addr) else {
+        let Some(&i) = at.get(&v.addr) else {
+            at.insert(v.addr.clone(), out.len());
             out.push(v);
             continue;
         };
+        let o = &mut out[i];
         o.pending += v.pending;
         o.successes += v.successes;
         o.failures += v.failures;

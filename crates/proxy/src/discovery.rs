@@ -1,10 +1,14 @@
 //! File discovery, like Linkerd 1's fs namer: one `host:port [weight]` per line (`#` starts a
 //! comment), re-read every `interval` and applied without restart when its content changes.
-//! A file that does not parse is reported and ignored; the previous endpoints stay.
+//! A file that does not parse, or cannot be read (not a regular file, too large, stuck: see
+//! [`crate::config_file`]), is reported and ignored; the previous endpoints stay.
 
 use crate::config::{Upstream, MAX_WEIGHT};
 use std::path::Path;
 use std::time::Duration;
+
+/// The largest discovery file read: 1 MiB, some 50,000 endpoints.
+pub const MAX_BYTES: u64 = 1 << 20;
 
 /// Where a discovery source's endpoint lists go. The source only finds lists; the owner of the
 /// service they feed applies them (in the proxy: [`crate::start`], for a service of the
@@ -105,20 +109,26 @@ pub(crate) async fn poll<F, Fut>(
 }
 
 async fn read(path: &Path) -> Option<Vec<Upstream>> {
-    let text = match tokio::fs::read_to_string(path).await {
-        Ok(t) => t,
-        Err(err) => {
-            tracing::warn!(%err, path = %path.display(), "discovery file unreadable; keeping endpoints");
-            return None;
-        }
-    };
-    match parse_upstreams(&text) {
+    match read_file(path).await {
         Ok(list) => Some(list),
         Err(err) => {
-            tracing::warn!(%err, path = %path.display(), "discovery file invalid; keeping endpoints");
+            tracing::warn!(%err, path = %path.display(), "discovery file not used; keeping endpoints");
             None
         }
     }
+}
+
+/// Reads and parses a discovery file ([`crate::config_file`]: a regular file only, at most
+/// [`MAX_BYTES`], within its read timeout); what is wrong, without the path, if it cannot.
+///
+/// # Errors
+/// Why the file was not read, or its first malformed line.
+pub async fn read_file(path: &Path) -> Result<Vec<Upstream>, String> {
+    let bytes = crate::config_file::read_async(path, MAX_BYTES)
+        .await
+        .map_err(|e| e.problem.to_string())?;
+    let text = std::str::from_utf8(&bytes).map_err(|_| "not UTF-8 text".to_owned())?;
+    parse_upstreams(text).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -398,18 +398,30 @@ impl Endpoints {
 
     /// Every slot as the admin page shows it, at `now`.
     pub fn views(&self, now: Duration) -> Vec<EndpointView> {
-        let guard = self.lock();
-        (0..self.addrs.len())
-            .map(|i| {
+        // The balancer's figures are copied under its lock (the request path's); the rest,
+        // strings included, is built after it is released.
+        let balancer: Vec<_> = {
+            let guard = self.lock();
+            (0..self.addrs.len())
+                .map(|i| {
+                    let cost = guard.client.load(i, now).map(|l| l.cost);
+                    let ejected = guard.client.is_ejected(i, now);
+                    (cost, guard.client.accrual_status(i), ejected)
+                })
+                .collect()
+        };
+        balancer
+            .into_iter()
+            .enumerate()
+            .map(|(i, (cost, status, ejected))| {
                 let c = &self.counters[i];
                 let successes = c.successes.load(Ordering::Relaxed);
                 let failures = c.failures.load(Ordering::Relaxed);
                 let total = successes + failures;
-                let status = guard.client.accrual_status(i);
                 EndpointView {
                     addr: self.addrs[i].to_string(),
                     pending: c.pending.load(Ordering::Relaxed),
-                    cost: guard.client.load(i, now).map(|l| l.cost),
+                    cost,
                     successes,
                     failures,
                     success_rate: if total == 0 {
@@ -418,7 +430,7 @@ impl Endpoints {
                         successes as f64 / total as f64
                     },
                     state: match status {
-                        None | Some(Status::Alive) if guard.client.is_ejected(i, now) => "ejected",
+                        None | Some(Status::Alive) if ejected => "ejected",
                         None | Some(Status::Alive) => "alive",
                         Some(Status::Dead { .. }) => "dead",
                         Some(Status::Probing { .. }) => "probing",

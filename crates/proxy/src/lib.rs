@@ -36,6 +36,7 @@ mod attempt;
 mod body;
 mod clock;
 pub mod config;
+pub mod config_file;
 mod dashboard;
 mod discovery;
 pub mod dns;

@@ -1,12 +1,24 @@
 //! Running the proxy as a process: a Tokio runtime on `threads` threads, SIGHUP reloads the configuration
 //! file (invalid files, and files changing what only a restart applies, are reported and the
 //! running configuration kept), SIGTERM and SIGINT drain and exit. The file is read and parsed
-//! on a blocking thread, never on the runtime that serves requests.
+//! on a blocking thread, never on the runtime that serves requests, and read bounded
+//! ([`crate::config_file`]: a regular file only, within a timeout).
+//!
+//! A reload in progress never holds up SIGTERM: the signal loop keeps listening while a
+//! reload runs, a signal to stop abandons it, and the runtime is shut down without waiting
+//! for whatever it left on the blocking pool.
 
 use crate::config::Config;
 use crate::start::{start, StartError};
+use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
+use std::time::Duration;
 use tokio::signal::unix::{signal, SignalKind};
+
+/// How long the process waits, once drained, for blocking work it leaves behind (an
+/// abandoned reload's parse) before it exits anyway.
+const EXIT_WAIT: Duration = Duration::from_millis(100);
 
 /// Where the configuration comes from.
 #[derive(Clone, Debug)]
@@ -58,7 +70,11 @@ pub fn run(source: Source, threads: usize) -> Result<(), StartError> {
         b
     };
     let runtime = builder.enable_all().build().map_err(StartError::Runtime)?;
-    runtime.block_on(serve(source))
+    let result = runtime.block_on(serve(source));
+    // Dropping a runtime waits for every blocking task; a stuck one must not keep the
+    // drained process alive.
+    runtime.shutdown_timeout(EXIT_WAIT);
+    result
 }
 
 async fn serve(source: Source) -> Result<(), StartError> {
@@ -73,26 +89,61 @@ async fn serve(source: Source) -> Result<(), StartError> {
     if let Some(a) = proxy.admin_addr() {
         eprintln!("admin on http://{a}/ (metrics, ready, live, endpoints)");
     }
+    signals(&source, &proxy).await?;
+    eprintln!("draining");
+    proxy.shutdown().await;
+    Ok(())
+}
+
+/// A reload in progress.
+type Reloading<'a> = Pin<Box<dyn Future<Output = Result<(), StartError>> + 'a>>;
+
+/// Reloads on SIGHUP until SIGTERM or SIGINT, which abandon a reload in progress.
+async fn signals(source: &Source, proxy: &crate::start::Proxy) -> Result<(), StartError> {
     let sig = |kind| signal(kind).map_err(StartError::Runtime);
     let (mut hup, mut term, mut int) = (
         sig(SignalKind::hangup())?,
         sig(SignalKind::terminate())?,
         sig(SignalKind::interrupt())?,
     );
+    // The reload in progress, if any: polled beside the signals, dropped by a signal to stop.
+    let mut reloading: Option<Reloading<'_>> = None;
     loop {
         tokio::select! {
-            _ = hup.recv() => match source.load_off_runtime().await {
-                Ok(config) => match proxy.reload(&config).await {
+            _ = hup.recv() => {
+                if reloading.is_some() {
+                    eprintln!("reload already in progress; SIGHUP ignored");
+                } else {
+                    reloading = Some(Box::pin(reload(source, proxy)));
+                }
+            }
+            Some(done) = maybe(&mut reloading) => {
+                reloading = None;
+                match done {
                     Ok(()) => eprintln!("configuration reloaded"),
                     Err(err) => eprintln!("reload refused: {err}"),
-                },
-                Err(err) => eprintln!("reload refused: {err}"),
-            },
+                }
+            }
             _ = term.recv() => break,
             _ = int.recv() => break,
         }
     }
-    eprintln!("draining");
-    proxy.shutdown().await;
+    if reloading.is_some() {
+        eprintln!("reload abandoned: shutting down");
+    }
     Ok(())
+}
+
+async fn reload(source: &Source, proxy: &crate::start::Proxy) -> Result<(), StartError> {
+    let config = source.load_off_runtime().await?;
+    proxy.reload(&config).await
+}
+
+/// The output of `f` when there is one to wait for; pending for ever otherwise (so a
+/// `select!` branch on it is disabled by its pattern).
+async fn maybe<F: Future + Unpin>(f: &mut Option<F>) -> Option<F::Output> {
+    match f {
+        Some(f) => Some(f.await),
+        None => std::future::pending().await,
+    }
 }

@@ -77,7 +77,7 @@ pub struct Proxy {
 /// [`StartError`] when the configuration is invalid or a listener cannot bind.
 pub async fn start(config: Config) -> Result<Proxy, StartError> {
     config.validate()?;
-    let acceptor = config.tls.as_ref().map(tls::acceptor).transpose()?;
+    let acceptor = tls::acceptor(config.tls.as_ref()).await?;
     let clock = Clock::start();
     let services = build_services(&config, clock).await?;
     let bind = |what, addr| async move {
@@ -219,15 +219,13 @@ async fn read_discovery(
     service: &str,
     path: &std::path::Path,
 ) -> Result<Vec<config::Upstream>, StartError> {
-    let fail = |reason: String| StartError::Discovery {
-        service: service.to_owned(),
-        path: path.display().to_string(),
-        reason,
-    };
-    let text = tokio::fs::read_to_string(path)
+    discovery::read_file(path)
         .await
-        .map_err(|e| fail(e.to_string()))?;
-    discovery::parse_upstreams(&text).map_err(|e| fail(e.to_string()))
+        .map_err(|reason| StartError::Discovery {
+            service: service.to_owned(),
+            path: path.display().to_string(),
+            reason,
+        })
 }
 
 async fn first_resolution(
@@ -314,7 +312,7 @@ impl Proxy {
         if !changed.is_empty() {
             return Err(StartError::RestartNeeded(changed));
         }
-        let acceptor = config.tls.as_ref().map(tls::acceptor).transpose()?;
+        let acceptor = tls::acceptor(config.tls.as_ref()).await?;
         let services = build_services(config, self.shared.clock).await?;
         self.shared.tls.set(acceptor);
         *self

@@ -35,22 +35,37 @@ fn fail(key: &'static str, path: &Path, reason: impl ToString) -> TlsError {
     }
 }
 
-/// Reads `tls`'s PEM files and builds the listener's acceptor.
+/// The largest PEM file read: 1 MiB, a chain of some hundreds of certificates.
+pub const MAX_PEM_BYTES: u64 = 1 << 20;
+
+/// Reads `tls`'s PEM files ([`crate::config_file`]: regular files only, bounded in size and
+/// time) and builds the listener's acceptor; `None` (cleartext) without `tls`.
 ///
 /// # Errors
 /// [`TlsError`] when a file cannot be read, holds no certificate or key, or the key does not
 /// match the certificate.
-pub fn acceptor(tls: &TlsConfig) -> Result<TlsAcceptor, TlsError> {
-    let read = |key, path: &Path| std::fs::read(path).map_err(|e| fail(key, path, e));
-    let cert_pem = read(CERT_KEY, &tls.cert)?;
-    let certs = CertificateDer::pem_slice_iter(&cert_pem)
+pub async fn acceptor(tls: Option<&TlsConfig>) -> Result<Option<TlsAcceptor>, TlsError> {
+    let Some(tls) = tls else {
+        return Ok(None);
+    };
+    let read = async |key, path: &Path| {
+        crate::config_file::read_async(path, MAX_PEM_BYTES)
+            .await
+            .map_err(|e| fail(key, path, e.problem))
+    };
+    let cert_pem = read(CERT_KEY, &tls.cert).await?;
+    let key_pem = read(KEY_KEY, &tls.key).await?;
+    build(tls, &cert_pem, &key_pem).map(Some)
+}
+
+fn build(tls: &TlsConfig, cert_pem: &[u8], key_pem: &[u8]) -> Result<TlsAcceptor, TlsError> {
+    let certs = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| fail(CERT_KEY, &tls.cert, e))?;
     if certs.is_empty() {
         return Err(fail(CERT_KEY, &tls.cert, "no PEM certificate found"));
     }
-    let key_pem = read(KEY_KEY, &tls.key)?;
-    let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| fail(KEY_KEY, &tls.key, e))?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| fail(KEY_KEY, &tls.key, e))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()

@@ -59,6 +59,7 @@ mod error;
 mod file;
 
 use crate::config::Config;
+use crate::config_file::{self, FileError, Problem};
 use std::path::Path;
 
 pub use convert::{balancer_kind, into_config};
@@ -112,21 +113,26 @@ fn check_shape(text: &str) -> Result<(), YamlError> {
     Ok(())
 }
 
-/// Reads, parses and validates a configuration file.
+/// Reads ([`config_file::read`]: a regular file only, bounded in size and time), parses and
+/// validates a configuration file.
 ///
 /// # Errors
 /// [`YamlError`] naming the key at fault.
 pub fn load(path: &Path) -> Result<Config, YamlError> {
-    use std::io::Read;
-    let read_error = |source| YamlError::Read {
-        path: path.display().to_string(),
-        source,
+    let bytes = match config_file::read(path, MAX_BYTES) {
+        Err(FileError {
+            problem: Problem::TooLarge(_),
+            ..
+        }) => return Err(YamlError::TooLarge),
+        read => read?,
     };
-    let file = std::fs::File::open(path).map_err(read_error)?;
-    let mut text = String::new();
-    file.take(MAX_BYTES + 1)
-        .read_to_string(&mut text)
-        .map_err(read_error)?;
+    let text = String::from_utf8(bytes).map_err(|_| FileError {
+        path: path.display().to_string(),
+        problem: Problem::Io(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "not UTF-8 text",
+        )),
+    })?;
     parse_named(&text, &path.display().to_string())
 }
 

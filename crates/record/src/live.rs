@@ -381,6 +381,46 @@ impl Live {
             .collect()
     }
 
+    /// How many samples come after number `since` up to number `upto`, and how many endpoint
+    /// entries they hold, counting at most `max_endpoints` a sample: what a copy of them
+    /// ([`Live::history_copy`]) would cost, read without copying.
+    pub fn history_shape(&self, since: u64, upto: u64, max_endpoints: usize) -> (usize, usize) {
+        let kept = lock(&self.kept);
+        kept.history
+            .iter()
+            .filter(|s| s.seq > since && s.seq <= upto)
+            .fold((0, 0), |(n, e), s| {
+                (n + 1, e + s.endpoints.len().min(max_endpoints))
+            })
+    }
+
+    /// The newest `newest` samples after number `since` up to number `upto`, oldest first,
+    /// each with its first `max_endpoints` endpoints: a copy taken under the lock (which
+    /// [`Live::tick`] takes), to be rendered after it is released.
+    pub fn history_copy(
+        &self,
+        since: u64,
+        upto: u64,
+        newest: usize,
+        max_endpoints: usize,
+    ) -> Vec<Sample> {
+        let kept = lock(&self.kept);
+        let mut out: Vec<Sample> = kept
+            .history
+            .iter()
+            .rev()
+            .filter(|s| s.seq > since && s.seq <= upto)
+            .take(newest)
+            .map(|s| Sample {
+                endpoints: s.endpoints.iter().take(max_endpoints).cloned().collect(),
+                ..*s
+            })
+            .collect();
+        drop(kept);
+        out.reverse();
+        out
+    }
+
     /// The samples after number `since` up to number `upto`, to be written as JSON straight
     /// from the history (no copy of five minutes of samples per request).
     pub fn history(self: &Arc<Self>, since: u64, upto: u64) -> History {
@@ -545,6 +585,27 @@ mod tests {
             "100 requests over the two seconds the window spans"
         );
         assert_eq!(cur.retries_per_s, 2.5);
+    }
+
+    #[test]
+    fn a_copy_of_the_history_keeps_the_newest_samples_and_the_first_endpoints() {
+        let live = Live::new(secs(0));
+        for t in 1..=10u64 {
+            live.tick(
+                secs(t),
+                t,
+                &counts(&[("a", t, 0), ("b", t, 0), ("c", t, 0)]),
+                0,
+            );
+        }
+        assert_eq!(live.history_shape(0, ALL, 2), (10, 20));
+        assert_eq!(live.history_shape(7, 9, 5), (2, 6));
+        let copy = live.history_copy(0, 9, 3, 2);
+        let seqs: Vec<u64> = copy.iter().map(|s| s.seq).collect();
+        assert_eq!(seqs, [7, 8, 9]);
+        assert!(copy
+            .iter()
+            .all(|s| s.endpoints.len() == 2 && &*s.endpoints[0].addr == "a"));
     }
 
     #[test]

@@ -30,7 +30,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use tailguard_fleet::{Failure, Fault, LatencyDist};
-use tailguard_http::admin::{self, AdminServer};
+use tailguard_http::admin::{self, AdminServer, Limits};
 use tailguard_text::duration::{format_duration, parse_duration};
 use tokio::net::TcpListener;
 
@@ -69,10 +69,12 @@ enum Hold {
     For(String),
 }
 
-/// Serves the control endpoint on `listener` (the shared admin server of `tailguard_http`)
-/// until the returned server is dropped.
+/// Serves the control endpoint on `listener` (the shared admin server of `tailguard_http`,
+/// on its own thread and within its default limits, `/metrics` its expensive page) until the
+/// returned server is dropped.
 pub(crate) fn serve(control: Arc<Control>, listener: TcpListener) -> std::io::Result<AdminServer> {
-    admin::serve(listener, move |req| {
+    let limits = Limits::default().expensive(&["/metrics"]);
+    admin::serve_with(listener, limits, move |req| {
         let control = control.clone();
         async move { control.route(req).await }
     })

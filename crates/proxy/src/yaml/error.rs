@@ -12,14 +12,9 @@ pub const MAX_FLOW_DEPTH: usize = 32;
 /// A configuration file that cannot start the proxy.
 #[derive(Debug, thiserror::Error)]
 pub enum YamlError {
-    /// The file could not be read.
-    #[error("{path}: {source}")]
-    Read {
-        /// The file.
-        path: String,
-        /// The OS error.
-        source: std::io::Error,
-    },
+    /// The file could not be read, or is not a regular file.
+    #[error(transparent)]
+    File(#[from] crate::config_file::FileError),
     /// Not valid YAML, an unknown key, or a value of the wrong type: where (file, line,
     /// column), then the key.
     #[error(transparent)]
