@@ -149,7 +149,7 @@ impl Fleet {
     /// # Errors
     /// [`FleetError::Read`] when the file cannot be read, else as [`Fleet::from_yaml_str`].
     pub fn from_file(path: &Path) -> Result<Fleet, FleetError> {
-        let text = std::fs::read_to_string(path).map_err(|source| FleetError::Read {
+        let text = tailguard_text::yaml::read_file(path).map_err(|source| FleetError::Read {
             path: path.to_owned(),
             source,
         })?;

@@ -204,7 +204,7 @@ impl Scenario {
     /// # Errors
     /// [`ScenarioError::Read`], or as [`Scenario::from_yaml_str`].
     pub fn from_file(path: &Path) -> Result<Scenario, ScenarioError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+        let text = tailguard_text::yaml::read_file(path).map_err(|source| ScenarioError::Read {
             path: path.to_owned(),
             source,
         })?;
