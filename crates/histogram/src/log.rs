@@ -78,6 +78,14 @@ pub enum LogError {
         /// When the interval started, seconds since the epoch.
         at: f64,
     },
+    /// An error in one of several logs.
+    #[error("{name}: {source}")]
+    In {
+        /// The log's name (a file name).
+        name: String,
+        /// What is wrong with it.
+        source: Box<LogError>,
+    },
     /// More tags in one window than a merge holds.
     #[error("more than {max} tags in one window")]
     TooManyTags {

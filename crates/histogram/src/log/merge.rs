@@ -136,6 +136,13 @@ impl<S: Source> Merger<S> {
         self.window
     }
 
+    /// The sources (by index) with no interval left: before the first window, the empty ones.
+    pub fn ended(&self) -> Vec<usize> {
+        (0..self.lanes.len())
+            .filter(|&i| self.lanes[i].ahead.is_none())
+            .collect()
+    }
+
     /// The next window's intervals (one per tag, offsets from [`Merger::start_epoch_secs`]),
     /// or `None` when every log has ended.
     ///
