@@ -26,9 +26,9 @@ pub struct Ramp {
 }
 
 impl Ramp {
-    /// True when the ramp can pace: a positive finite `from` and a non-zero `over`.
+    /// True when the ramp can pace: `from` a rate in range and a non-zero `over`.
     pub(crate) fn is_valid(&self) -> bool {
-        self.from.is_finite() && self.from > 0.0 && !self.over.is_zero()
+        crate::rate_in_range(self.from) && !self.over.is_zero()
     }
 
     /// `L(elapsed)` for a ramp to `rate`: the requests offered in `[0, elapsed]` (a real
