@@ -74,6 +74,10 @@ fn one() -> usize {
     1
 }
 
+/// The most backends a fleet holds, replicas counted: one `serve` process listens on a port
+/// each, and a simulation keeps state per client and backend.
+pub const MAX_BACKENDS: usize = 10_000;
+
 impl TryFrom<RawFleet> for Fleet {
     type Error = String;
 
@@ -85,6 +89,11 @@ impl TryFrom<RawFleet> for Fleet {
         for (i, b) in raw.backends.into_iter().enumerate() {
             if b.replicas == 0 {
                 return Err(format!("backends[{i}].replicas: must be at least 1"));
+            }
+            if b.replicas > MAX_BACKENDS - backends.len() {
+                return Err(format!(
+                    "backends[{i}].replicas: a fleet has at most {MAX_BACKENDS} backends"
+                ));
             }
             let rescales = b
                 .schedule
