@@ -1,6 +1,7 @@
 //! Hostile scenarios: nesting, sizes and the work a run would take, bounded before it starts.
 
-use tailguard_sim::Scenario;
+use std::time::Duration;
+use tailguard_sim::{Overrides, Scenario};
 
 #[test]
 fn deep_nesting_is_refused_before_parsing() {
@@ -33,4 +34,64 @@ fn a_scenario_file_larger_than_a_mebibyte_is_not_read_whole() {
     let err = Scenario::from_file(&path).unwrap_err().to_string();
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(err.contains("larger than 1048576 bytes"), "{err}");
+}
+
+#[test]
+fn rates_and_clients_beyond_the_limits_are_refused() {
+    let mut s = Scenario::builtin("slow-middle").unwrap();
+    let err = s
+        .apply(&Overrides {
+            rate: Some(1e300),
+            ..Overrides::default()
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("--rate must be from 0.001 to 10000000"),
+        "{err}"
+    );
+    let err = s
+        .apply(&Overrides {
+            clients: Some(1_000_000_000),
+            ..Overrides::default()
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("--clients must be from 1 to 10000"), "{err}");
+    // Each within its range, together too much work.
+    let err = s
+        .apply(&Overrides {
+            rate: Some(1e6),
+            duration: Some(Duration::from_secs(1000)),
+            ..Overrides::default()
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("requests per arm, more than the 1e8"), "{err}");
+    let text = "fleet: echo\nload: {rate: 5000000, duration: 1h}\narms: [{name: a, balancer: {kind: round-robin}}]\n";
+    let err = Scenario::from_yaml_str(text, "big.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("more than the 1e8"), "{err}");
+}
+
+#[test]
+fn an_arm_that_sends_without_time_moving_on_is_stopped() {
+    // Zero latency and no interval: every request ends when it starts, and the next follows at
+    // the same instant, forever.
+    let text = "fleet: echo\nload: {loop: closed, workers: 1, duration: 1s}\narms: [{name: rr, balancer: {kind: round-robin}}]\n";
+    let s = Scenario::from_yaml_str(text, "spin.yaml").unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        tx.send(
+            tailguard_sim::run(&s)
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+        )
+    });
+    let result = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the simulation ends within a minute");
+    let err = result.unwrap_err();
+    assert!(err.contains("virtual time does not move on"), "{err}");
 }

@@ -33,6 +33,7 @@
 
 pub mod arm;
 mod builtin;
+pub mod limits;
 pub mod load;
 mod overrides;
 
@@ -253,7 +254,7 @@ fn parse(text: &str, origin: &str, dir: Option<&Path>) -> Result<Scenario, Scena
         .as_ref()
         .and_then(|s| s.probe_delay)
         .map_or(DEFAULT_PROBE_DELAY, |d| d.0);
-    Ok(Scenario {
+    let scenario = Scenario {
         name: spec.name.unwrap_or_else(|| origin.to_owned()),
         description: spec.description,
         seed: spec.seed.unwrap_or(1),
@@ -265,7 +266,9 @@ fn parse(text: &str, origin: &str, dir: Option<&Path>) -> Result<Scenario, Scena
         load: spec.load.into_load().map_err(invalid)?,
         deadline: spec.deadline.map_or(Duration::from_secs(1), |d| d.0),
         arms,
-    })
+    };
+    limits::check(&scenario).map_err(invalid)?;
+    Ok(scenario)
 }
 
 #[cfg(test)]
