@@ -311,7 +311,12 @@ fn span(words: &Words, pause_len: Option<Duration>) -> Result<Window, String> {
     let to = match (words.to, pause_len) {
         (Some(_), Some(_)) => return Err("give the end once: `to T` or `pause D`".to_owned()),
         (to, None) => to,
-        (None, Some(len)) => Some(from + len),
+        // The end must be a time the grammar can write back (at most 2^64 - 1 ns).
+        (None, Some(len)) => Some(
+            from.checked_add(len)
+                .filter(|t| u64::try_from(t.as_nanos()).is_ok())
+                .ok_or("the window would end past the longest duration (584 years)")?,
+        ),
     };
     if to.is_some_and(|to| to <= from) {
         return Err("`to` must come after `from`".to_owned());
