@@ -180,3 +180,28 @@ fn be_u32(bytes: &[u8], at: usize) -> Option<u32> {
 fn be_u64(bytes: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_be_bytes(bytes.get(at..at + 8)?.try_into().ok()?))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+
+        /// The counts computed before allocating are the counts hdrhistogram allocates.
+        #[test]
+        fn counts_len_is_hdrhistogram_s_own(
+            low in prop_oneof![1u64..1 << 20, (1u64 << 40)..(1 << 62)],
+            span in 0u64..1 << 40,
+            digits in 0u8..=5,
+        ) {
+            let high = low.saturating_mul(2).saturating_add(span);
+            let ours = counts_len(low, high, digits);
+            match hdrhistogram::Histogram::<u8>::new_with_bounds(low, high, digits) {
+                Ok(h) => prop_assert_eq!(ours, Some(h.distinct_values() as u64)),
+                Err(_) => prop_assert_eq!(ours, None),
+            }
+        }
+    }
+}
