@@ -27,6 +27,7 @@
 //! assert_eq!(d.outcome, Outcome::Respond { status: 200 });
 //! ```
 
+pub use crate::limits::{scale_latency, MAX_BODY_BYTES, MAX_LATENCY};
 use crate::{Capacity, Effect, Failure, Fault, LatencyDist, Outcome, Schedule, Window};
 use rand::Rng;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
@@ -34,23 +35,6 @@ use serde::Deserialize;
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
-
-/// The longest latency a backend waits: one hour, the top of tailguard's histograms. Every
-/// decision is clamped here (a lognormal tail, `latency x1000000` of a slow backend), so
-/// adding it to a clock never overflows.
-pub const MAX_LATENCY: Duration = Duration::from_secs(3600);
-
-/// The largest `size` body: 16 MiB of `x`.
-pub const MAX_BODY_BYTES: usize = 16 << 20;
-
-/// `d` times `factor`, saturating at [`MAX_LATENCY`] (a negative or NaN factor gives zero).
-pub fn scale_latency(d: Duration, factor: f64) -> Duration {
-    let secs = d.as_secs_f64() * factor;
-    if secs.is_nan() || secs <= 0.0 {
-        return Duration::ZERO;
-    }
-    Duration::try_from_secs_f64(secs).map_or(MAX_LATENCY, |l| l.min(MAX_LATENCY))
-}
 
 /// The decision for one request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -231,7 +231,21 @@ impl RawLog {
     /// or after `StartTime` when the timestamp is an offset, or as written when it is an epoch
     /// time itself. `None` when an offset has nothing to be offset from.
     pub fn epoch_start(&self, i: &RawInterval) -> Option<f64> {
-        read::epoch_start(self.base_epoch_secs, self.start_epoch_secs, i)
+        epoch_start(self.base_epoch_secs, self.start_epoch_secs, i)
+    }
+}
+
+/// Timestamps below this many seconds are offsets, not epoch times (the Java reader's rule).
+const RELATIVE_BELOW_SECS: f64 = 365.0 * 24.0 * 3600.0;
+
+/// When an interval started, seconds since the epoch (see [`RawLog::epoch_start`]).
+fn epoch_start(base: Option<f64>, start: Option<f64>, i: &RawInterval) -> Option<f64> {
+    let ts = i.offset.as_secs_f64();
+    match (base, start) {
+        (Some(base), _) => Some(base + ts),
+        (None, _) if ts >= RELATIVE_BELOW_SECS => Some(ts),
+        (None, Some(start)) => Some(start + ts),
+        (None, None) => None,
     }
 }
 

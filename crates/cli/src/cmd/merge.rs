@@ -62,7 +62,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     match (summaries.is_empty(), logs.is_empty()) {
         (false, true) => merge_summaries(&args, summaries),
-        (true, false) => logs::merge_logs(&args, &logs),
+        (true, false) => merge_logs(&args, &logs),
         _ => bail!(
             "give either JSON summaries or interval logs, not both: a summary already holds \
              its run's histograms"
@@ -199,4 +199,25 @@ fn write_summary_log(path: &Path, s: &RunSummary) -> anyhow::Result<()> {
     }
     w.flush()
         .with_context(|| format!("cannot write {}", path.display()))
+}
+
+fn merge_logs(args: &Args, paths: &[PathBuf]) -> anyhow::Result<ExitCode> {
+    for (flag, given) in [
+        ("--json", args.json.is_some()),
+        ("--html", args.html.is_some()),
+        ("--slo", args.slo.is_some()),
+    ] {
+        if given {
+            bail!(
+                "{flag} needs JSON summaries: interval logs hold latencies, not statuses or counts"
+            );
+        }
+    }
+    let options = logs::LogOptions {
+        interval: args.interval,
+        hdr_log: args.hdr_log.as_deref(),
+        log_unit: &args.log_unit,
+        unit: args.unit,
+    };
+    logs::merge_logs(&options, paths)
 }

@@ -4,7 +4,7 @@
 //! Each shape's parameters are checked here, so the error carries the YAML line and field.
 
 use super::{LatencyDist, PercentileTable, Replay};
-use crate::backend::MAX_LATENCY;
+use crate::limits::MAX_LATENCY;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use std::collections::BTreeMap;

@@ -136,7 +136,7 @@ impl Replay {
             values: self
                 .values
                 .iter()
-                .map(|d| crate::backend::scale_latency(*d, factor))
+                .map(|d| crate::limits::scale_latency(*d, factor))
                 .collect(),
             source: format!("{} x{factor}", self.source),
         }

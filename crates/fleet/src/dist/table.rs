@@ -108,7 +108,7 @@ impl PercentileTable {
         let points = self
             .points
             .iter()
-            .map(|(q, d)| (*q, crate::backend::scale_latency(*d, factor)))
+            .map(|(q, d)| (*q, crate::limits::scale_latency(*d, factor)))
             .collect();
         PercentileTable { points }
     }

@@ -232,7 +232,7 @@ fn latency(arg: &str) -> Result<Effect, String> {
         None => (arg, Effect::LatencySet),
     };
     match parse_duration(text).map_err(|e| e.to_string())? {
-        d if d > crate::backend::MAX_LATENCY => Err(format!("`{arg}`: at most 1h")),
+        d if d > crate::limits::MAX_LATENCY => Err(format!("`{arg}`: at most 1h")),
         d => Ok(effect(d)),
     }
 }

@@ -2,14 +2,11 @@
 //! however long the log.
 
 use super::blob::{self, Limits};
-use super::{Interval, LogError, RawInterval, RawLog};
+use super::{epoch_start, Interval, LogError, RawInterval, RawLog};
 use crate::Histogram;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use std::io::BufRead;
 use std::time::Duration;
-
-/// Timestamps below this many seconds are offsets, not epoch times (the Java reader's rule).
-const RELATIVE_BELOW_SECS: f64 = 365.0 * 24.0 * 3600.0;
 
 /// The latest interval start accepted, seconds since the epoch: the year 5138, far beyond
 /// any real log, far below where later arithmetic overflows.
@@ -143,17 +140,6 @@ impl<R: BufRead> LogReader<R> {
             self.line.push(b'\n');
         }
         Ok(true)
-    }
-}
-
-/// When an interval started, seconds since the epoch (see [`RawLog::epoch_start`]).
-pub(super) fn epoch_start(base: Option<f64>, start: Option<f64>, i: &RawInterval) -> Option<f64> {
-    let ts = i.offset.as_secs_f64();
-    match (base, start) {
-        (Some(base), _) => Some(base + ts),
-        (None, _) if ts >= RELATIVE_BELOW_SECS => Some(ts),
-        (None, Some(start)) => Some(start + ts),
-        (None, None) => None,
     }
 }
 

@@ -1,12 +1,9 @@
 //! What may be merged: plausible times, histograms present, each part of a schedule once,
 //! each whole run once.
 
-use super::MergeError;
+use super::error::{MergeError, MAX_PARTS};
 use crate::summary::RunSummary;
 use std::collections::BTreeMap;
-
-/// The most parts a schedule may be split in: what `tailguard load --shard` accepts.
-pub const MAX_PARTS: u64 = 10_000;
 
 /// Latest start accepted: the year 5138, far beyond any real run, far below overflow.
 const MAX_EPOCH_S: f64 = 1e11;
@@ -102,7 +99,7 @@ fn notes(
             missing_parts(seen, of, missing)
         ));
     }
-    if super::same(parts, |r| r.seed).is_none() {
+    if same(parts, |r| r.seed).is_none() {
         notes.push("the parts have different seeds: together they are not one schedule".into());
     }
     notes
@@ -172,4 +169,14 @@ fn plausible(name: &str, run: &RunSummary) -> Result<(), MergeError> {
         )?;
     }
     Ok(())
+}
+
+/// The value every part has, if they agree.
+pub(super) fn same<T: PartialEq>(
+    parts: &[(String, RunSummary)],
+    f: impl Fn(&RunSummary) -> T,
+) -> Option<T> {
+    let mut values = parts.iter().map(|(_, r)| f(r));
+    let first = values.next()?;
+    values.all(|v| v == first).then_some(first)
 }

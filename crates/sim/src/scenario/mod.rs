@@ -267,7 +267,8 @@ fn parse(text: &str, origin: &str, dir: Option<&Path>) -> Result<Scenario, Scena
         deadline: spec.deadline.map_or(Duration::from_secs(1), |d| d.0),
         arms,
     };
-    limits::check(&scenario).map_err(invalid)?;
+    let backends = scenario.fleet.backends.len();
+    limits::check(scenario.arms.len(), backends, &scenario.load).map_err(invalid)?;
     Ok(scenario)
 }
 

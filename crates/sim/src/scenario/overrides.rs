@@ -92,6 +92,8 @@ impl Scenario {
             }
             self.arms = chosen;
         }
-        super::limits::check(self).map_err(|e| invalid(format!("with the flags given, {e}")))
+        let backends = self.fleet.backends.len();
+        super::limits::check(self.arms.len(), backends, &self.load)
+            .map_err(|e| invalid(format!("with the flags given, {e}")))
     }
 }

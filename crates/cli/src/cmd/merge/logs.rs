@@ -1,13 +1,26 @@
 //! `tailguard merge` of interval logs: read as they go and merged window by window, so a
 //! long log costs one window's histograms, not the whole log's.
 
-use super::Args;
 use anyhow::{bail, Context};
 use std::fs::File;
 use std::io::{BufReader, Write as _};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 use tailguard_histogram::log::{self, LogError, LogReader, Merger, Placed, Source, MAX_TAGS};
+use tailguard_report::Unit;
+
+/// What a merge of logs is asked for.
+pub(super) struct LogOptions<'a> {
+    /// The window (default: the logs' interval).
+    pub interval: Option<Duration>,
+    /// Write the merged log here.
+    pub hdr_log: Option<&'a Path>,
+    /// The unit the logs' values are in.
+    pub log_unit: &'a str,
+    /// The unit to print them in.
+    pub unit: Unit,
+}
 
 /// A log file read a line at a time; its errors name it.
 pub(super) struct LogFile {
@@ -52,18 +65,7 @@ impl Source for LogFile {
 type Totals = Vec<(Option<String>, hdrhistogram::Histogram<u64>)>;
 
 /// Merges the logs at `paths`, printing a row per window and tag, then the totals.
-pub(super) fn merge_logs(args: &Args, paths: &[PathBuf]) -> anyhow::Result<ExitCode> {
-    for (flag, given) in [
-        ("--json", args.json.is_some()),
-        ("--html", args.html.is_some()),
-        ("--slo", args.slo.is_some()),
-    ] {
-        if given {
-            bail!(
-                "{flag} needs JSON summaries: interval logs hold latencies, not statuses or counts"
-            );
-        }
-    }
+pub(super) fn merge_logs(args: &LogOptions<'_>, paths: &[PathBuf]) -> anyhow::Result<ExitCode> {
     let files = paths
         .iter()
         .map(|p| LogFile::open(p))
@@ -88,7 +90,7 @@ pub(super) fn merge_logs(args: &Args, paths: &[PathBuf]) -> anyhow::Result<ExitC
         "# {:>8} {:<10} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
         "start", "tag", "count", "min", "p50", "p90", "p99", "p999", "max"
     );
-    let mut writer = match &args.hdr_log {
+    let mut writer = match args.hdr_log {
         Some(path) => {
             let file =
                 File::create(path).with_context(|| format!("cannot write {}", path.display()))?;
@@ -151,9 +153,14 @@ fn add_total(totals: &mut Totals, i: &log::RawInterval) -> anyhow::Result<()> {
 }
 
 /// One window's (or the total's) row, values shown in the report unit.
-fn row(args: &Args, start: &str, tag: &Option<String>, h: &hdrhistogram::Histogram<u64>) -> String {
+fn row(
+    args: &LogOptions<'_>,
+    start: &str,
+    tag: &Option<String>,
+    h: &hdrhistogram::Histogram<u64>,
+) -> String {
     // Values are shown in microseconds: the unit the logs were written in, converted.
-    let to_us = match args.log_unit.as_str() {
+    let to_us = match args.log_unit {
         "ns" => 0.001,
         "ms" => 1_000.0,
         "s" => 1_000_000.0,
