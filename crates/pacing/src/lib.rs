@@ -196,7 +196,7 @@ impl Schedule {
     /// [`PacingError::BadRamp`] when `ramp.from` is not from [`MIN_RATE`] to [`MAX_RATE`] or
     /// `ramp.over` is zero.
     pub fn with_ramp(mut self, ramp: Ramp) -> Result<Self, PacingError> {
-        if !(rate_in_range(ramp.from) && !ramp.over.is_zero()) {
+        if !rate_in_range(ramp.from) || ramp.over.is_zero() {
             return Err(PacingError::BadRamp(ramp));
         }
         self.ramp = Some(ramp);
