@@ -109,7 +109,7 @@ fn decides_within_bounds(fleet: &Fleet) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(5_000))]
+    #![proptest_config(ProptestConfig::with_cases(15_000))]
 
     #[test]
     fn any_fleet_file_is_a_fleet_or_an_error(
@@ -186,7 +186,7 @@ fn fault_like() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(10_000))]
+    #![proptest_config(ProptestConfig::with_cases(30_000))]
 
     #[test]
     fn any_fault_sentence_is_a_fault_or_an_error(text in prop_oneof![fault_like(), "\\PC{0,60}"]) {

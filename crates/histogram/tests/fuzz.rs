@@ -92,7 +92,7 @@ fn mutated_blob() -> impl Strategy<Value = Vec<u8>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(3_000))]
+    #![proptest_config(ProptestConfig::with_cases(9_000))]
 
     #[test]
     fn any_blob_decodes_within_the_limits_or_is_refused(
@@ -164,7 +164,7 @@ fn mutated_log() -> impl Strategy<Value = Vec<u8>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(1_000))]
+    #![proptest_config(ProptestConfig::with_cases(3_000))]
 
     #[test]
     fn any_log_is_read_and_merged_or_refused(

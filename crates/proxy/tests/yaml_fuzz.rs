@@ -122,7 +122,7 @@ fn the_seed_file_parses() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(10_000))]
+    #![proptest_config(ProptestConfig::with_cases(30_000))]
 
     #[test]
     fn any_configuration_is_a_configuration_or_an_error(

@@ -129,7 +129,7 @@ fn runs_briefly(mut s: Scenario) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2_000))]
+    #![proptest_config(ProptestConfig::with_cases(6_000))]
 
     #[test]
     fn any_scenario_is_a_scenario_or_an_error(

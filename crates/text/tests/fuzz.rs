@@ -54,7 +54,7 @@ fn duration_like() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(10_000))]
+    #![proptest_config(ProptestConfig::with_cases(20_000))]
 
     #[test]
     fn any_text_is_a_duration_or_an_error(text in "\\PC{0,40}") {
@@ -103,7 +103,7 @@ fn yaml_like() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(3_000))]
+    #![proptest_config(ProptestConfig::with_cases(6_000))]
 
     #[test]
     fn the_shape_check_and_the_reader_never_panic(text in prop_oneof![yaml_like(), "\\PC{0,300}"]) {
