@@ -150,7 +150,7 @@ pub(crate) fn run(
     }
     let together = opts.together && arms.len() > 1;
     run.console
-        .plan(traffic.duration.as_secs() * arms.len() as u64);
+        .plan(traffic.duration.as_secs().saturating_mul(arms.len() as u64));
     rts.board.plan(
         &run.report.load,
         arms.iter()

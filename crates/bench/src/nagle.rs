@@ -29,9 +29,12 @@ pub(crate) const STREAMS: usize = 100;
 
 pub(crate) fn run(opts: &Options, rts: &Runtimes, run: &mut Run<'_>) -> Result<(), BenchError> {
     let rates = opts.rates.clone().unwrap_or_else(|| RATES.to_vec());
-    if let Some(bad) = rates.iter().find(|r| !(r.is_finite() && **r > 0.0)) {
+    if let Some(bad) = rates.iter().find(|r| !tailguard_pacing::rate_in_range(**r)) {
         return Err(BenchError::Invalid(format!(
-            "--rates: {bad} is not a positive rate"
+            "--rates: each rate must be from {} to {}, got {}",
+            tailguard_pacing::MIN_RATE,
+            tailguard_pacing::MAX_RATE,
+            tailguard_pacing::show_rate(*bad)
         )));
     }
     // A small body after the headers: the second write Nagle holds back.
@@ -67,7 +70,8 @@ pub(crate) fn run(opts: &Options, rts: &Runtimes, run: &mut Run<'_>) -> Result<(
             .join(", "),
         len.as_secs_f64()
     );
-    run.console.plan(len.as_secs() * 4 * rates.len() as u64);
+    run.console
+        .plan(len.as_secs().saturating_mul(4 * rates.len() as u64));
     for (grpc, rate) in [false, true]
         .into_iter()
         .flat_map(|g| rates.iter().map(move |r| (g, *r)))

@@ -88,8 +88,10 @@ pub(crate) fn run(opts: &Options, rts: &Runtimes, run: &mut Run<'_>) -> Result<(
              rate: by p99), so a noisy moment of the machine does not decide a comparison"
         ));
     }
-    run.console
-        .plan((max_len.as_secs() + fixed_len.as_secs()) * (paths.len() * rounds) as u64);
+    run.console.plan(
+        (max_len.as_secs().saturating_add(fixed_len.as_secs()))
+            .saturating_mul((paths.len() * rounds) as u64),
+    );
     let rounds = Rounds {
         rts,
         fleet: &fleet,

@@ -10,8 +10,10 @@ use tailguard_record::RunSummary;
 /// # Errors
 /// A file that cannot be read, or JSON that is neither shape (the message names the file).
 pub fn read(path: &Path, label: &str) -> Result<BenchReport, String> {
-    let text = std::fs::read_to_string(path)
+    let bytes = tailguard_record::read_json_file(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| format!("cannot read {}: not UTF-8", path.display()))?;
     match serde_json::from_str::<BenchReport>(&text) {
         Ok(r) if r.format <= FORMAT => Ok(r),
         Ok(r) => Err(format!(

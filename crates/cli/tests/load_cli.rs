@@ -161,7 +161,7 @@ fn bad_input_is_one_clear_line_and_exit_2() {
         ),
         (
             &["load", "--ramp-from", "0", "http://127.0.0.1:9/"],
-            "a ramp must start from a positive rate, got 0",
+            "a ramp must start from a rate from 0.001 to 10000000, got 0",
         ),
         (
             &[

@@ -102,7 +102,7 @@ fn proxy_reload_refuses_restart_only_keys_and_deep_nesting_naming_them() {
     let line = proxy.wait_for("reload refused: ");
     assert_eq!(
         line,
-        "reload refused: configuration: line 1: `[` and `{` nested deeper than 32"
+        "reload refused: configuration: line 1: nested deeper than 32 levels"
     );
     // The same limits with the new upstream: applied.
     std::fs::write(&proxy.config, yaml(&[second.addr()])).unwrap();

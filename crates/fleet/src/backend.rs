@@ -27,6 +27,7 @@
 //! assert_eq!(d.outcome, Outcome::Respond { status: 200 });
 //! ```
 
+pub use crate::limits::{scale_latency, MAX_BODY_BYTES, MAX_LATENCY};
 use crate::{Capacity, Effect, Failure, Fault, LatencyDist, Outcome, Schedule, Window};
 use rand::Rng;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
@@ -60,21 +61,39 @@ pub enum Body {
 
 /// A body flag that cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("`{0}` is not a body: use name, echo, size:BYTES or text:TEXT")]
-pub struct BodyError(String);
+#[error("`{text}` is not a body: {reason}")]
+pub struct BodyError {
+    text: String,
+    reason: &'static str,
+}
 
 impl FromStr for Body {
     type Err = BodyError;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let bad = || BodyError(text.to_owned());
+        let bad = |reason| BodyError {
+            text: text.to_owned(),
+            reason,
+        };
+        let usage = "use name, echo, size:BYTES or text:TEXT";
         match text.split_once(':') {
             None if text == "name" => Ok(Body::Name),
             None if text == "echo" => Ok(Body::Echo),
             Some(("text", t)) => Ok(Body::Text(t.to_owned())),
-            Some(("size", n)) => n.trim().parse().map(Body::Size).map_err(|_| bad()),
-            _ => Err(bad()),
+            Some(("size", n)) => match n.trim().parse::<u64>() {
+                Ok(n) => size(n).map_err(bad),
+                Err(_) => Err(bad(usage)),
+            },
+            _ => Err(bad(usage)),
         }
+    }
+}
+
+/// A `size` body of `n` bytes, at most [`MAX_BODY_BYTES`].
+fn size(n: u64) -> Result<Body, &'static str> {
+    match usize::try_from(n) {
+        Ok(n) if n <= MAX_BODY_BYTES => Ok(Body::Size(n)),
+        _ => Err("size must be at most 16777216 bytes (16 MiB)"),
     }
 }
 
@@ -101,7 +120,7 @@ impl<'de> Visitor<'de> for BodyVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Body, A::Error> {
         let body = match map.next_key::<String>()?.as_deref() {
             Some("text") => Body::Text(map.next_value()?),
-            Some("size") => Body::Size(map.next_value()?),
+            Some("size") => size(map.next_value()?).map_err(de::Error::custom)?,
             Some(other) => return Err(de::Error::unknown_variant(other, &["text", "size"])),
             None => return Err(de::Error::custom("empty body mapping")),
         };
@@ -175,13 +194,13 @@ impl BackendSpec {
 
     /// What this backend does with a request that arrives `elapsed` after the fleet started.
     pub fn decide<R: Rng + ?Sized>(&self, elapsed: Duration, rng: &mut R) -> Decision {
-        let mut latency = self.latency.sample(rng);
+        let mut latency = self.latency.sample(rng).min(MAX_LATENCY);
         let mut failure = self.failure;
         for effect in self.schedule.effects(elapsed) {
             match *effect {
-                Effect::LatencyScale(x) => latency = latency.mul_f64(x),
-                Effect::LatencyAdd(d) => latency = latency.saturating_add(d),
-                Effect::LatencySet(d) => latency = d,
+                Effect::LatencyScale(x) => latency = scale_latency(latency, x),
+                Effect::LatencyAdd(d) => latency = latency.saturating_add(d).min(MAX_LATENCY),
+                Effect::LatencySet(d) => latency = d.min(MAX_LATENCY),
                 Effect::Fail { rate, status } => failure = failure.with_error(rate, status),
                 Effect::Close(p) => failure = failure.with_close(p),
                 Effect::Reset(p) => failure = failure.with_reset(p),

@@ -74,6 +74,10 @@ fn one() -> usize {
     1
 }
 
+/// The most backends a fleet holds, replicas counted: one `serve` process listens on a port
+/// each, and a simulation keeps state per client and backend.
+pub const MAX_BACKENDS: usize = 10_000;
+
 impl TryFrom<RawFleet> for Fleet {
     type Error = String;
 
@@ -85,6 +89,11 @@ impl TryFrom<RawFleet> for Fleet {
         for (i, b) in raw.backends.into_iter().enumerate() {
             if b.replicas == 0 {
                 return Err(format!("backends[{i}].replicas: must be at least 1"));
+            }
+            if b.replicas > MAX_BACKENDS - backends.len() {
+                return Err(format!(
+                    "backends[{i}].replicas: a fleet has at most {MAX_BACKENDS} backends"
+                ));
             }
             let rescales = b
                 .schedule
@@ -149,7 +158,7 @@ impl Fleet {
     /// # Errors
     /// [`FleetError::Read`] when the file cannot be read, else as [`Fleet::from_yaml_str`].
     pub fn from_file(path: &Path) -> Result<Fleet, FleetError> {
-        let text = std::fs::read_to_string(path).map_err(|source| FleetError::Read {
+        let text = tailguard_text::yaml::read_file(path).map_err(|source| FleetError::Read {
             path: path.to_owned(),
             source,
         })?;

@@ -41,6 +41,7 @@ pub mod dist;
 pub mod error;
 pub mod failure;
 pub mod fleet;
+pub mod limits;
 pub mod probe;
 pub mod ratio;
 pub mod schedule;

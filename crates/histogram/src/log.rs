@@ -22,11 +22,17 @@
 //! assert_eq!(intervals[0].tag.as_deref(), Some("latency"));
 //! ```
 
+mod blob;
+mod merge;
+mod read;
+
+pub use blob::Limits;
+pub use merge::{merge, window, InMemory, MergedLog, Merger, Source, MAX_TAGS};
+pub use read::{read, read_raw, LogReader, Placed, MAX_EPOCH_S, MAX_LENGTH_S};
+
 use crate::Histogram;
-use hdrhistogram::serialization::interval_log::{
-    IntervalLogIterator, IntervalLogWriterBuilder, LogEntry, Tag,
-};
-use hdrhistogram::serialization::{Deserializer, V2DeflateSerializer};
+use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+use hdrhistogram::serialization::V2DeflateSerializer;
 use std::io::Write;
 use std::time::Duration;
 
@@ -43,10 +49,48 @@ pub enum LogError {
     #[error("invalid interval log tag {0:?}: no commas, spaces or newlines")]
     Tag(String),
     /// The input is not an interval log.
-    #[error("malformed interval log at byte {offset}")]
+    #[error("malformed interval log at line {line}")]
     Parse {
-        /// Where parsing failed.
-        offset: usize,
+        /// The line (from 1) that is not part of a log.
+        line: usize,
+    },
+    /// A line longer than any histogram within the limits needs.
+    #[error(
+        "line {line} is longer than {max} bytes, more than any histogram within the limits needs"
+    )]
+    LineTooLong {
+        /// The line, from 1.
+        line: usize,
+        /// The longest line read.
+        max: usize,
+    },
+    /// A time no log could have (hostile or damaged input).
+    #[error("line {line}: an interval starting after the year 5138 or longer than 31 years")]
+    Implausible {
+        /// The line, from 1.
+        line: usize,
+    },
+    /// An interval that belongs before the interval written before it.
+    #[error("log {log} is not in time order: an interval at {at:.3} s since the epoch comes after later ones")]
+    OutOfOrder {
+        /// Which log (from 0, in the order given).
+        log: usize,
+        /// When the interval started, seconds since the epoch.
+        at: f64,
+    },
+    /// An error in one of several logs.
+    #[error("{name}: {source}")]
+    In {
+        /// The log's name (a file name).
+        name: String,
+        /// What is wrong with it.
+        source: Box<LogError>,
+    },
+    /// More tags in one window than a merge holds.
+    #[error("more than {max} tags in one window")]
+    TooManyTags {
+        /// The most tags a window may have.
+        max: usize,
     },
     /// A histogram encoded on its own (as `--json` embeds them) could not be decoded.
     #[error("cannot decode an encoded histogram: {0}")]
@@ -157,20 +201,6 @@ pub struct Interval {
     pub histogram: Histogram,
 }
 
-/// Reads every interval of a log held in memory.
-pub fn read(input: &[u8]) -> Result<Vec<Interval>, LogError> {
-    Ok(read_raw(input)?
-        .intervals
-        .into_iter()
-        .map(|i| Interval {
-            tag: i.tag,
-            offset: i.offset,
-            length: i.length,
-            histogram: Histogram::from_hdr(&i.histogram),
-        })
-        .collect())
-}
-
 /// A log read back as its producer wrote it: values in the producer's own unit and precision,
 /// which is what merging logs of other HdrHistogram tools needs.
 #[derive(Clone, Debug)]
@@ -196,63 +226,27 @@ pub struct RawInterval {
     pub histogram: hdrhistogram::Histogram<u64>,
 }
 
-/// Timestamps below this many seconds are offsets, not epoch times (the Java reader's rule).
-const RELATIVE_BELOW_SECS: f64 = 365.0 * 24.0 * 3600.0;
-
 impl RawLog {
     /// When interval `i` started, seconds since the Unix epoch: its timestamp after `BaseTime`,
     /// or after `StartTime` when the timestamp is an offset, or as written when it is an epoch
     /// time itself. `None` when an offset has nothing to be offset from.
     pub fn epoch_start(&self, i: &RawInterval) -> Option<f64> {
-        let ts = i.offset.as_secs_f64();
-        match (self.base_epoch_secs, self.start_epoch_secs) {
-            (Some(base), _) => Some(base + ts),
-            (None, _) if ts >= RELATIVE_BELOW_SECS => Some(ts),
-            (None, Some(start)) => Some(start + ts),
-            (None, None) => None,
-        }
+        epoch_start(self.base_epoch_secs, self.start_epoch_secs, i)
     }
 }
 
-/// Reads a log without converting its values (see [`RawLog`]).
-pub fn read_raw(input: &[u8]) -> Result<RawLog, LogError> {
-    let mut deserializer = Deserializer::new();
-    let mut log = RawLog {
-        start_epoch_secs: None,
-        base_epoch_secs: None,
-        intervals: Vec::new(),
-    };
-    for entry in IntervalLogIterator::new(input) {
-        let entry = entry.map_err(|e| match e {
-            hdrhistogram::serialization::interval_log::LogIteratorError::ParseError { offset } => {
-                LogError::Parse { offset }
-            }
-        })?;
-        let ilh = match entry {
-            LogEntry::StartTime(t) => {
-                log.start_epoch_secs = Some(t.as_secs_f64());
-                continue;
-            }
-            LogEntry::BaseTime(t) => {
-                log.base_epoch_secs = Some(t.as_secs_f64());
-                continue;
-            }
-            LogEntry::Interval(ilh) => ilh,
-        };
-        let index = log.intervals.len();
-        let decode_err = |reason: String| LogError::Decode { index, reason };
-        let bytes = base64_decode(ilh.encoded_histogram()).map_err(decode_err)?;
-        let histogram: hdrhistogram::Histogram<u64> = deserializer
-            .deserialize(&mut bytes.as_slice())
-            .map_err(|e| decode_err(format!("{e:?}")))?;
-        log.intervals.push(RawInterval {
-            tag: ilh.tag().map(|t| t.as_str().to_string()),
-            offset: ilh.start_timestamp(),
-            length: ilh.duration(),
-            histogram,
-        });
+/// Timestamps below this many seconds are offsets, not epoch times (the Java reader's rule).
+const RELATIVE_BELOW_SECS: f64 = 365.0 * 24.0 * 3600.0;
+
+/// When an interval started, seconds since the epoch (see [`RawLog::epoch_start`]).
+fn epoch_start(base: Option<f64>, start: Option<f64>, i: &RawInterval) -> Option<f64> {
+    let ts = i.offset.as_secs_f64();
+    match (base, start) {
+        (Some(base), _) => Some(base + ts),
+        (None, _) if ts >= RELATIVE_BELOW_SECS => Some(ts),
+        (None, Some(start)) => Some(start + ts),
+        (None, None) => None,
     }
-    Ok(log)
 }
 
 /// Writes a log of histograms in any unit (see [`RawLog`]): the StartTime and BaseTime headers
@@ -283,111 +277,9 @@ pub fn encode(h: &Histogram) -> Result<String, LogError> {
     Ok(base64::engine::general_purpose::STANDARD.encode(bytes))
 }
 
-/// Reads a histogram written by [`encode`].
+/// Reads a histogram written by [`encode`], within [`Limits::TAILGUARD`]: anything larger
+/// than tailguard writes is refused before it is allocated.
 pub fn decode(text: &str) -> Result<Histogram, LogError> {
-    let bytes = base64_decode(text).map_err(LogError::Encoded)?;
-    let hdr: hdrhistogram::Histogram<u64> = Deserializer::new()
-        .deserialize(&mut bytes.as_slice())
-        .map_err(|e| LogError::Encoded(format!("{e:?}")))?;
+    let hdr = blob::decode(text, Limits::TAILGUARD).map_err(LogError::Encoded)?;
     Ok(Histogram::from_hdr(&hdr))
-}
-
-/// Logs merged by [`merge`]: per window of wall-clock time and per tag, every interval added.
-#[derive(Clone, Debug)]
-pub struct MergedLog {
-    /// The earliest interval start of any log, seconds since the Unix epoch.
-    pub start_epoch_secs: f64,
-    /// The window length used.
-    pub window: Duration,
-    /// The merged intervals, offsets from `start_epoch_secs`, by window then tag.
-    pub intervals: Vec<RawInterval>,
-}
-
-/// One tag's intervals of one window, added up.
-struct WindowSum {
-    tag: Option<String>,
-    first: f64,
-    last: f64,
-    histogram: hdrhistogram::Histogram<u64>,
-}
-
-/// Merges interval logs, of tailguard or of any HdrHistogram tool, exactly: each interval is
-/// placed in wall-clock time (see [`RawLog::epoch_start`]), falls in the window of `length`
-/// (by default the longest first interval of any log) holding its middle ([`window`]), and is
-/// added to the other intervals of that window with the same tag, in its own unit.
-pub fn merge(logs: &[RawLog], length: Option<Duration>) -> Result<MergedLog, LogError> {
-    let mut placed = Vec::new();
-    for log in logs {
-        for (index, i) in log.intervals.iter().enumerate() {
-            let start = log.epoch_start(i).ok_or(LogError::NoTime { index })?;
-            placed.push((start, i));
-        }
-    }
-    let origin = placed.iter().map(|(s, _)| *s).fold(f64::INFINITY, f64::min);
-    let window_len = length.unwrap_or_else(|| {
-        logs.iter()
-            .filter_map(|l| l.intervals.first().map(|i| i.length))
-            .max()
-            .unwrap_or(Duration::ZERO)
-    });
-    // Per window, per tag in order of first appearance: the sum and the time it spans.
-    let mut merged: std::collections::BTreeMap<usize, Vec<WindowSum>> =
-        std::collections::BTreeMap::new();
-    for (start, i) in placed {
-        let len = i.length.as_secs_f64();
-        let w = window(origin, window_len.as_secs_f64(), start, len);
-        let tags = merged.entry(w).or_default();
-        match tags.iter_mut().find(|s| s.tag == i.tag) {
-            Some(sum) => {
-                sum.first = sum.first.min(start);
-                sum.last = sum.last.max(start + len);
-                sum.histogram
-                    .add(&i.histogram)
-                    .map_err(|e| LogError::Encode(format!("{e:?}")))?;
-            }
-            None => {
-                let mut histogram = i.histogram.clone();
-                histogram.auto(true);
-                tags.push(WindowSum {
-                    tag: i.tag.clone(),
-                    first: start,
-                    last: start + len,
-                    histogram,
-                });
-            }
-        }
-    }
-    let intervals = merged
-        .into_values()
-        .flatten()
-        .map(|s| RawInterval {
-            tag: s.tag,
-            offset: Duration::from_secs_f64((s.first - origin).max(0.0)),
-            length: Duration::from_secs_f64((s.last - s.first).max(0.0)),
-            histogram: s.histogram,
-        })
-        .collect();
-    Ok(MergedLog {
-        start_epoch_secs: if origin.is_finite() { origin } else { 0.0 },
-        window: window_len,
-        intervals,
-    })
-}
-
-/// Which window of `length` seconds, counted from `origin`, an interval `[start, start + len)`
-/// belongs to: the one holding its middle, so intervals of generators that started a little
-/// apart (or a short last interval) land in one window. Times are seconds since the epoch.
-pub fn window(origin: f64, length: f64, start: f64, len: f64) -> usize {
-    if length <= 0.0 {
-        return 0;
-    }
-    let middle = (start + len / 2.0 - origin).max(0.0);
-    (middle / length).floor() as usize
-}
-
-fn base64_decode(text: &str) -> Result<Vec<u8>, String> {
-    use base64::Engine as _;
-    base64::engine::general_purpose::STANDARD
-        .decode(text.trim())
-        .map_err(|e| e.to_string())
 }

@@ -73,6 +73,19 @@ impl std::str::FromStr for Part {
     }
 }
 
+/// The most requests in flight (`--concurrency`): far above what a generator's descriptors
+/// allow (an HTTP/1.1 connection each), far below what the workers' memory would exhaust.
+pub const MAX_CONCURRENCY: usize = 100_000;
+
+/// The most HTTP/2 connections per target (`--h2-connections`).
+pub const MAX_H2_CONNECTIONS: usize = 1_000;
+
+/// The shortest report interval (`--interval`): a line, a log entry and a self-check each.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
+
+/// The most targets (URLs) a run spreads its requests over.
+pub const MAX_TARGETS: usize = 10_000;
+
 /// A callback that sees every record as it completes (tests, custom sinks).
 pub type RecordHook = Arc<dyn Fn(&Record) + Send + Sync>;
 
@@ -176,12 +189,21 @@ pub enum ConfigError {
     /// No URL given.
     #[error("no target URL given")]
     NoTargets,
-    /// Rate below zero or not a number.
-    #[error("--rate must be 0 (as fast as possible) or a positive number, got {0}")]
+    /// A rate that is neither 0 nor in the schedule's range.
+    #[error("--rate must be 0 (as fast as possible) or from 0.001 to 10000000, got {}", tailguard_pacing::show_rate(*.0))]
     BadRate(f64),
-    /// Concurrency of zero.
-    #[error("--concurrency must be at least 1")]
-    ZeroConcurrency,
+    /// Concurrency of zero, or beyond [`MAX_CONCURRENCY`].
+    #[error("--concurrency must be from 1 to {MAX_CONCURRENCY}, got {0}")]
+    BadConcurrency(usize),
+    /// HTTP/2 connections per target of zero, or beyond [`MAX_H2_CONNECTIONS`].
+    #[error("--h2-connections must be from 1 to {MAX_H2_CONNECTIONS}, got {0}")]
+    BadH2Connections(usize),
+    /// More targets than [`MAX_TARGETS`].
+    #[error("at most {MAX_TARGETS} target URLs, got {0}")]
+    TooManyTargets(usize),
+    /// A request body larger than [`crate::files::MAX_BODY_BYTES`].
+    #[error("--data must be at most {max} bytes, got {0}", max = crate::files::MAX_BODY_BYTES)]
+    BodyTooLarge(usize),
     /// Neither a duration nor a request count: the run would not end.
     #[error("give --duration or --total-requests (or both), or the run never ends")]
     Endless,
@@ -191,9 +213,9 @@ pub enum ConfigError {
     /// A request count of zero: the run would send nothing.
     #[error("--total-requests must be at least 1")]
     ZeroRequests,
-    /// A zero-length interval.
-    #[error("--interval must be longer than zero")]
-    ZeroInterval,
+    /// An interval shorter than [`MIN_INTERVAL`]: report lines as fast as the CPU goes.
+    #[error("--interval must be at least 10ms")]
+    ShortInterval,
     /// A zero timeout.
     #[error("--timeout must be longer than zero")]
     ZeroTimeout,
@@ -294,14 +316,9 @@ impl Config {
 
     /// Checks the constraints a run depends on.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.targets.is_empty() {
-            return Err(ConfigError::NoTargets);
-        }
-        if !(self.rate.is_finite() && self.rate >= 0.0) {
+        self.validate_sizes()?;
+        if !(self.rate == 0.0 || tailguard_pacing::rate_in_range(self.rate)) {
             return Err(ConfigError::BadRate(self.rate));
-        }
-        if self.concurrency == 0 {
-            return Err(ConfigError::ZeroConcurrency);
         }
         if self.duration.is_none() && self.total_requests.is_none() {
             return Err(ConfigError::Endless);
@@ -312,8 +329,8 @@ impl Config {
         if self.total_requests == Some(0) {
             return Err(ConfigError::ZeroRequests);
         }
-        if self.interval.is_zero() {
-            return Err(ConfigError::ZeroInterval);
+        if self.interval < MIN_INTERVAL {
+            return Err(ConfigError::ShortInterval);
         }
         if self.timeout.is_zero() {
             return Err(ConfigError::ZeroTimeout);
@@ -342,6 +359,26 @@ impl Config {
             let even = Schedule::new(Arrivals::Constant, self.rate, self.seed);
             even.and_then(|s| s.with_ramp(ramp))
                 .map_err(ConfigError::BadRamp)?;
+        }
+        Ok(())
+    }
+
+    /// Targets, workers, connections and body within their limits.
+    fn validate_sizes(&self) -> Result<(), ConfigError> {
+        if self.targets.is_empty() {
+            return Err(ConfigError::NoTargets);
+        }
+        if self.targets.len() > MAX_TARGETS {
+            return Err(ConfigError::TooManyTargets(self.targets.len()));
+        }
+        if !(1..=MAX_CONCURRENCY).contains(&self.concurrency) {
+            return Err(ConfigError::BadConcurrency(self.concurrency));
+        }
+        if !(1..=MAX_H2_CONNECTIONS).contains(&self.h2_connections) {
+            return Err(ConfigError::BadH2Connections(self.h2_connections));
+        }
+        if self.body.len() as u64 > crate::files::MAX_BODY_BYTES {
+            return Err(ConfigError::BodyTooLarge(self.body.len()));
         }
         Ok(())
     }

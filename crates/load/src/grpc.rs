@@ -12,6 +12,10 @@
 //! The request is encoded and framed once (a gRPC message: one flag byte, a 4-byte length, the
 //! protobuf bytes); each call sends the same bytes, so a call costs what an HTTP/2 POST costs.
 
+mod resolver;
+
+pub use resolver::MAX_DEPTH;
+
 use bytes::{BufMut, Bytes, BytesMut};
 use http::uri::PathAndQuery;
 use prost::Message as _;
@@ -213,7 +217,8 @@ fn user_pool(protos: &[PathBuf], imports: &[PathBuf]) -> Result<Option<Descripto
         includes.push(dir.unwrap_or(Path::new(".")).to_path_buf());
     }
     let proto_err = |e: protox::Error| GrpcError::Proto(e.to_string());
-    let mut compiler = protox::Compiler::new(&includes).map_err(proto_err)?;
+    // Each file (an import too) is read within bounds before protox parses it.
+    let mut compiler = protox::Compiler::with_file_resolver(resolver::Checked::new(includes));
     compiler.open_files(protos).map_err(proto_err)?;
     Ok(Some(compiler.descriptor_pool()))
 }

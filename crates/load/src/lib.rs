@@ -28,6 +28,7 @@
 mod clock;
 pub mod config;
 mod conn;
+pub mod files;
 pub mod grpc;
 mod metrics;
 mod pacer;

@@ -137,10 +137,13 @@ pub fn expand_args(args: &[String]) -> Result<Vec<String>, TargetError> {
 }
 
 fn read_url_file(path: &Path) -> Result<Vec<String>, TargetError> {
-    let text = std::fs::read_to_string(path).map_err(|e| TargetError::File {
+    let file_error = |reason: String| TargetError::File {
         path: path.display().to_string(),
-        reason: e.to_string(),
-    })?;
+        reason,
+    };
+    let bytes = crate::files::read_limited(path, crate::files::MAX_URL_FILE_BYTES)
+        .map_err(|e| file_error(e.to_string()))?;
+    let text = String::from_utf8(bytes).map_err(|_| file_error("not UTF-8".into()))?;
     Ok(text
         .lines()
         .map(str::trim)

@@ -55,6 +55,41 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+/// The lowest rate a schedule takes: one request per 1,000 s.
+pub const MIN_RATE: f64 = 0.001;
+
+/// The highest rate a schedule takes: ten million requests per second, ten times what one
+/// generator machine can send.
+pub const MAX_RATE: f64 = 10_000_000.0;
+
+/// The latest offset a schedule gives: 2^32 s (136 years). Offsets further out (request
+/// `u64::MAX` at [`MIN_RATE`] is 1.8e22 s away) saturate here rather than overflow a
+/// `Duration`, so a pacer can always add an offset to its start.
+pub const MAX_OFFSET: Duration = Duration::from_secs(1 << 32);
+
+/// True when `rate` is within [`MIN_RATE`] and [`MAX_RATE`] (NaN is not).
+pub fn rate_in_range(rate: f64) -> bool {
+    (MIN_RATE..=MAX_RATE).contains(&rate)
+}
+
+/// A rate as a message shows it: as written when ordinary, in scientific notation when huge
+/// or tiny (`1e308`, not 309 digits).
+pub fn show_rate(rate: f64) -> String {
+    if rate == 0.0 || (1e-3..1e12).contains(&rate.abs()) {
+        rate.to_string()
+    } else {
+        format!("{rate:e}")
+    }
+}
+
+/// Seconds as an offset, saturating at [`MAX_OFFSET`] (a NaN or negative time is zero).
+fn offset(secs: f64) -> Duration {
+    if secs.is_nan() || secs <= 0.0 {
+        return Duration::ZERO;
+    }
+    Duration::try_from_secs_f64(secs).map_or(MAX_OFFSET, |d| d.min(MAX_OFFSET))
+}
+
 /// The arrival process.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Arrivals {
@@ -89,7 +124,7 @@ impl fmt::Display for Arrivals {
 /// A schedule that cannot be built.
 #[derive(Clone, Debug, PartialEq)]
 pub enum PacingError {
-    /// The rate is not a positive finite number.
+    /// The rate is not from [`MIN_RATE`] to [`MAX_RATE`].
     BadRate(f64),
     /// An arrival process name other than `constant` or `poisson`.
     UnknownArrivals(String),
@@ -100,13 +135,19 @@ pub enum PacingError {
 impl fmt::Display for PacingError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            PacingError::BadRate(r) => write!(f, "rate must be a positive number, got {r}"),
+            PacingError::BadRate(r) => write!(
+                f,
+                "rate must be from {MIN_RATE} to {MAX_RATE} requests per second, got {}",
+                show_rate(*r)
+            ),
             PacingError::UnknownArrivals(s) => {
                 write!(f, "unknown arrivals {s:?}: use constant or poisson")
             }
-            PacingError::BadRamp(r) if !(r.from.is_finite() && r.from > 0.0) => {
-                write!(f, "a ramp must start from a positive rate, got {}", r.from)
-            }
+            PacingError::BadRamp(r) if !rate_in_range(r.from) => write!(
+                f,
+                "a ramp must start from a rate from {MIN_RATE} to {MAX_RATE}, got {}",
+                show_rate(r.from)
+            ),
             PacingError::BadRamp(_) => f.write_str("a ramp must last longer than zero"),
         }
     }
@@ -130,8 +171,11 @@ pub struct Schedule {
 
 impl Schedule {
     /// A schedule of `rate` requests per second; `seed` drives Poisson gaps.
+    ///
+    /// # Errors
+    /// [`PacingError::BadRate`] when `rate` is not from [`MIN_RATE`] to [`MAX_RATE`].
     pub fn new(arrivals: Arrivals, rate: f64, seed: u64) -> Result<Self, PacingError> {
-        if !(rate.is_finite() && rate > 0.0) {
+        if !rate_in_range(rate) {
             return Err(PacingError::BadRate(rate));
         }
         Ok(Schedule {
@@ -149,10 +193,10 @@ impl Schedule {
     /// [`rate`](Schedule::rate) over `ramp.over`, then holding.
     ///
     /// # Errors
-    /// [`PacingError::BadRamp`] when `ramp.from` is not a positive finite number or
+    /// [`PacingError::BadRamp`] when `ramp.from` is not from [`MIN_RATE`] to [`MAX_RATE`] or
     /// `ramp.over` is zero.
     pub fn with_ramp(mut self, ramp: Ramp) -> Result<Self, PacingError> {
-        if !ramp.is_valid() {
+        if !rate_in_range(ramp.from) || ramp.over.is_zero() {
             return Err(PacingError::BadRamp(ramp));
         }
         self.ramp = Some(ramp);
@@ -178,7 +222,7 @@ impl Schedule {
         }
     }
 
-    /// The offset from the start at which request `i` is due.
+    /// The offset from the start at which request `i` is due, at most [`MAX_OFFSET`].
     ///
     /// Constant arrivals answer for any `i`. Poisson arrivals draw gaps in order, so they must
     /// be asked for `i = 0, 1, 2, ...` (asking again for the last `i` is allowed); the first
@@ -189,8 +233,8 @@ impl Schedule {
     pub fn next_send(&mut self, i: u64) -> Duration {
         match self.arrivals {
             Arrivals::Constant => match self.ramp {
-                None => Duration::from_secs_f64(i as f64 / self.rate),
-                Some(r) => Duration::from_secs_f64(r.time_of(self.rate, i as f64)),
+                None => offset(i as f64 / self.rate),
+                Some(r) => offset(r.time_of(self.rate, i as f64)),
             },
             Arrivals::Poisson => self.poisson(i),
         }
@@ -200,8 +244,8 @@ impl Schedule {
     fn poisson_offset(&self) -> Duration {
         match self.ramp {
             // Without a ramp, exactly the offset drawn (no round trip through `rate`).
-            None => Duration::from_secs_f64(self.last_s),
-            Some(r) => Duration::from_secs_f64(r.time_of(self.rate, self.last_s * self.rate)),
+            None => offset(self.last_s),
+            Some(r) => offset(r.time_of(self.rate, self.last_s * self.rate)),
         }
     }
 
@@ -221,8 +265,9 @@ impl Schedule {
     /// count of an interval report; `floor(L(elapsed)) + 1` with a ramp.
     pub fn due_by(&self, elapsed: Duration) -> u64 {
         match self.ramp {
-            None => (elapsed.as_secs_f64() * self.rate).floor() as u64 + 1,
-            Some(r) => r.offered(self.rate, elapsed).floor() as u64 + 1,
+            // Saturating: `as` clamps a huge count to u64::MAX.
+            None => ((elapsed.as_secs_f64() * self.rate).floor() as u64).saturating_add(1),
+            Some(r) => (r.offered(self.rate, elapsed).floor() as u64).saturating_add(1),
         }
     }
 }
@@ -273,7 +318,7 @@ impl Shard {
 
     /// Moves to the shard's following request.
     pub fn advance(&mut self) {
-        self.next += self.of;
+        self.next = self.next.saturating_add(self.of);
     }
 }
 

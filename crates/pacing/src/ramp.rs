@@ -26,11 +26,6 @@ pub struct Ramp {
 }
 
 impl Ramp {
-    /// True when the ramp can pace: a positive finite `from` and a non-zero `over`.
-    pub(crate) fn is_valid(&self) -> bool {
-        self.from.is_finite() && self.from > 0.0 && !self.over.is_zero()
-    }
-
     /// `L(elapsed)` for a ramp to `rate`: the requests offered in `[0, elapsed]` (a real
     /// number; an evenly spaced schedule has `floor(L) + 1` due by then, request 0 included).
     pub fn offered(&self, rate: f64, elapsed: Duration) -> f64 {

@@ -121,7 +121,7 @@ fn rejects_bad_ramps_naming_the_constraint() {
         );
         assert!(
             err.to_string()
-                .starts_with("a ramp must start from a positive rate, got"),
+                .starts_with("a ramp must start from a rate from 0.001 to 10000000, got"),
             "{err}"
         );
     }

@@ -66,51 +66,14 @@ pub use convert::{balancer_kind, into_config};
 pub use error::{YamlError, MAX_BYTES, MAX_FLOW_DEPTH};
 pub use file::File;
 
-/// Refuses text too large or too deeply nested to parse quickly. Counts flow brackets outside
-/// comments and quoted scalars; a quote opens a scalar only where a scalar may start.
+/// Refuses text too large or too deeply nested to parse quickly: the check every YAML
+/// document of tailguard passes ([`tailguard_text::yaml::check_shape`]), with this file's errors.
 fn check_shape(text: &str) -> Result<(), YamlError> {
-    if text.len() as u64 > MAX_BYTES {
-        return Err(YamlError::TooLarge);
-    }
-    let mut depth = 0usize;
-    let mut quote: Option<char> = None;
-    for (i, line) in text.lines().enumerate() {
-        let mut prev = ' ';
-        let mut chars = line.chars().peekable();
-        while let Some(c) = chars.next() {
-            match quote {
-                Some('\'') if c == '\'' => {
-                    if chars.peek() == Some(&'\'') {
-                        chars.next();
-                    } else {
-                        quote = None;
-                    }
-                }
-                Some('"') if c == '\\' => {
-                    chars.next();
-                }
-                Some('"') if c == '"' => quote = None,
-                Some(_) => {}
-                None => {
-                    let token_start = prev.is_whitespace() || matches!(prev, '[' | '{' | ',' | ':');
-                    match c {
-                        '#' if prev.is_whitespace() => break,
-                        '"' | '\'' if token_start => quote = Some(c),
-                        '[' | '{' => {
-                            depth += 1;
-                            if depth > MAX_FLOW_DEPTH {
-                                return Err(YamlError::TooDeep { line: i + 1 });
-                            }
-                        }
-                        ']' | '}' => depth = depth.saturating_sub(1),
-                        _ => {}
-                    }
-                }
-            }
-            prev = c;
-        }
-    }
-    Ok(())
+    use tailguard_text::yaml::ShapeError;
+    tailguard_text::yaml::check_shape(text).map_err(|e| match e {
+        ShapeError::TooLarge(_) => YamlError::TooLarge,
+        ShapeError::TooDeep { line } => YamlError::TooDeep { line },
+    })
 }
 
 /// Reads ([`config_file::read`]: a regular file only, bounded in size and time), parses and

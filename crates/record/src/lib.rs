@@ -47,7 +47,7 @@ mod summary;
 
 pub use outcome::{grpc_as_http, grpc_name, Class, Classifier, ErrorKind, Outcome, GRPC_NAMES};
 pub use stats::{Stats, LATE_AFTER};
-pub use summary::{Encoded, IntervalSummary, RunSummary, Totals};
+pub use summary::{read_json_file, Encoded, IntervalSummary, RunSummary, Totals, MAX_JSON_BYTES};
 
 use std::time::Duration;
 

@@ -8,76 +8,26 @@
 //! interval for interval, and ones started a little apart still land in one window each.
 //! Percentiles are then read from the added histograms: the merged p99 is the p99 of every
 //! request of every generator, not an average of p99s.
+//!
+//! Windows are merged one at a time, in order (each summary's intervals are in time order),
+//! so the decoded histograms held at once are one window's and the run's, however long the
+//! runs: a window is finished (percentiles read, histograms encoded) before the next starts.
+
+mod error;
+mod parts;
+
+pub use error::{MergeError, MAX_PARTS};
 
 use crate::summary::{Encoded, IntervalSummary, RunSummary, Totals};
+use parts::same;
 use std::collections::BTreeMap;
 use tailguard_histogram::{log, Histogram};
-
-/// Why summaries could not be merged.
-#[derive(Debug, thiserror::Error)]
-pub enum MergeError {
-    /// Nothing to merge.
-    #[error("nothing to merge")]
-    Empty,
-    /// A summary lacks what an exact merge needs.
-    #[error(
-        "{source_name}: {missing}; write it again with this version's `tailguard load --json`"
-    )]
-    Incomplete {
-        /// The summary's name.
-        source_name: String,
-        /// What it lacks.
-        missing: &'static str,
-    },
-    /// A histogram could not be decoded.
-    #[error("{source_name}: {reason}")]
-    Histogram {
-        /// The summary's name.
-        source_name: String,
-        /// The decoder's complaint.
-        reason: String,
-    },
-    /// The same part of a schedule twice: its requests would be counted twice.
-    #[error("part {part} is in both {first} and {second}: each part of a schedule counts once")]
-    DuplicatePart {
-        /// The part.
-        part: String,
-        /// One summary holding it.
-        first: String,
-        /// The other.
-        second: String,
-    },
-    /// A time no run could have (hostile or damaged input).
-    #[error("{source_name}: {field} is {value}, not a time a run could have")]
-    Implausible {
-        /// The summary's name.
-        source_name: String,
-        /// Which field.
-        field: String,
-        /// Its value, as written.
-        value: String,
-    },
-    /// Parts of schedules split different ways.
-    #[error("{source_name} is part {part}, but {other} is part of a schedule split in {of}")]
-    MixedParts {
-        /// The odd one.
-        source_name: String,
-        /// Its part.
-        part: String,
-        /// A summary split the other way.
-        other: String,
-        /// How many parts that one has.
-        of: u64,
-    },
-}
 
 /// A merged summary and what the merge noticed on the way.
 #[derive(Clone, Debug)]
 pub struct Merged {
     /// The merged run, in the format of `tailguard load --json`.
     pub summary: RunSummary,
-    /// Each merged interval's latency and service time histograms (for an interval log).
-    pub interval_histograms: Vec<[Histogram; 2]>,
     /// Things the reader should know: missing parts, different seeds.
     pub notes: Vec<String>,
 }
@@ -98,11 +48,11 @@ struct Window {
 /// Merges `parts`, each named by its source (a file name), into one summary.
 ///
 /// # Errors
-/// A summary without a start time or histograms, an undecodable histogram, or the same part of
-/// a schedule twice.
+/// A summary without a start time or histograms, an undecodable histogram, the same part of
+/// a schedule or the same whole run twice, or intervals out of time order.
 pub fn merge(parts: &[(String, RunSummary)]) -> Result<Merged, MergeError> {
     let first = &parts.first().ok_or(MergeError::Empty)?.1;
-    let notes = check_parts(parts)?;
+    let notes = parts::check_parts(parts)?;
     let origin = parts
         .iter()
         .map(|(_, r)| r.start_unix_s)
@@ -111,48 +61,13 @@ pub fn merge(parts: &[(String, RunSummary)]) -> Result<Merged, MergeError> {
         .iter()
         .map(|(_, r)| interval_length(r))
         .fold(0.0, f64::max);
-    let mut windows: BTreeMap<usize, Window> = BTreeMap::new();
+    let intervals = merge_windows(parts, origin, length)?;
     let mut total = Totals::default();
     let mut total_hists: [Histogram; 3] = Default::default();
-    for (p, (name, run)) in parts.iter().enumerate() {
-        for iv in &run.intervals {
-            let start = run.start_unix_s + iv.start_s;
-            let w = windows
-                .entry(log::window(origin, length, start, iv.duration_s))
-                .or_insert_with(|| Window {
-                    start: f64::INFINITY,
-                    ..Window::default()
-                });
-            w.start = w.start.min(start);
-            w.end = w.end.max(start + iv.duration_s);
-            w.timestamp = w.timestamp.clone().max(iv.timestamp.clone());
-            w.target = w.target.saturating_add(iv.target);
-            let rate = w.rates.entry(p).or_insert(0.0);
-            *rate = rate.max(iv.totals.target_rate);
-            add_counts(&mut w.counts, &iv.totals);
-            add_histograms(&mut w.hists, name, &iv.totals)?;
-        }
+    for (name, run) in parts {
         add_counts(&mut total, &run.totals);
         add_histograms(&mut total_hists, name, &run.totals)?;
     }
-    let mut interval_histograms = Vec::with_capacity(windows.len());
-    let intervals = windows
-        .into_values()
-        .map(|w| {
-            let duration = w.end - w.start;
-            let iv = IntervalSummary {
-                timestamp: w.timestamp,
-                start_s: w.start - origin,
-                duration_s: duration,
-                target: w.target,
-                change: String::new(),
-                totals: finish(w.counts, &w.hists, w.rates.values().sum(), duration),
-            };
-            let [latency, service, _] = w.hists;
-            interval_histograms.push([latency, service]);
-            iv
-        })
-        .collect();
     let end = |f: fn(&RunSummary) -> f64| {
         parts
             .iter()
@@ -187,11 +102,84 @@ pub fn merge(parts: &[(String, RunSummary)]) -> Result<Merged, MergeError> {
         seed: same(parts, |r| r.seed).flatten(),
         merged_from: parts.iter().map(|(n, _)| n.clone()).collect(),
     };
-    Ok(Merged {
-        summary,
-        interval_histograms,
-        notes,
-    })
+    Ok(Merged { summary, notes })
+}
+
+/// The merged intervals, one window at a time: every part's intervals of the earliest window
+/// any part has next are added, then the window is finished and dropped.
+fn merge_windows(
+    parts: &[(String, RunSummary)],
+    origin: f64,
+    length: f64,
+) -> Result<Vec<IntervalSummary>, MergeError> {
+    let window_of = |(_, run): &(String, RunSummary), i: usize| {
+        let iv: &IntervalSummary = &run.intervals[i];
+        log::window(origin, length, run.start_unix_s + iv.start_s, iv.duration_s)
+    };
+    let mut next = vec![0usize; parts.len()];
+    let mut out = Vec::new();
+    loop {
+        let target = (0..parts.len())
+            .filter(|&p| next[p] < parts[p].1.intervals.len())
+            .map(|p| window_of(&parts[p], next[p]))
+            .min();
+        let Some(target) = target else {
+            return Ok(out);
+        };
+        let mut w = Window {
+            start: f64::INFINITY,
+            ..Window::default()
+        };
+        for (p, part) in parts.iter().enumerate() {
+            while next[p] < part.1.intervals.len() {
+                let at = window_of(part, next[p]);
+                if at > target {
+                    break;
+                }
+                if at < target {
+                    return Err(MergeError::OutOfOrder {
+                        source_name: part.0.clone(),
+                        index: next[p],
+                    });
+                }
+                add_interval(&mut w, p, part, &part.1.intervals[next[p]])?;
+                next[p] += 1;
+            }
+        }
+        out.push(finish_window(w, origin));
+    }
+}
+
+/// Adds interval `iv` of part `p` to window `w`.
+fn add_interval(
+    w: &mut Window,
+    p: usize,
+    (name, run): &(String, RunSummary),
+    iv: &IntervalSummary,
+) -> Result<(), MergeError> {
+    let start = run.start_unix_s + iv.start_s;
+    w.start = w.start.min(start);
+    w.end = w.end.max(start + iv.duration_s);
+    if iv.timestamp > w.timestamp {
+        w.timestamp.clone_from(&iv.timestamp);
+    }
+    w.target = w.target.saturating_add(iv.target);
+    let rate = w.rates.entry(p).or_insert(0.0);
+    *rate = rate.max(iv.totals.target_rate);
+    add_counts(&mut w.counts, &iv.totals);
+    add_histograms(&mut w.hists, name, &iv.totals)
+}
+
+fn finish_window(w: Window, origin: f64) -> IntervalSummary {
+    let duration = w.end - w.start;
+    IntervalSummary {
+        timestamp: w.timestamp,
+        start_s: w.start - origin,
+        duration_s: duration,
+        target: w.target,
+        change: String::new(),
+        totals: finish(w.counts, &w.hists, w.rates.values().sum(), duration),
+    }
 }
 
 /// The report interval of a run: as recorded, or the length of its first interval.
@@ -201,116 +189,6 @@ fn interval_length(r: &RunSummary) -> f64 {
     } else {
         r.intervals.first().map_or(0.0, |iv| iv.duration_s)
     }
-}
-
-/// Refuses what cannot merge; notes what merges but is not one whole schedule.
-fn check_parts(parts: &[(String, RunSummary)]) -> Result<Vec<String>, MergeError> {
-    let incomplete = |name: &String, missing| MergeError::Incomplete {
-        source_name: name.clone(),
-        missing,
-    };
-    let mut seen: BTreeMap<u64, &String> = BTreeMap::new();
-    let mut split: Option<(u64, &String)> = None;
-    for (name, run) in parts {
-        if run.start_unix_s == 0.0 {
-            return Err(incomplete(name, "no start time (start_unix_s)"));
-        }
-        plausible(name, run)?;
-        if run.totals.hdr.is_none() || run.intervals.iter().any(|iv| iv.totals.hdr.is_none()) {
-            return Err(incomplete(name, "no histograms (hdr)"));
-        }
-        let Some((index, of)) = run.part.as_deref().and_then(parse_part) else {
-            continue;
-        };
-        match split {
-            Some((n, other)) if n != of => {
-                return Err(MergeError::MixedParts {
-                    source_name: name.clone(),
-                    part: format!("{index}/{of}"),
-                    other: other.clone(),
-                    of: n,
-                })
-            }
-            _ => split = Some((of, name)),
-        }
-        if let Some(first) = seen.insert(index, name) {
-            return Err(MergeError::DuplicatePart {
-                part: format!("{index}/{of}"),
-                first: first.clone(),
-                second: name.clone(),
-            });
-        }
-    }
-    let mut notes = Vec::new();
-    if let Some((of, _)) = split {
-        let missing: Vec<String> = (0..of)
-            .filter(|i| !seen.contains_key(i))
-            .map(|i| format!("{i}/{of}"))
-            .collect();
-        if !missing.is_empty() {
-            notes.push(format!(
-                "parts {} are missing: the merged run is not the whole schedule",
-                missing.join(", ")
-            ));
-        }
-        if same(parts, |r| r.seed).is_none() {
-            notes.push(
-                "the parts have different seeds: together they are not one schedule".to_string(),
-            );
-        }
-    }
-    Ok(notes)
-}
-
-/// Latest start accepted: the year 5138, far beyond any real run, far below overflow.
-const MAX_EPOCH_S: f64 = 1e11;
-/// Longest offset or length accepted: about 31 years.
-const MAX_SPAN_S: f64 = 1e9;
-
-/// Refuses times no run could have, so that no later arithmetic overflows.
-fn plausible(name: &str, run: &RunSummary) -> Result<(), MergeError> {
-    let check = |field: String, value: f64, max: f64| {
-        if value.is_finite() && (0.0..=max).contains(&value) {
-            Ok(())
-        } else {
-            Err(MergeError::Implausible {
-                source_name: name.to_string(),
-                field,
-                // Short even for 1e300.
-                value: if value.abs() < 1e12 {
-                    value.to_string()
-                } else {
-                    format!("{value:e}")
-                },
-            })
-        }
-    };
-    check("start_unix_s".into(), run.start_unix_s, MAX_EPOCH_S)?;
-    check("duration_s".into(), run.duration_s, MAX_SPAN_S)?;
-    check("send_phase_s".into(), run.send_phase_s, MAX_SPAN_S)?;
-    check("interval_s".into(), run.interval_s, MAX_SPAN_S)?;
-    for (i, iv) in run.intervals.iter().enumerate() {
-        check(format!("intervals[{i}].start_s"), iv.start_s, MAX_SPAN_S)?;
-        check(
-            format!("intervals[{i}].duration_s"),
-            iv.duration_s,
-            MAX_SPAN_S,
-        )?;
-    }
-    Ok(())
-}
-
-/// `I/N` as `(I, N)`.
-fn parse_part(s: &str) -> Option<(u64, u64)> {
-    let (i, n) = s.split_once('/')?;
-    Some((i.trim().parse().ok()?, n.trim().parse().ok()?))
-}
-
-/// The value every part has, if they agree.
-fn same<T: PartialEq>(parts: &[(String, RunSummary)], f: impl Fn(&RunSummary) -> T) -> Option<T> {
-    let mut values = parts.iter().map(|(_, r)| f(r));
-    let first = values.next()?;
-    values.all(|v| v == first).then_some(first)
 }
 
 /// Adds the counts of `t` to `acc` (percentiles and rates are computed at the end).
@@ -401,145 +279,4 @@ fn cpu_per_request(parts: &[(String, RunSummary)]) -> Option<f64> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::Stats;
-
-    /// A part's summary: `intervals` one-second intervals with the given latencies each.
-    fn part(name: &str, start: f64, part: &str, latencies: &[&[u64]]) -> (String, RunSummary) {
-        let mut total = Stats::new();
-        let mut intervals = Vec::new();
-        for (i, values) in latencies.iter().enumerate() {
-            let mut s = Stats::new();
-            for &v in *values {
-                s.latency.record_us(v);
-                s.service.record_us(v / 2);
-                s.send_lag.record_us(1);
-                s.good += 1;
-            }
-            let mut totals = Totals::from_stats(&s, 10.0, std::time::Duration::from_secs(1));
-            totals.hdr = Some(Encoded::of(&s).unwrap());
-            intervals.push(IntervalSummary {
-                timestamp: format!("2026-11-26T12:00:0{}Z", i + 1),
-                start_s: i as f64,
-                duration_s: 1.0,
-                target: values.len() as u64,
-                change: String::new(),
-                totals,
-            });
-            total.merge(&s);
-        }
-        let secs = latencies.len() as f64;
-        let mut totals = Totals::from_stats(&total, 10.0, std::time::Duration::from_secs_f64(secs));
-        totals.hdr = Some(Encoded::of(&total).unwrap());
-        let run = RunSummary {
-            urls: vec!["http://127.0.0.1:1/".into()],
-            per_target: vec![total.requests()],
-            arrivals: "poisson".into(),
-            concurrency: 8,
-            duration_s: secs,
-            send_phase_s: secs,
-            totals,
-            intervals,
-            start_unix_s: start,
-            interval_s: 1.0,
-            part: Some(part.into()),
-            seed: Some(7),
-            ..RunSummary::default()
-        };
-        (name.to_string(), run)
-    }
-
-    #[test]
-    fn percentiles_are_those_of_the_union_and_counts_add() {
-        let t0 = 1_800_000_000.0;
-        let a = part("a", t0, "0/2", &[&[100, 200, 300], &[400, 50_000]]);
-        // Started 0.2 s later: its intervals still fall in the same windows.
-        let b = part(
-            "b",
-            t0 + 0.2,
-            "1/2",
-            &[&[1_000, 2_000], &[3_000, 4_000, 90]],
-        );
-        let m = merge(&[a, b]).unwrap();
-        assert!(m.notes.is_empty(), "{:?}", m.notes);
-        let s = &m.summary;
-        assert_eq!(s.totals.requests, 10);
-        assert_eq!(s.totals.good, 10);
-        assert_eq!(s.per_target, vec![10]);
-        assert_eq!(s.concurrency, 16);
-        assert_eq!(s.totals.target_rate, 20.0);
-        assert_eq!(s.intervals.len(), 2);
-        assert_eq!(s.intervals[0].totals.requests, 5);
-        assert_eq!(s.intervals[1].totals.requests, 5);
-        assert_eq!(s.intervals[0].target, 5);
-        assert!((s.duration_s - 2.2).abs() < 1e-6, "{}", s.duration_s);
-        let mut union = Histogram::new();
-        for v in [100, 200, 300, 400, 50_000, 1_000, 2_000, 3_000, 4_000, 90] {
-            union.record_us(v);
-        }
-        assert_eq!(s.totals.latency_us, union.percentiles());
-        let mut second = Histogram::new();
-        for v in [400, 50_000, 3_000, 4_000, 90] {
-            second.record_us(v);
-        }
-        assert_eq!(s.intervals[1].totals.latency_us, second.percentiles());
-        assert_eq!(m.interval_histograms[1][0], second);
-        // The merged summary carries its histograms: it merges again.
-        let again = merge(&[("m".into(), s.clone())]).unwrap();
-        assert_eq!(again.summary.totals.latency_us, union.percentiles());
-    }
-
-    #[test]
-    fn a_part_twice_is_refused_and_a_missing_part_noted() {
-        let t0 = 1_800_000_000.0;
-        let a = part("a.json", t0, "0/3", &[&[100]]);
-        let twice = merge(&[a.clone(), a.clone()]).unwrap_err();
-        assert!(twice.to_string().contains("part 0/3 is in both"), "{twice}");
-        let b = part("b.json", t0, "2/3", &[&[100]]);
-        let m = merge(&[a.clone(), b]).unwrap();
-        assert_eq!(m.notes.len(), 1);
-        assert!(m.notes[0].contains("1/3"), "{:?}", m.notes);
-        let c = part("c.json", t0, "1/2", &[&[100]]);
-        assert!(matches!(merge(&[a, c]), Err(MergeError::MixedParts { .. })));
-    }
-
-    #[test]
-    fn summaries_without_histograms_or_start_are_refused() {
-        let (name, mut run) = part("old.json", 1_800_000_000.0, "0/1", &[&[100]]);
-        run.totals.hdr = None;
-        let err = merge(&[(name.clone(), run.clone())]).unwrap_err();
-        assert!(err.to_string().contains("old.json: no histograms"), "{err}");
-        run.start_unix_s = 0.0;
-        assert!(merge(&[(name, run)])
-            .unwrap_err()
-            .to_string()
-            .contains("start"));
-        assert!(matches!(merge(&[]), Err(MergeError::Empty)));
-    }
-
-    #[test]
-    fn times_no_run_could_have_are_refused_and_counts_saturate() {
-        let (name, mut run) = part("bad.json", 1_800_000_000.0, "0/1", &[&[100]]);
-        run.intervals[0].start_s = 1e300;
-        let err = merge(&[(name.clone(), run.clone())]).unwrap_err();
-        assert!(
-            err.to_string().contains("intervals[0].start_s is 1e300"),
-            "{err}"
-        );
-        run.intervals[0].start_s = 0.0;
-        for start in [-1.0, f64::NAN, 1e300] {
-            run.start_unix_s = start;
-            assert!(matches!(
-                merge(&[(name.clone(), run.clone())]),
-                Err(MergeError::Implausible { .. })
-            ));
-        }
-        run.start_unix_s = 1_800_000_000.0;
-        run.totals.requests = u64::MAX;
-        let (other, mut two) = part("two.json", 1_800_000_000.0, "0/1", &[&[100]]);
-        two.part = None;
-        let m = merge(&[(name, run), (other, two)]).unwrap();
-        assert_eq!(m.summary.totals.requests, u64::MAX);
-    }
-}
+mod tests;

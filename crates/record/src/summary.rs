@@ -7,6 +7,29 @@ use std::time::Duration;
 use tailguard_histogram::log::{self, LogError};
 use tailguard_histogram::{Histogram, Percentiles};
 
+/// The largest summary file read back (`tailguard merge`, `tailguard report`): 256 MiB, a day
+/// of one-second intervals (about 2.2 KB each with their histograms) with room to spare.
+pub const MAX_JSON_BYTES: u64 = 256 << 20;
+
+/// Reads a file of at most [`MAX_JSON_BYTES`] (a summary or a bench report), never more.
+///
+/// # Errors
+/// The OS error, or [`std::io::ErrorKind::InvalidData`] for a larger file.
+pub fn read_json_file(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(MAX_JSON_BYTES + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_JSON_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {MAX_JSON_BYTES} bytes"),
+        ));
+    }
+    Ok(bytes)
+}
+
 /// The figures shared by a whole run and each of its intervals.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Totals {

@@ -7,9 +7,13 @@
 //! - `status=503` or `status=503:10,429:5`: answer with that status;
 //! - `close=5`, `reset=5`: percent of requests closed / reset without a response;
 //! - `size=1024`: answer with that many bytes.
+//!
+//! A query is hostile input: a size above [`MAX_BODY_BYTES`] (16 MiB) or a delay above
+//! [`MAX_LATENCY`] (1 h) is a 400 naming the limit, before anything is allocated or awaited.
 
 use rand::Rng;
 use std::time::Duration;
+use tailguard_fleet::backend::{MAX_BODY_BYTES, MAX_LATENCY};
 use tailguard_fleet::{Decision, Outcome};
 use tailguard_text::duration::parse_duration;
 
@@ -48,16 +52,11 @@ impl Overrides {
                 reason,
             };
             match key {
-                "delay" => {
-                    out.delay = weighted(value, |v| parse_duration(v).map_err(|e| e.to_string()))
-                        .map_err(bad)?
-                }
+                "delay" => out.delay = weighted(value, delay).map_err(bad)?,
                 "status" => out.status = weighted(value, status).map_err(bad)?,
                 "close" => out.close = percent(value).map_err(bad)?,
                 "reset" => out.reset = percent(value).map_err(bad)?,
-                "size" => {
-                    out.size = Some(value.parse().map_err(|_| bad("not a byte count".into()))?)
-                }
+                "size" => out.size = Some(size(value).map_err(bad)?),
                 _ => {}
             }
         }
@@ -87,6 +86,22 @@ impl Overrides {
                 decision.outcome = Outcome::Reset;
             }
         }
+    }
+}
+
+fn delay(v: &str) -> Result<Duration, String> {
+    let d = parse_duration(v).map_err(|e| e.to_string())?;
+    if d > MAX_LATENCY {
+        return Err("a delay must be at most 1h".into());
+    }
+    Ok(d)
+}
+
+fn size(v: &str) -> Result<usize, String> {
+    match v.parse::<u64>().map(usize::try_from) {
+        Ok(Ok(n)) if n <= MAX_BODY_BYTES => Ok(n),
+        Ok(_) => Err(format!("a size must be at most {MAX_BODY_BYTES} bytes")),
+        Err(_) => Err("not a byte count".into()),
     }
 }
 

@@ -123,7 +123,7 @@ impl BackendService {
     fn plan<B>(&self, req: &Request<B>, arrival: Instant) -> Result<Plan, String> {
         let (decision, overrides) = self.decide(arrival, req.uri().query())?;
         let body = match (overrides.size, self.backend.echoes()) {
-            (Some(n), _) => Some(Bytes::from(vec![b'x'; n])),
+            (Some(n), _) => Some(crate::state::filler(n)),
             (None, true) => None,
             (None, false) => Some(self.backend.fixed_body()),
         };

@@ -17,6 +17,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
+use tailguard_fleet::backend::MAX_BODY_BYTES;
 use tailguard_fleet::capacity::{Arrival, Line};
 use tailguard_fleet::probe::{ProbeAnswer, Recent};
 use tailguard_fleet::{BackendSpec, Body};
@@ -293,6 +294,14 @@ impl Drop for Worker {
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// `n` bytes of `x` (at most [`MAX_BODY_BYTES`]), sliced from one buffer filled once, so
+/// concurrent `?size=` requests share it instead of allocating their own.
+pub(crate) fn filler(n: usize) -> Bytes {
+    static FILLER: std::sync::OnceLock<Bytes> = std::sync::OnceLock::new();
+    let all = FILLER.get_or_init(|| Bytes::from(vec![b'x'; MAX_BODY_BYTES]));
+    all.slice(..n.min(MAX_BODY_BYTES))
 }
 
 fn fixed_body(spec: &BackendSpec) -> Bytes {

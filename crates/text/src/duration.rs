@@ -55,29 +55,28 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
         return Err(DurationError::Empty);
     }
     let mut rest = text;
-    let mut total_nanos = 0.0;
+    let mut total: u128 = 0;
     while !rest.is_empty() {
         let split = rest
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
             .unwrap_or(rest.len());
         let (number, after) = rest.split_at(split);
-        let value: f64 = number
-            .parse()
-            .map_err(|_| DurationError::Number(text.to_owned()))?;
+        let number =
+            Decimal::parse(number).ok_or_else(|| DurationError::Number(text.to_owned()))?;
         let after = after.trim_start();
         let unit_len = after
             .find(|c: char| !c.is_alphabetic())
             .unwrap_or(after.len());
         let (unit, after) = after.split_at(unit_len);
-        let nanos_per_unit = match unit {
-            "" if value == 0.0 && text == number => 0.0,
+        let nanos_per_unit: u128 = match unit {
+            "" if number.is_zero() && text.len() == split => 0,
             "" => return Err(DurationError::NoUnit(text.to_owned())),
-            "ns" => 1.0,
-            "us" | "µs" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            "m" | "min" => 60e9,
-            "h" => 3600e9,
+            "ns" => 1,
+            "us" | "µs" => 1_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" | "min" => 60_000_000_000,
+            "h" => 3_600_000_000_000,
             _ => {
                 return Err(DurationError::Unit {
                     text: text.to_owned(),
@@ -85,13 +84,60 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
                 })
             }
         };
-        total_nanos += (value * nanos_per_unit).round();
+        total = number
+            .times(nanos_per_unit)
+            .and_then(|n| total.checked_add(n))
+            .ok_or_else(|| DurationError::TooLarge(text.to_owned()))?;
         rest = after.trim_start();
     }
-    if !total_nanos.is_finite() || total_nanos >= u64::MAX as f64 {
-        return Err(DurationError::TooLarge(text.to_owned()));
+    u64::try_from(total)
+        .map(Duration::from_nanos)
+        .map_err(|_| DurationError::TooLarge(text.to_owned()))
+}
+
+/// A non-negative decimal read exactly (no float rounding, so every duration up to
+/// `u64::MAX` nanoseconds reads back as written): whole part, and up to 20 digits of fraction.
+struct Decimal {
+    whole: u128,
+    fraction: u128,
+    /// `10^digits` of the fraction kept.
+    scale: u128,
+}
+
+impl Decimal {
+    /// Digits with at most one `.` and at least one digit; `None` otherwise or when the whole
+    /// part has more digits than any duration needs.
+    fn parse(number: &str) -> Option<Decimal> {
+        let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+        if (whole.is_empty() && fraction.is_empty()) || fraction.contains('.') || whole.len() > 30 {
+            return None;
+        }
+        let fraction = &fraction[..fraction.len().min(20)];
+        let digits = |d: &str| {
+            if d.is_empty() {
+                Some(0)
+            } else {
+                d.parse().ok()
+            }
+        };
+        Some(Decimal {
+            whole: digits(whole)?,
+            fraction: digits(fraction)?,
+            scale: 10u128.pow(fraction.len() as u32),
+        })
     }
-    Ok(Duration::from_nanos(total_nanos as u64))
+
+    fn is_zero(&self) -> bool {
+        self.whole == 0 && self.fraction == 0
+    }
+
+    /// This many units of `unit` nanoseconds, rounded to the nearest nanosecond (half up);
+    /// `None` on overflow.
+    fn times(&self, unit: u128) -> Option<u128> {
+        // fraction < 10^20 and unit <= 3.6e12: the product fits a u128 (3.4e38).
+        let part = (self.fraction * unit + self.scale / 2) / self.scale;
+        self.whole.checked_mul(unit)?.checked_add(part)
+    }
 }
 
 /// Formats with the largest unit that keeps the value whole (`2s`, `167ms`, `250us`), else in
@@ -253,9 +299,34 @@ mod tests {
         assert_eq!(format_duration(Duration::from_nanos(2_500_100)), "2.5001ms");
     }
 
+    #[test]
+    fn reads_decimals_exactly_at_any_size() {
+        assert_eq!(
+            parse_duration("18000000001s").unwrap(),
+            Duration::from_secs(18_000_000_001)
+        );
+        assert_eq!(
+            parse_duration("18446744073.709551615s").unwrap(),
+            Duration::from_nanos(u64::MAX)
+        );
+        assert!(matches!(
+            parse_duration("18446744073.709551616s"),
+            Err(DurationError::TooLarge(_))
+        ));
+        assert_eq!(parse_duration("1.5ns").unwrap(), Duration::from_nanos(2));
+        assert_eq!(parse_duration(".5s").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("0.0").unwrap(), Duration::ZERO);
+        for bad in [".", "1.2.3s", "1..s"] {
+            assert!(
+                matches!(parse_duration(bad), Err(DurationError::Number(_))),
+                "{bad}"
+            );
+        }
+    }
+
     proptest! {
         #[test]
-        fn format_then_parse_round_trips(nanos in 0u64..10_000_000_000_000) {
+        fn format_then_parse_round_trips(nanos in prop_oneof![0u64..10_000_000_000_000, any::<u64>()]) {
             let d = Duration::from_nanos(nanos);
             prop_assert_eq!(parse_duration(&format_duration(d)).unwrap(), d);
         }

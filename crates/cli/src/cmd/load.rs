@@ -289,7 +289,11 @@ fn body(data: Option<&str>) -> anyhow::Result<Bytes> {
         None => Bytes::new(),
         Some(d) => match d.strip_prefix('@') {
             Some(path) => Bytes::from(
-                std::fs::read(path).with_context(|| format!("cannot read --data file {path:?}"))?,
+                tailguard_load::files::read_limited(
+                    std::path::Path::new(path),
+                    tailguard_load::files::MAX_BODY_BYTES,
+                )
+                .with_context(|| format!("cannot read --data file {path:?}"))?,
             ),
             None => Bytes::from(d.to_string()),
         },

@@ -1,12 +1,14 @@
 //! `tailguard merge`: several generators' results as one run, exactly.
 
+mod logs;
+
 use super::EXIT_SLO;
 use anyhow::{bail, Context};
-use std::io::Write as _;
+use std::io::{BufRead as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
-use tailguard_histogram::log::{self, RawLog};
+use tailguard_histogram::log;
 use tailguard_load::slo;
 use tailguard_record::merge::{merge, Merged};
 use tailguard_record::RunSummary;
@@ -48,20 +50,14 @@ pub struct Args {
     log_unit: String,
 }
 
-/// A file given to merge.
-enum Input {
-    Summary(Box<RunSummary>),
-    Log(RawLog),
-}
-
 /// Runs `tailguard merge`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut summaries = Vec::new();
     let mut logs = Vec::new();
     for path in &args.files {
-        match read(path)? {
-            Input::Summary(s) => summaries.push((name(path), *s)),
-            Input::Log(l) => logs.push(l),
+        match json_offset(path).with_context(|| format!("cannot read {}", path.display()))? {
+            Some(offset) => summaries.push((name(path), read_summary(path, offset)?)),
+            None => logs.push(path.clone()),
         }
     }
     match (summaries.is_empty(), logs.is_empty()) {
@@ -81,41 +77,48 @@ fn name(path: &Path) -> String {
     )
 }
 
-/// Reads a JSON summary or an interval log. A summary may come after the text report, as
-/// `kubectl logs` shows a pod's `load --json=-` (the report on stderr, the JSON on stdout).
-fn read(path: &Path) -> anyhow::Result<Input> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    if let Some(start) = json_start(&bytes) {
-        let mut values = serde_json::Deserializer::from_slice(&bytes[start..]).into_iter();
-        let s: RunSummary = values.next().transpose().ok().flatten().with_context(|| {
-            format!("{}: not a `tailguard load --json` summary", path.display())
-        })?;
-        return Ok(Input::Summary(Box::new(s)));
-    }
-    let l = log::read_raw(&bytes).with_context(|| {
-        format!(
-            "{}: neither a JSON summary nor an interval log",
-            path.display()
-        )
-    })?;
-    if l.intervals.is_empty() {
-        bail!("{}: an interval log with no intervals", path.display());
-    }
-    Ok(Input::Log(l))
+/// Reads the JSON summary that starts at byte `offset` of `path` (the file at most
+/// [`tailguard_record::MAX_JSON_BYTES`]). A summary may come after the text
+/// report, as `kubectl logs` shows a pod's `load --json=-` (the report on stderr, the JSON on
+/// stdout).
+fn read_summary(path: &Path, offset: u64) -> anyhow::Result<RunSummary> {
+    let bytes = tailguard_record::read_json_file(path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let start = usize::try_from(offset)
+        .unwrap_or(usize::MAX)
+        .min(bytes.len());
+    let mut values = serde_json::Deserializer::from_slice(&bytes[start..]).into_iter();
+    values
+        .next()
+        .transpose()
+        .ok()
+        .flatten()
+        .with_context(|| format!("{}: not a `tailguard load --json` summary", path.display()))
 }
 
-/// Where a JSON summary starts: at the first line opening with `{`. No line of an interval
-/// log or of tailguard's text report does.
-fn json_start(bytes: &[u8]) -> Option<usize> {
-    let mut offset = 0;
-    for line in bytes.split_inclusive(|b| *b == b'\n') {
-        let text = line.trim_ascii_start();
-        if text.starts_with(b"{") {
-            return Some(offset + line.len() - text.len());
+/// Where a JSON summary starts: at the first line opening with `{`, or `None` (an interval
+/// log: no line of a log or of tailguard's text report opens with `{`). Reads the file a
+/// line at a time, keeping at most the start of each line.
+fn json_offset(path: &Path) -> std::io::Result<Option<u64>> {
+    use std::io::Read as _;
+    let mut input = std::io::BufReader::new(std::fs::File::open(path)?);
+    let mut head = Vec::with_capacity(64);
+    let mut offset = 0u64;
+    loop {
+        head.clear();
+        let n = (&mut input).take(64).read_until(b'\n', &mut head)?;
+        if n == 0 {
+            return Ok(None);
         }
-        offset += line.len();
+        let text = head.trim_ascii_start();
+        if text.starts_with(b"{") {
+            return Ok(Some(offset + (head.len() - text.len()) as u64));
+        }
+        offset += n as u64;
+        if head.last() != Some(&b'\n') {
+            offset += input.skip_until(b'\n')? as u64;
+        }
     }
-    None
 }
 
 fn merge_summaries(args: &Args, parts: Vec<(String, RunSummary)>) -> anyhow::Result<ExitCode> {
@@ -123,11 +126,7 @@ fn merge_summaries(args: &Args, parts: Vec<(String, RunSummary)>) -> anyhow::Res
         Some(spec) => slo::parse(spec)?,
         None => Vec::new(),
     };
-    let Merged {
-        mut summary,
-        interval_histograms,
-        notes,
-    } = merge(&parts)?;
+    let Merged { mut summary, notes } = merge(&parts)?;
     change::mark_all(&mut summary.intervals);
     for note in notes {
         super::say(&format!("note: {note}"));
@@ -165,7 +164,7 @@ fn merge_summaries(args: &Args, parts: Vec<(String, RunSummary)>) -> anyhow::Res
         super::bench::write_outputs(&report, None, Some(path))?;
     }
     if let Some(path) = &args.hdr_log {
-        write_summary_log(path, &summary, &interval_histograms)?;
+        write_summary_log(path, &summary)?;
     }
     if verdicts.iter().all(|v| v.met) {
         Ok(ExitCode::SUCCESS)
@@ -175,12 +174,9 @@ fn merge_summaries(args: &Args, parts: Vec<(String, RunSummary)>) -> anyhow::Res
     }
 }
 
-/// The merged intervals as `tailguard load --hdr-log` writes them: latency and service time.
-fn write_summary_log(
-    path: &Path,
-    s: &RunSummary,
-    histograms: &[[tailguard_histogram::Histogram; 2]],
-) -> anyhow::Result<()> {
+/// The merged intervals as `tailguard load --hdr-log` writes them: latency and service time,
+/// decoded from the merged summary an interval at a time.
+fn write_summary_log(path: &Path, s: &RunSummary) -> anyhow::Result<()> {
     let file =
         std::fs::File::create(path).with_context(|| format!("cannot write {}", path.display()))?;
     let mut w = log::Writer::new(
@@ -188,18 +184,24 @@ fn write_summary_log(
         s.start_unix_s,
         "tailguard merge",
     )?;
-    for (iv, [latency, service]) in s.intervals.iter().zip(histograms) {
+    for iv in &s.intervals {
         // Checked by the merge: finite, from 0 to about 31 years.
         let at = Duration::try_from_secs_f64(iv.start_s).unwrap_or_default();
         let len = Duration::try_from_secs_f64(iv.duration_s).unwrap_or_default();
-        w.write(latency, at, len, Some("latency"))?;
-        w.write(service, at, len, Some("service"))?;
+        let hdr = iv
+            .totals
+            .hdr
+            .as_ref()
+            .context("a merged interval without histograms")?;
+        let [latency, service, _] = hdr.decode()?;
+        w.write(&latency, at, len, Some("latency"))?;
+        w.write(&service, at, len, Some("service"))?;
     }
     w.flush()
         .with_context(|| format!("cannot write {}", path.display()))
 }
 
-fn merge_logs(args: &Args, logs: &[RawLog]) -> anyhow::Result<ExitCode> {
+fn merge_logs(args: &Args, paths: &[PathBuf]) -> anyhow::Result<ExitCode> {
     for (flag, given) in [
         ("--json", args.json.is_some()),
         ("--html", args.html.is_some()),
@@ -211,65 +213,11 @@ fn merge_logs(args: &Args, logs: &[RawLog]) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    let merged = log::merge(logs, args.interval)?;
-    // Values are shown in microseconds: the unit the logs were written in, converted.
-    let to_us = match args.log_unit.as_str() {
-        "ns" => 0.001,
-        "ms" => 1_000.0,
-        "s" => 1_000_000.0,
-        _ => 1.0,
+    let options = logs::LogOptions {
+        interval: args.interval,
+        hdr_log: args.hdr_log.as_deref(),
+        log_unit: &args.log_unit,
+        unit: args.unit,
     };
-    let show = |v: u64| args.unit.format((v as f64 * to_us).round() as u64);
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(
-        out,
-        "# merged {} interval logs in {} windows, values in {}",
-        logs.len(),
-        tailguard_text::duration::format_duration(merged.window),
-        args.log_unit
-    );
-    let _ = writeln!(
-        out,
-        "# {:>8} {:<10} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
-        "start", "tag", "count", "min", "p50", "p90", "p99", "p999", "max"
-    );
-    let mut totals: Vec<(Option<String>, hdrhistogram::Histogram<u64>)> = Vec::new();
-    let row = |start: &str, tag: &Option<String>, h: &hdrhistogram::Histogram<u64>| {
-        let q = |q: f64| show(h.value_at_quantile(q));
-        format!(
-            "  {start:>8} {:<10} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
-            tag.as_deref().unwrap_or("-"),
-            h.len(),
-            show(h.min()),
-            q(0.5),
-            q(0.9),
-            q(0.99),
-            q(0.999),
-            show(h.max())
-        )
-    };
-    for i in &merged.intervals {
-        let start = format!("{:.1}s", i.offset.as_secs_f64());
-        let _ = writeln!(out, "{}", row(&start, &i.tag, &i.histogram));
-        match totals.iter_mut().find(|(t, _)| *t == i.tag) {
-            Some((_, h)) => h.add(&i.histogram).context("adding histograms")?,
-            None => totals.push((i.tag.clone(), i.histogram.clone())),
-        }
-    }
-    for (tag, h) in &totals {
-        let _ = writeln!(out, "{}", row("total", tag, h));
-    }
-    let _ = out.flush();
-    if let Some(path) = &args.hdr_log {
-        let file = std::fs::File::create(path)
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        let comment = format!("tailguard merge: values in {}", args.log_unit);
-        log::write_raw(
-            std::io::BufWriter::new(file),
-            merged.start_epoch_secs,
-            &comment,
-            &merged.intervals,
-        )?;
-    }
-    Ok(ExitCode::SUCCESS)
+    logs::merge_logs(&options, paths)
 }

@@ -4,6 +4,7 @@
 //! Each shape's parameters are checked here, so the error carries the YAML line and field.
 
 use super::{LatencyDist, PercentileTable, Replay};
+use crate::limits::MAX_LATENCY;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -61,7 +62,34 @@ fn default_unit() -> String {
 
 impl<'de> Deserialize<'de> for LatencyDist {
     fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
-        de.deserialize_any(DistVisitor)
+        let dist = de.deserialize_any(DistVisitor)?;
+        within_an_hour(&dist)?;
+        Ok(dist)
+    }
+}
+
+/// Refuses a distribution whose parameters exceed [`MAX_LATENCY`] (a recorded replay is
+/// data: its outliers are clamped when drawn instead).
+fn within_an_hour<E: de::Error>(dist: &LatencyDist) -> Result<(), E> {
+    let params: Vec<Duration> = match dist {
+        LatencyDist::Fixed(d) => vec![*d],
+        LatencyDist::Uniform { min, max } => vec![*min, *max],
+        LatencyDist::Normal { mean, sd, min, max } => [Some(*mean), Some(*sd), Some(*min), *max]
+            .into_iter()
+            .flatten()
+            .collect(),
+        LatencyDist::LogNormal { median, max, .. } => {
+            [Some(*median), *max].into_iter().flatten().collect()
+        }
+        LatencyDist::Percentiles(table) => table.points().iter().map(|(_, d)| *d).collect(),
+        LatencyDist::Replay(_) => Vec::new(),
+    };
+    match params.iter().find(|d| **d > MAX_LATENCY) {
+        Some(d) => Err(E::custom(format!(
+            "latency values must be at most 1h, got {}",
+            tailguard_text::duration::format_duration(*d)
+        ))),
+        None => Ok(()),
     }
 }
 

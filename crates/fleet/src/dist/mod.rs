@@ -118,7 +118,7 @@ impl LatencyDist {
 
     /// The same distribution with every latency multiplied by `factor` (a "latency x10" fault).
     pub fn scaled(&self, factor: f64) -> LatencyDist {
-        let f = |d: Duration| d.mul_f64(factor);
+        let f = |d: Duration| crate::limits::scale_latency(d, factor);
         match self {
             LatencyDist::Fixed(d) => LatencyDist::Fixed(f(*d)),
             LatencyDist::Uniform { min, max } => LatencyDist::Uniform {

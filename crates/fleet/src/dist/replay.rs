@@ -44,6 +44,9 @@ pub enum ReplayError {
     Unit(String),
 }
 
+/// The largest replay file read: 64 MiB, about eight million values.
+pub const MAX_REPLAY_BYTES: u64 = 64 << 20;
+
 /// Recorded latencies (shared, so cloning a spec does not copy them) and where they came from.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Replay {
@@ -72,10 +75,22 @@ impl Replay {
     /// # Errors
     /// [`ReplayError`] naming the file and line of the first bad value.
     pub fn from_file(path: &Path, unit: &str) -> Result<Self, ReplayError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ReplayError::Read {
+        use std::io::Read as _;
+        let read_error = |source| ReplayError::Read {
             path: path.to_owned(),
             source,
-        })?;
+        };
+        let mut text = String::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_REPLAY_BYTES + 1).read_to_string(&mut text))
+            .map_err(read_error)?;
+        if text.len() as u64 > MAX_REPLAY_BYTES {
+            let too_large = format!("larger than {MAX_REPLAY_BYTES} bytes");
+            return Err(read_error(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                too_large,
+            )));
+        }
         Replay::from_text(&text, unit, &path.display().to_string())
     }
 
@@ -118,7 +133,11 @@ impl Replay {
     /// Every value multiplied by `factor`.
     pub fn scaled(&self, factor: f64) -> Replay {
         Replay {
-            values: self.values.iter().map(|d| d.mul_f64(factor)).collect(),
+            values: self
+                .values
+                .iter()
+                .map(|d| crate::limits::scale_latency(*d, factor))
+                .collect(),
             source: format!("{} x{factor}", self.source),
         }
     }

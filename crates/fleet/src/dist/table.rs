@@ -68,6 +68,11 @@ impl PercentileTable {
         Ok(PercentileTable { points })
     }
 
+    /// The points, `(percentile, latency)`, by percentile.
+    pub fn points(&self) -> &[(f64, Duration)] {
+        &self.points
+    }
+
     /// Parses a key such as `p99.9` to 99.9.
     ///
     /// # Errors
@@ -103,7 +108,7 @@ impl PercentileTable {
         let points = self
             .points
             .iter()
-            .map(|(q, d)| (*q, d.mul_f64(factor)))
+            .map(|(q, d)| (*q, crate::limits::scale_latency(*d, factor)))
             .collect();
         PercentileTable { points }
     }

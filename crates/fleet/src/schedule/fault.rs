@@ -209,6 +209,9 @@ fn parse_effect(tokens: &[&str]) -> Result<(Parsed, usize), String> {
     Ok(effect)
 }
 
+/// The largest factor of a `latency xN` or `capacity xN` fault.
+pub const MAX_FACTOR: f64 = 1_000_000.0;
+
 fn latency(arg: &str) -> Result<Effect, String> {
     let factor = arg
         .strip_prefix('x')
@@ -218,15 +221,20 @@ fn latency(arg: &str) -> Result<Effect, String> {
         return factor
             .parse::<f64>()
             .ok()
-            .filter(|f| f.is_finite() && *f >= 0.0)
+            .filter(|f| (0.0..=MAX_FACTOR).contains(f))
             .map(Effect::LatencyScale)
-            .ok_or_else(|| format!("`{arg}` is not a factor: write e.g. `x10`"));
+            .ok_or_else(|| {
+                format!("`{arg}` is not a factor (from 0, at most {MAX_FACTOR}): write e.g. `x10`")
+            });
     }
-    match arg.strip_prefix('+') {
-        Some(add) => parse_duration(add).map(Effect::LatencyAdd),
-        None => parse_duration(arg).map(Effect::LatencySet),
+    let (text, effect): (_, fn(Duration) -> Effect) = match arg.strip_prefix('+') {
+        Some(add) => (add, Effect::LatencyAdd),
+        None => (arg, Effect::LatencySet),
+    };
+    match parse_duration(text).map_err(|e| e.to_string())? {
+        d if d > crate::limits::MAX_LATENCY => Err(format!("`{arg}`: at most 1h")),
+        d => Ok(effect(d)),
     }
-    .map_err(|e| e.to_string())
 }
 
 fn capacity(arg: &str) -> Result<Effect, String> {
@@ -234,9 +242,13 @@ fn capacity(arg: &str) -> Result<Effect, String> {
         return factor
             .parse::<f64>()
             .ok()
-            .filter(|f| f.is_finite() && *f > 0.0)
+            .filter(|f| *f > 0.0 && *f <= MAX_FACTOR)
             .map(Effect::CapacityScale)
-            .ok_or_else(|| format!("`{arg}` is not a factor above 0: write e.g. `x0.25`"));
+            .ok_or_else(|| {
+                format!(
+                    "`{arg}` is not a factor (above 0, at most {MAX_FACTOR}): write e.g. `x0.25`"
+                )
+            });
     }
     arg.parse::<u32>()
         .ok()
@@ -299,7 +311,12 @@ fn span(words: &Words, pause_len: Option<Duration>) -> Result<Window, String> {
     let to = match (words.to, pause_len) {
         (Some(_), Some(_)) => return Err("give the end once: `to T` or `pause D`".to_owned()),
         (to, None) => to,
-        (None, Some(len)) => Some(from + len),
+        // The end must be a time the grammar can write back (at most 2^64 - 1 ns).
+        (None, Some(len)) => Some(
+            from.checked_add(len)
+                .filter(|t| u64::try_from(t.as_nanos()).is_ok())
+                .ok_or("the window would end past the longest duration (584 years)")?,
+        ),
     };
     if to.is_some_and(|to| to <= from) {
         return Err("`to` must come after `from`".to_owned());

@@ -25,7 +25,7 @@
 pub mod fault;
 mod window;
 
-pub use fault::{Effect, Fault, FaultError};
+pub use fault::{Effect, Fault, FaultError, MAX_FACTOR};
 pub use window::Window;
 
 use fault::Line;

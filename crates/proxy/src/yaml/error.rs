@@ -3,11 +3,11 @@
 use tailguard_text::yaml::DocumentError;
 
 /// The largest configuration file read: 1 MiB, a hundred times a large real one.
-pub const MAX_BYTES: u64 = 1 << 20;
-/// The deepest nesting of flow collections (`[`, `{`) accepted: a real file needs 3 or 4.
-/// YAML parsers slow down sharply on deep flow nesting (100 KB of `[` takes seconds), and a
+pub const MAX_BYTES: u64 = tailguard_text::yaml::MAX_BYTES as u64;
+/// The deepest nesting accepted, block and flow levels together: a real file needs 6 or 7.
+/// YAML parsers slow down sharply on deep nesting (100 KB of `[` takes seconds), and a
 /// reload must not stall.
-pub const MAX_FLOW_DEPTH: usize = 32;
+pub const MAX_FLOW_DEPTH: usize = tailguard_text::yaml::MAX_DEPTH;
 
 /// A configuration file that cannot start the proxy.
 #[derive(Debug, thiserror::Error)]
@@ -33,8 +33,8 @@ pub enum YamlError {
     /// Larger than [`MAX_BYTES`].
     #[error("configuration: larger than {MAX_BYTES} bytes")]
     TooLarge,
-    /// Flow collections nested deeper than [`MAX_FLOW_DEPTH`].
-    #[error("configuration: line {line}: `[` and `{{` nested deeper than {MAX_FLOW_DEPTH}")]
+    /// Collections nested deeper than [`MAX_FLOW_DEPTH`].
+    #[error("configuration: line {line}: nested deeper than {MAX_FLOW_DEPTH} levels")]
     TooDeep {
         /// The line (from 1) where the limit was passed.
         line: usize,

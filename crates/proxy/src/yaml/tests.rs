@@ -233,7 +233,7 @@ fn deep_flow_nesting_and_huge_files_are_refused_before_parsing() {
     assert!(matches!(err, YamlError::TooDeep { line: 1 }), "{err}");
     assert_eq!(
         err.to_string(),
-        "configuration: line 1: `[` and `{` nested deeper than 32"
+        "configuration: line 1: nested deeper than 32 levels"
     );
     // Brackets in comments and quoted scalars are text, not nesting; `'` inside a plain
     // scalar opens nothing.

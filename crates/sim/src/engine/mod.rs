@@ -17,6 +17,7 @@
 //! same seeds (common random numbers), events at equal times run in scheduling order, and no
 //! output depends on hash iteration: the same seed gives the same report, byte for byte.
 
+mod guard;
 mod queue;
 mod request;
 mod server;
@@ -25,6 +26,7 @@ mod slab;
 use crate::client::{Client, ClientStats};
 use crate::results::ArmResult;
 use crate::scenario::{LoadShape, Scenario};
+use guard::Guard;
 use queue::{Event, Queue};
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -53,6 +55,14 @@ pub enum RunError {
     /// No endpoints.
     #[error("the fleet has no endpoints")]
     NoEndpoints,
+    /// An arm that sends more than the simulator runs (see [`Guard`]).
+    #[error("arm `{arm}`: {reason}")]
+    Runaway {
+        /// The arm.
+        arm: String,
+        /// What it did.
+        reason: String,
+    },
 }
 
 /// How long a probe waits for a paused endpoint before it counts as unanswered.
@@ -82,6 +92,9 @@ struct Engine<'a> {
     probes: Vec<usize>,
     /// `clients x endpoints`: did this client ever send to this endpoint?
     used: Vec<bool>,
+    guard: Guard,
+    /// Why the arm stopped early, if it did.
+    runaway: Option<String>,
     out: ArmResult,
 }
 
@@ -95,6 +108,12 @@ pub fn run_arm(scenario: &Scenario, arm: usize) -> Result<ArmResult, RunError> {
     while let Some((at, event)) = engine.queue.pop() {
         engine.now = at;
         engine.dispatch(event);
+        if let Some(reason) = engine.runaway.take() {
+            return Err(RunError::Runaway {
+                arm: scenario.arms[arm].name.clone(),
+                reason,
+            });
+        }
     }
     engine.abandon_stuck();
     Ok(engine.finish())
@@ -136,6 +155,8 @@ impl<'a> Engine<'a> {
             next_arrival: 0,
             worker_sent: vec![Duration::ZERO; workers],
             probes: Vec::new(),
+            guard: Guard::default(),
+            runaway: None,
             out: empty_result(scenario, arm),
         })
     }
@@ -309,6 +330,10 @@ impl<'a> Engine<'a> {
 impl Engine<'_> {
     /// Step 1.
     fn new_request(&mut self, client: usize, worker: Option<u32>) {
+        if let Err(reason) = self.guard.count(self.now) {
+            self.runaway = Some(reason);
+            return;
+        }
         self.clients[client].on_request(self.now);
         let key = self.requests.insert(Request {
             client,

@@ -136,10 +136,12 @@ struct RampSpec {
 
 impl RampSpec {
     fn into_ramp(self) -> Result<Ramp, String> {
-        if !(self.from.is_finite() && self.from > 0.0) {
+        if !tailguard_pacing::rate_in_range(self.from) {
             return Err(format!(
-                "load: ramp.from must be above zero, got {}",
-                self.from
+                "load: ramp.from must be from {} to {}, got {}",
+                tailguard_pacing::MIN_RATE,
+                tailguard_pacing::MAX_RATE,
+                tailguard_pacing::show_rate(self.from)
             ));
         }
         if self.over.0.is_zero() {
@@ -181,8 +183,13 @@ impl LoadSpec {
             return Err("load: `workers` and `interval` need `loop: closed`".into());
         }
         let rate = self.rate.ok_or("load: an open loop needs `rate`")?;
-        if !(rate.is_finite() && rate > 0.0) {
-            return Err(format!("load: rate must be above zero, got {rate}"));
+        if !tailguard_pacing::rate_in_range(rate) {
+            return Err(format!(
+                "load: rate must be from {} to {}, got {}",
+                tailguard_pacing::MIN_RATE,
+                tailguard_pacing::MAX_RATE,
+                tailguard_pacing::show_rate(rate)
+            ));
         }
         let arrivals = match self.arrivals.unwrap_or_default() {
             ArrivalsName::Constant => Arrivals::Constant,

@@ -33,6 +33,7 @@
 
 pub mod arm;
 mod builtin;
+pub mod limits;
 pub mod load;
 mod overrides;
 
@@ -204,7 +205,7 @@ impl Scenario {
     /// # Errors
     /// [`ScenarioError::Read`], or as [`Scenario::from_yaml_str`].
     pub fn from_file(path: &Path) -> Result<Scenario, ScenarioError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+        let text = tailguard_text::yaml::read_file(path).map_err(|source| ScenarioError::Read {
             path: path.to_owned(),
             source,
         })?;
@@ -253,7 +254,7 @@ fn parse(text: &str, origin: &str, dir: Option<&Path>) -> Result<Scenario, Scena
         .as_ref()
         .and_then(|s| s.probe_delay)
         .map_or(DEFAULT_PROBE_DELAY, |d| d.0);
-    Ok(Scenario {
+    let scenario = Scenario {
         name: spec.name.unwrap_or_else(|| origin.to_owned()),
         description: spec.description,
         seed: spec.seed.unwrap_or(1),
@@ -265,7 +266,10 @@ fn parse(text: &str, origin: &str, dir: Option<&Path>) -> Result<Scenario, Scena
         load: spec.load.into_load().map_err(invalid)?,
         deadline: spec.deadline.map_or(Duration::from_secs(1), |d| d.0),
         arms,
-    })
+    };
+    let backends = scenario.fleet.backends.len();
+    limits::check(scenario.arms.len(), backends, &scenario.load).map_err(invalid)?;
+    Ok(scenario)
 }
 
 #[cfg(test)]

@@ -47,8 +47,13 @@ impl Scenario {
             ScenarioError::from(DocumentError::invalid(self.name.clone(), message))
         };
         if let Some(rate) = o.rate {
-            if !(rate.is_finite() && rate > 0.0) {
-                return Err(invalid(format!("--rate must be above zero, got {rate}")));
+            if !tailguard_pacing::rate_in_range(rate) {
+                return Err(invalid(format!(
+                    "--rate must be from {} to {}, got {}",
+                    tailguard_pacing::MIN_RATE,
+                    tailguard_pacing::MAX_RATE,
+                    tailguard_pacing::show_rate(rate)
+                )));
             }
             self.load.shape = LoadShape::Open {
                 arrivals: o.arrivals.unwrap_or(Arrivals::Constant),
@@ -63,8 +68,14 @@ impl Scenario {
                 ramp,
             };
         }
-        if o.clients == Some(0) {
-            return Err(invalid("--clients must be at least 1".into()));
+        if let Some(n) = o
+            .clients
+            .filter(|n| !(1..=super::limits::MAX_CLIENTS).contains(n))
+        {
+            return Err(invalid(format!(
+                "--clients must be from 1 to {}, got {n}",
+                super::limits::MAX_CLIENTS
+            )));
         }
         self.load.clients = o.clients.unwrap_or(self.load.clients);
         self.load.duration = o.duration.unwrap_or(self.load.duration);
@@ -81,6 +92,8 @@ impl Scenario {
             }
             self.arms = chosen;
         }
-        Ok(())
+        let backends = self.fleet.backends.len();
+        super::limits::check(self.arms.len(), backends, &self.load)
+            .map_err(|e| invalid(format!("with the flags given, {e}")))
     }
 }

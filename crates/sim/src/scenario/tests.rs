@@ -191,7 +191,7 @@ fn ramp_errors_name_the_key() {
         ),
         (
             "load: {rate: 10, ramp: {from: 0, over: 1s}, duration: 1s}",
-            "load: ramp.from must be above zero, got 0",
+            "load: ramp.from must be from 0.001 to 10000000, got 0",
         ),
         (
             "load: {rate: 10, ramp: {from: 5, over: 0s}, duration: 1s}",

@@ -1,0 +1,218 @@
+//! Arbitrary fleet files, fault sentences and flag values: a fleet or an error, never a panic;
+//! whatever parses decides within the latency bound; each case within a generous time bound.
+
+use proptest::prelude::*;
+use rand::SeedableRng;
+use std::time::{Duration, Instant};
+use tailguard_fleet::backend::MAX_LATENCY;
+use tailguard_fleet::{BackendSpec, Body, Capacity, Fault, Fleet, LatencyDist, Schedule};
+
+/// Far above what any case takes (milliseconds): a case near it is a hang in the making.
+const CASE_BOUND: Duration = Duration::from_secs(2);
+
+/// Runs `f`, failing when it takes longer than [`CASE_BOUND`].
+#[allow(clippy::disallowed_methods)] // the bound under test is wall-clock time
+fn timed<T>(f: impl FnOnce() -> T) -> T {
+    let started = Instant::now();
+    let out = f();
+    let took = started.elapsed();
+    assert!(took < CASE_BOUND, "took {took:?}");
+    out
+}
+
+const FILE: &str = "\
+seed: 7
+backends:
+  - name: fast
+    latency: 10ms
+  - name: flaky
+    replicas: 2
+    latency: {normal: {mean: 167ms, sd: 5ms, max: 200ms}}
+    fail: {error: 0.1, status: 503, close: 0.01, reset: 0.01}
+    schedule: ['from 15s to 45s latency x10', 'every 10s pause 5s', 'at 30s down', 'at 40s up']
+    body: echo
+  - name: busy
+    latency: {lognormal: {median: 20ms, sigma: 0.5, max: 1s}}
+    capacity: {workers: 8, queue: 64, status: 503}
+    schedule: ['from 20s to 40s capacity x0.25']
+  - latency: {percentiles: {p0: 1ms, p50: 2ms, p100: 9ms}}
+    body: {size: 1024}
+";
+
+/// Values that break parsers: huge, negative, not numbers, not durations, brackets.
+const TRICKY: &[&str] = &[
+    "-1",
+    "0",
+    "1e309",
+    "18446744073709551616",
+    "4294967296",
+    "100000000",
+    "NaN",
+    "~",
+    "[",
+    "{",
+    "'",
+    "\"",
+    "&a",
+    "*a",
+    "1e-300",
+    "99999999999999h",
+    "5000000h",
+    "x1e308",
+    "{uniform: {min: 2s, max: 1s}}",
+    "{lognormal: {median: 1s, sigma: 1e300}}",
+    "{size: 18446744073709551615}",
+    "[[[[[[[[[[",
+    "",
+];
+
+/// A valid document with a few lines changed: a value replaced, a line dropped, repeated,
+/// indented or outdented, or junk appended.
+fn mutated(doc: &'static str) -> impl Strategy<Value = String> {
+    let lines: Vec<&'static str> = doc.lines().collect();
+    let n = lines.len();
+    let junk = prop_oneof![
+        proptest::sample::select(TRICKY).prop_map(str::to_owned),
+        "\\PC{0,12}"
+    ];
+    proptest::collection::vec((0..n, 0usize..6, junk), 1..5).prop_map(move |edits| {
+        let mut l: Vec<String> = lines.iter().map(|s| s.to_string()).collect();
+        for (at, op, junk) in edits {
+            let at = at.min(l.len().saturating_sub(1));
+            match op {
+                _ if l.is_empty() => l.push(junk),
+                0 => match l[at].split_once(": ") {
+                    Some((key, _)) => l[at] = format!("{key}: {junk}"),
+                    None => l[at] = junk,
+                },
+                1 => drop(l.remove(at)),
+                2 => l.insert(at, l[at].clone()),
+                3 => l[at] = format!("  {}", l[at]),
+                4 => l[at] = l[at].trim_start().to_owned(),
+                _ => l[at].push_str(&junk),
+            }
+        }
+        l.join("\n")
+    })
+}
+
+/// Checks that every backend of `fleet` decides within the latency bound at a few times.
+fn decides_within_bounds(fleet: &Fleet) {
+    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(1);
+    for b in &fleet.backends {
+        for secs in [0, 1, 2, 3, 17, 31, 44, 1_000_000, 1 << 40] {
+            let t = Duration::from_secs(secs);
+            assert!(b.decide(t, &mut rng).latency <= MAX_LATENCY);
+            let _ = (b.is_down(t), b.paused_until(t), b.workers(t));
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(15_000))]
+
+    #[test]
+    fn any_fleet_file_is_a_fleet_or_an_error(
+        text in prop_oneof![mutated(FILE), "\\PC{0,200}"]
+    ) {
+        if let Ok(fleet) = timed(|| Fleet::from_yaml_str(&text, "fuzz.yaml")) {
+            timed(|| decides_within_bounds(&fleet));
+        }
+    }
+}
+
+/// Sentences of the fault grammar with values of any kind, and the grammar's words in any
+/// order.
+fn fault_like() -> impl Strategy<Value = String> {
+    let time = proptest::sample::select(vec![
+        "0s",
+        "1s",
+        "15s",
+        "1ns",
+        "0",
+        "5000000h",
+        "99999999999999h",
+        "1e3s",
+        "-1s",
+        "x",
+    ]);
+    let factor = proptest::sample::select(vec![
+        "x10", "x0", "x1e308", "x-1", "xNaN", "x1000000", "x1000001", "x0.25", "xinf", "x",
+    ]);
+    let number = proptest::sample::select(vec![
+        "50%",
+        "200%",
+        "0.5",
+        "-1",
+        "503",
+        "700",
+        "0",
+        "4294967296",
+        "NaN",
+        "1",
+    ]);
+    let window = (0usize..5, time.clone(), time.clone()).prop_map(|(k, a, b)| match k {
+        0 => format!("from {a}"),
+        1 => format!("from {a} to {b}"),
+        2 => format!("at {a}"),
+        3 => format!("every {a} for {b}"),
+        _ => format!("every {a} from {b}"),
+    });
+    let effect =
+        (0usize..11, time, factor, number.clone(), number).prop_map(|(k, t, f, n, m)| match k {
+            0 => format!("latency {f}"),
+            1 => format!("latency {t}"),
+            2 => format!("latency +{t}"),
+            3 => format!("fail {n} status {m}"),
+            4 => format!("close {n}"),
+            5 => format!("reset {n}"),
+            6 => format!("pause {t}"),
+            7 => "down".to_owned(),
+            8 => format!("capacity {f}"),
+            9 => format!("capacity {n}"),
+            _ => "pause".to_owned(),
+        });
+    let grammatical = (window, effect).prop_map(|(w, e)| format!("{w} {e}"));
+    let word = prop_oneof![
+        proptest::sample::select(vec![
+            "from", "to", "at", "every", "for", "latency", "fail", "status", "close", "reset",
+            "pause", "down", "up", "resume", "capacity", "1s", "x10", "50%",
+        ])
+        .prop_map(str::to_owned),
+        "\\PC{0,6}",
+    ];
+    let soup = proptest::collection::vec(word, 0..9).prop_map(|w| w.join(" "));
+    prop_oneof![3 => grammatical, 1 => soup]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(30_000))]
+
+    #[test]
+    fn any_fault_sentence_is_a_fault_or_an_error(text in prop_oneof![fault_like(), "\\PC{0,60}"]) {
+        if let Ok(fault) = timed(|| text.parse::<Fault>()) {
+            // What parses says itself back and parses again to the same fault.
+            prop_assert_eq!(fault.to_string().parse::<Fault>().unwrap(), fault);
+        }
+        if let Ok(schedule) = timed(|| Schedule::parse(&[text.as_str(), "at 1s down", "at 2s up"])) {
+            let mut b = BackendSpec::new("b", LatencyDist::Fixed(Duration::from_millis(5)));
+            b.schedule = schedule;
+            b.capacity = Some(Capacity::new(4));
+            let fleet = Fleet::single(b, 0);
+            timed(|| decides_within_bounds(&fleet));
+        }
+    }
+
+    #[test]
+    fn any_flag_value_is_a_body_or_latency_or_an_error(text in prop_oneof![
+        proptest::sample::select(TRICKY).prop_map(str::to_owned),
+        "(size|text|name|echo)?:?[0-9]{0,25}",
+        "\\PC{0,40}",
+    ]) {
+        let _ = timed(|| text.parse::<Body>());
+        if let Ok(dist) = timed(|| text.parse::<LatencyDist>()) {
+            let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(2);
+            let _ = dist.sample(&mut rng);
+        }
+    }
+}
