@@ -1,7 +1,8 @@
 //! File discovery, like Linkerd 1's fs namer: one `host:port [weight]` per line (`#` starts a
 //! comment), re-read every `interval` and applied without restart when its content changes.
 //! A file that does not parse, or cannot be read (not a regular file, too large, stuck: see
-//! [`crate::config_file`]), is reported and ignored; the previous endpoints stay.
+//! [`crate::config_file`]), or lists no endpoint (a file caught mid-rewrite), is reported and
+//! ignored; the previous endpoints stay.
 
 use crate::config::{Upstream, MAX_WEIGHT};
 use std::path::Path;
@@ -110,6 +111,14 @@ pub(crate) async fn poll<F, Fut>(
 
 async fn read(path: &Path) -> Option<Vec<Upstream>> {
     match read_file(path).await {
+        // A file caught between its truncation and its new content lists nothing: applying
+        // that would answer 503 and forget what was learned about every endpoint (a dead one
+        // would come back alive once the content is in). Draining a service is done by
+        // removing its lines one by one, or by removing the service.
+        Ok(list) if list.is_empty() => {
+            tracing::warn!(path = %path.display(), "discovery file lists no endpoint; keeping endpoints");
+            None
+        }
         Ok(list) => Some(list),
         Err(err) => {
             tracing::warn!(%err, path = %path.display(), "discovery file not used; keeping endpoints");
@@ -155,5 +164,19 @@ mod tests {
         assert!(parse_upstreams("127.0.0.1:1 0").is_err());
         assert!(parse_upstreams("127.0.0.1:1 2 3").is_err());
         assert_eq!(parse_upstreams("# only a comment\n").unwrap(), vec![]);
+    }
+
+    #[tokio::test]
+    async fn a_file_caught_mid_rewrite_is_not_applied() {
+        let dir = std::env::temp_dir().join(format!("tg-discovery-empty-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("web.txt");
+        std::fs::write(&path, "127.0.0.1:9001\n").unwrap();
+        assert_eq!(read(&path).await.map(|l| l.len()), Some(1));
+        for empty in ["", "# only a comment\n"] {
+            std::fs::write(&path, empty).unwrap();
+            assert_eq!(read(&path).await, None, "{empty:?}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
