@@ -3,10 +3,8 @@
 //! EndpointSlices, it serves (no endpoints: 503) and says why in one error line, not one per
 //! retry. The API server is a real one (`shared/tools/k8s/start-apiserver.sh --rbac`).
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 use tailguard_testsupport::Deadline;
 
@@ -74,14 +72,7 @@ fn a_denied_watch_is_one_clear_error_line_and_no_endpoints() {
         .spawn()
         .unwrap();
     let stderr = child.stderr.take().unwrap();
-    let (tx, lines) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
+    let lines = tailguard_testsupport::process::lines(stderr);
     // Read for 8 s: the watcher retries with backoff several times in that while.
     let until = Deadline::after(Duration::from_secs(8));
     let mut seen = Vec::new();

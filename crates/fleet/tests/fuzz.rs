@@ -3,21 +3,16 @@
 
 use proptest::prelude::*;
 use rand::SeedableRng;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tailguard_fleet::backend::MAX_LATENCY;
 use tailguard_fleet::{BackendSpec, Body, Capacity, Fault, Fleet, LatencyDist, Schedule};
 
 /// Far above what any case takes (milliseconds): a case near it is a hang in the making.
 const CASE_BOUND: Duration = Duration::from_secs(2);
 
-/// Runs `f`, failing when it takes longer than [`CASE_BOUND`].
-#[allow(clippy::disallowed_methods)] // the bound under test is wall-clock time
+/// Runs `f`, failing when it takes [`CASE_BOUND`] or longer.
 fn timed<T>(f: impl FnOnce() -> T) -> T {
-    let started = Instant::now();
-    let out = f();
-    let took = started.elapsed();
-    assert!(took < CASE_BOUND, "took {took:?}");
-    out
+    tailguard_fuzzkit::timed(CASE_BOUND, f)
 }
 
 const FILE: &str = "\
@@ -66,34 +61,9 @@ const TRICKY: &[&str] = &[
     "",
 ];
 
-/// A valid document with a few lines changed: a value replaced, a line dropped, repeated,
-/// indented or outdented, or junk appended.
+/// `doc` with a few lines changed (the shared mutations, with this parser's tricky values).
 fn mutated(doc: &'static str) -> impl Strategy<Value = String> {
-    let lines: Vec<&'static str> = doc.lines().collect();
-    let n = lines.len();
-    let junk = prop_oneof![
-        proptest::sample::select(TRICKY).prop_map(str::to_owned),
-        "\\PC{0,12}"
-    ];
-    proptest::collection::vec((0..n, 0usize..6, junk), 1..5).prop_map(move |edits| {
-        let mut l: Vec<String> = lines.iter().map(|s| s.to_string()).collect();
-        for (at, op, junk) in edits {
-            let at = at.min(l.len().saturating_sub(1));
-            match op {
-                _ if l.is_empty() => l.push(junk),
-                0 => match l[at].split_once(": ") {
-                    Some((key, _)) => l[at] = format!("{key}: {junk}"),
-                    None => l[at] = junk,
-                },
-                1 => drop(l.remove(at)),
-                2 => l.insert(at, l[at].clone()),
-                3 => l[at] = format!("  {}", l[at]),
-                4 => l[at] = l[at].trim_start().to_owned(),
-                _ => l[at].push_str(&junk),
-            }
-        }
-        l.join("\n")
-    })
+    tailguard_fuzzkit::mutated(doc, TRICKY)
 }
 
 /// Checks that every backend of `fleet` decides within the latency bound at a few times.

@@ -4,21 +4,16 @@
 use base64::Engine as _;
 use proptest::prelude::*;
 use std::io::Write as _;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tailguard_histogram::log::{self, Limits};
 use tailguard_histogram::Histogram;
 
 /// Far above what any case takes (milliseconds): a case near it is a hang in the making.
 const CASE_BOUND: Duration = Duration::from_secs(2);
 
-/// Runs `f`, failing when it takes longer than [`CASE_BOUND`].
-#[allow(clippy::disallowed_methods)] // the bound under test is wall-clock time
+/// Runs `f`, failing when it takes [`CASE_BOUND`] or longer.
 fn timed<T>(f: impl FnOnce() -> T) -> T {
-    let started = Instant::now();
-    let out = f();
-    let took = started.elapsed();
-    assert!(took < CASE_BOUND, "took {took:?}");
-    out
+    tailguard_fuzzkit::timed(CASE_BOUND, f)
 }
 
 fn b64(bytes: &[u8]) -> String {

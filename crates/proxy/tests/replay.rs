@@ -2,7 +2,7 @@
 //! does; a chunked upload has none) gets the same retries as one that does, because the proxy
 //! copies the body as it streams (up to `retryBufferBytes`) instead of buffering only bodies
 //! whose size it knows. A body past the buffer streams through and is not retried.
-//! Backends on 127.0.0.1.
+//! Backends on 127.0.0.1; tier 2 sends the calls with ghz (grpc-go) itself.
 
 mod support;
 
@@ -21,6 +21,7 @@ use std::net::SocketAddr;
 use tailguard_balance::Policy;
 use tailguard_proxy::config::{ServiceConfig, Upstream};
 use tailguard_resilience::Classifier;
+use support::peers::{go_tool, run};
 use tailguard_testsupport::{bounded, TestServer};
 
 type Streamed = BoxBody<Bytes, Infallible>;
@@ -107,6 +108,71 @@ async fn grpc_calls_without_a_content_length_are_retried() {
         unsized_ok + 4 >= sized_ok,
         "without a length {unsized_ok} OK, with one {sized_ok}"
     );
+}
+
+/// The issue's report: ghz got 509 UNAVAILABLE of 3,000 through this proxy, with no retry,
+/// where `tailguard load --grpc` got none. grpc-go sends no `content-length`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier 2: ghz (go install github.com/bojand/ghz/cmd/ghz@v0.93.0)"]
+async fn ghz_calls_are_retried_as_tailguard_loads_are() {
+    let ghz = go_tool("ghz", "github.com/bojand/ghz/cmd/ghz@v0.93.0");
+    let fleet = "seed: 6\nbackends: [{name: ok, latency: 0s}, \
+                 {name: bad, latency: 0s, fail: {error: 0.5}}]";
+    let running = support::fleet(fleet).await;
+    let upstreams: Vec<Upstream> = running
+        .backends()
+        .iter()
+        .map(|b| Upstream::new(b.1))
+        .collect();
+    let mut s = ServiceConfig::new("ping", upstreams);
+    s.arm.policy = Policy::RoundRobin;
+    s.arm.accrual = None;
+    let proxy = support::start(s).await;
+    let dir = std::env::temp_dir().join(format!("tg-ghz-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let proto = dir.join("ping.proto");
+    std::fs::write(
+        &proto,
+        "syntax = \"proto3\";\npackage fgrpc;\n\
+         message PingMessage { int64 seq = 1; int64 ts = 2; string payload = 3; int64 delayNanos = 4; }\n\
+         service PingServer { rpc Ping (PingMessage) returns (PingMessage) {} }\n",
+    )
+    .unwrap();
+    let (proto, addr) = (proto.display().to_string(), proxy.addr().to_string());
+    let calls = 3_000;
+    let out = tokio::task::spawn_blocking(move || {
+        run(
+            &ghz,
+            &[
+                "--insecure",
+                "--proto",
+                &proto,
+                "--call",
+                "fgrpc.PingServer.Ping",
+                "-n",
+                &calls.to_string(),
+                "-c",
+                "10",
+                "--connections",
+                "1",
+                "-O",
+                "json",
+                &addr,
+            ],
+        )
+    })
+    .await
+    .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let codes = &report["statusCodeDistribution"];
+    let ok = codes["OK"].as_u64().unwrap_or(0);
+    let retried = retries(&proxy);
+    println!("ghz: {codes}, proxy retries {retried}");
+    proxy.shutdown().await;
+    // About a quarter of first attempts fail; each is retried on the healthy backend.
+    assert!(retried > 400, "retries: {retried}");
+    assert!(ok * 100 >= calls * 99, "{ok} of {calls} OK: {codes}");
 }
 
 /// A PUT of `chunks` (chunked, no length) to `/echo` through `proxy`; its status and body.

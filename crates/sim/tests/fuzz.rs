@@ -2,21 +2,16 @@
 //! without a panic; each case within a generous time bound.
 
 use proptest::prelude::*;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tailguard_sim::scenario::LoadShape;
 use tailguard_sim::{Overrides, Scenario};
 
 /// Far above what any case takes: a case near it is a hang in the making.
 const CASE_BOUND: Duration = Duration::from_secs(5);
 
-/// Runs `f`, failing when it takes longer than [`CASE_BOUND`].
-#[allow(clippy::disallowed_methods)] // the bound under test is wall-clock time
+/// Runs `f`, failing when it takes [`CASE_BOUND`] or longer.
 fn timed<T>(f: impl FnOnce() -> T) -> T {
-    let started = Instant::now();
-    let out = f();
-    let took = started.elapsed();
-    assert!(took < CASE_BOUND, "took {took:?}");
-    out
+    tailguard_fuzzkit::timed(CASE_BOUND, f)
 }
 
 /// A scenario touching most of the format: an inline fleet, capacity, every arm feature.
@@ -66,33 +61,9 @@ const TRICKY: &[&str] = &[
     "",
 ];
 
-/// A valid scenario with a few lines changed (as the fleet suite does).
+/// `doc` with a few lines changed (the shared mutations, with this parser's tricky values).
 fn mutated(doc: &'static str) -> impl Strategy<Value = String> {
-    let lines: Vec<&'static str> = doc.lines().collect();
-    let n = lines.len();
-    let junk = prop_oneof![
-        proptest::sample::select(TRICKY).prop_map(str::to_owned),
-        "\\PC{0,12}"
-    ];
-    proptest::collection::vec((0..n, 0usize..6, junk), 1..4).prop_map(move |edits| {
-        let mut l: Vec<String> = lines.iter().map(|s| s.to_string()).collect();
-        for (at, op, junk) in edits {
-            let at = at.min(l.len().saturating_sub(1));
-            match op {
-                _ if l.is_empty() => l.push(junk),
-                0 => match l[at].rsplit_once(": ") {
-                    Some((key, _)) => l[at] = format!("{key}: {junk}"),
-                    None => l[at] = junk,
-                },
-                1 => drop(l.remove(at)),
-                2 => l.insert(at, l[at].clone()),
-                3 => l[at] = format!("  {}", l[at]),
-                4 => l[at] = l[at].trim_start().to_owned(),
-                _ => l[at].push_str(&junk),
-            }
-        }
-        l.join("\n")
-    })
+    tailguard_fuzzkit::mutated(doc, TRICKY)
 }
 
 /// What any accepted scenario keeps to: a rate the schedule takes, clients and backends the

@@ -1,8 +1,9 @@
 //! A real process in a test: its output read while it runs, its end awaited for a bounded
 //! time.
 
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, ExitStatus};
+use std::sync::mpsc::{self, Receiver};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
@@ -35,4 +36,18 @@ pub fn wait_or_kill(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
         // A real sleep is the point here: the child is a real process.
         thread::sleep(POLL);
     }
+}
+
+/// Reads `pipe` line by line on its own thread while the process runs: each line arrives on
+/// the receiver, which disconnects when the pipe closes.
+pub fn lines(pipe: impl Read + Send + 'static) -> Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
 }

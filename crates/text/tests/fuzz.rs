@@ -2,21 +2,16 @@
 //! panic, each case within a generous time bound.
 
 use proptest::prelude::*;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tailguard_text::duration::{format_duration, parse_duration};
 use tailguard_text::yaml::{check_shape, from_yaml};
 
 /// Far above what any case takes (microseconds): a case near it is a hang in the making.
 const CASE_BOUND: Duration = Duration::from_secs(2);
 
-/// Runs `f`, failing when it takes longer than [`CASE_BOUND`].
-#[allow(clippy::disallowed_methods)] // the bound under test is wall-clock time
+/// Runs `f`, failing when it takes [`CASE_BOUND`] or longer.
 fn timed<T>(f: impl FnOnce() -> T) -> T {
-    let started = Instant::now();
-    let out = f();
-    let took = started.elapsed();
-    assert!(took < CASE_BOUND, "took {took:?}");
-    out
+    tailguard_fuzzkit::timed(CASE_BOUND, f)
 }
 
 /// Durations as people get them wrong: numbers of any size and shape, real and made-up units.

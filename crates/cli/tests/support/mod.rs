@@ -4,11 +4,11 @@
 #![allow(dead_code)] // each test binary uses a different part
 
 use std::cell::RefCell;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{self, Receiver};
+use std::sync::mpsc::Receiver;
 use std::thread::JoinHandle;
 use std::time::Duration;
 use tailguard_testsupport::{Deadline, TestServer};
@@ -82,14 +82,7 @@ impl Proxy {
             .spawn()
             .expect("run tailguard proxy");
         let stderr = child.stderr.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
+        let lines = tailguard_testsupport::process::lines(stderr);
         let mut proxy = Self {
             child,
             lines,
