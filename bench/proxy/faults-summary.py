@@ -47,11 +47,18 @@ def proxy_view(d):
                 sums[x[1]] = sums.get(x[1], 0) + float(x[2])
         keys = ["retries", "retry_budget_exhausted", "hedges", "hedge_wins", "hedge_budget_exhausted"]
         out = [f"{k}={int(sums.get(k, 0))}" for k in keys]
-        try:
+        probes = {}
+        for line in open(m):
+            x = re.match(r'tailguard_proxy_probes_total\{.*class="(\w+)"\} ([0-9.e+]+)$', line)
+            if x:
+                probes[x[1]] = probes.get(x[1], 0) + int(float(x[2]))
+        out.append("probes " + "/".join(f"{k}={probes.get(k, 0)}" for k in ["ok", "distrusted", "failed", "skipped"]))
+        try:  # /endpoints' `ejections` counts failure-accrual trips; `state` shows an outlier ejection
             eps = json.load(open(os.path.join(d, "proxy-endpoints.json")))
-            ej = sum(e.get("ejections", 0) for svc in eps.get("services", []) for e in svc.get("endpoints", []))
-            out.append(f"ejections={ej}")
-        except (OSError, ValueError, AttributeError):
+            es = [e for svc in eps.values() for e in svc]
+            out.append(f"accrual_trips={sum(e.get('ejections', 0) for e in es)}")
+            out.append("end_states=" + ",".join(e.get("state", "?") for e in es))
+        except (OSError, ValueError, AttributeError, TypeError):
             pass
         return " ".join(out)
     c = os.path.join(d, "proxy-stats.csv")

@@ -85,11 +85,11 @@ ctl() { # ctl ARM BACKEND JSON: a change through the fleet's control endpoint
   curl -sf -m 5 -o /dev/null -d "$3" "http://127.0.0.1:${control[$1]}/backends/$2" ||
     echo "faults.sh: control change $3 to $1 backend $2 failed" >&2
 }
-proc_line() { # proc_line PID LABEL: seconds RSS (KiB) descriptors
+sample() { # sample PID LABEL FILE: a line "LABEL RSS-KiB descriptors"; never ends the run
   local rss fds
   rss=$(awk '/^VmRSS/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0)
   fds=$(find "/proc/$1/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
-  echo "$2 ${rss:-0} $fds"
+  echo "$2 ${rss:-0} $fds" >>"$3" || echo "faults.sh: could not write $3" >&2
 }
 
 up() { # up ARM DIR: a fresh fleet and proxy for ARM, logs in DIR; $fleet_pid, $proxy_pid
@@ -151,7 +151,7 @@ matrix() {
       sleep_until "$t0" 5
       apply_fault "$arm" "$fault" $((RUN_S - 10))
       finish_load "$dir"
-      echo "$cpu0 $(ticks "$proxy_pid") $hz" >"$dir/cpu.txt"
+      echo "$cpu0 $(ticks "$proxy_pid") $hz" >"$dir/cpu.txt" || true || true
       down "$arm" "$dir"
     done
   done
@@ -163,18 +163,18 @@ soak() { # per arm: one backend down for SOAK_DOWN every 20 s, rotating; RSS and
     dir=$OUT/soak/$arm; mkdir -p "$dir"
     echo "# soak: $arm, $SOAK_S s at $SOAK_RATE req/s, a backend down for $SOAK_DOWN every 20 s" >&2
     up "$arm" "$dir"
-    proc_line "$proxy_pid" idle >"$dir/proc.txt"
+    sample "$proxy_pid" idle "$dir/proc.txt"
     cpu0=$(ticks "$proxy_pid"); t0=$(now); load "$arm" "$dir" "$SOAK_RATE" "$SOAK_S"
-    sleep_until "$t0" 10; proc_line "$proxy_pid" start >>"$dir/proc.txt"
+    sleep_until "$t0" 10; sample "$proxy_pid" start "$dir/proc.txt"
     for ((k = 1; 20 * k < SOAK_S - 5; k++)); do
       sleep_until "$t0" $((20 * k))
       ctl "$arm" $(((k - 1) % 3)) "{\"down\": \"$SOAK_DOWN\"}"
-      proc_line "$proxy_pid" "t$((20 * k))" >>"$dir/proc.txt"
+      sample "$proxy_pid" "t$((20 * k))" "$dir/proc.txt"
     done
-    sleep_until "$t0" $((SOAK_S - 2)); proc_line "$proxy_pid" end >>"$dir/proc.txt"
+    sleep_until "$t0" $((SOAK_S - 2)); sample "$proxy_pid" end "$dir/proc.txt"
     finish_load "$dir"
-    echo "$cpu0 $(ticks "$proxy_pid") $hz" >"$dir/cpu.txt"
-    proc_line "$proxy_pid" after >>"$dir/proc.txt"
+    echo "$cpu0 $(ticks "$proxy_pid") $hz" >"$dir/cpu.txt" || true
+    sample "$proxy_pid" after "$dir/proc.txt"
     down "$arm" "$dir"
   done
 }
