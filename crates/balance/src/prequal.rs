@@ -36,13 +36,18 @@
 //!   recent round trips. With an empty pool the pick is power of two choices on the same view.
 //! - **Lying replies.** A reply is checked against what this client sees at that endpoint
 //!   itself: more of its own requests in flight there than the endpoint admits to
-//!   ([`RIF_SLACK`] for requests on the wire, and twice the reply's RIF), or its own round
-//!   trips far longer than the latency the endpoint claims ([`LATENCY_FACTOR`] times, plus
-//!   [`LATENCY_SLACK`]). Such a reply is not used, and the endpoint is judged by this client's
-//!   view for [`DISTRUST_FOR`] (doubling with each new contradiction, up to 32 times that):
-//!   an endpoint answering `{rif: 0, latency: 0}` while taking 200 ms per request would
-//!   otherwise draw nearly every request. This is not only malice: a server whose probe
-//!   handler runs apart from its overloaded workers reports exactly this.
+//!   ([`RIF_SLACK`] for requests on the wire, and twice the reply's RIF), or even the fastest
+//!   of its last [`SEEN`] round trips there far longer than the latency the endpoint claims
+//!   ([`LATENCY_FACTOR`] times, plus [`LATENCY_SLACK`]). Such a reply is not used: the
+//!   endpoint's entry is this client's view. After [`CONFIRM`] contradicting replies in a row
+//!   the endpoint is judged by this client's view alone for [`DISTRUST_FOR`] (doubling with
+//!   each new conviction, up to 32 times that): an endpoint answering `{rif: 0, latency: 0}`
+//!   while taking 200 ms per request would otherwise draw nearly every request. This is not
+//!   only malice: a server whose probe handler runs apart from its overloaded workers reports
+//!   exactly this. One slow response, or one burst of requests still on the wire, convicts
+//!   nobody: an honest endpoint on a busy machine sees both every second, and a first version
+//!   that convicted on one reply distrusted honest 5 ms backends nearly all the time at
+//!   1,000 requests a second, which tripled the proxy's p99 with no fault at all.
 //! - **Sinkholing.** An endpoint that fails fast reports a short latency and few requests in
 //!   flight, and would attract every request. An endpoint that failed one of this client's
 //!   requests ([`Balance::failed`]) counts as hot for `max_age`: it is picked only when every
@@ -92,8 +97,15 @@ pub const RIF_SLACK: u32 = 4;
 /// How many times longer than the claimed latency this client's own round trips may be...
 pub const LATENCY_FACTOR: u32 = 8;
 
-/// ...plus this much (network, and a recent slow request that peak EWMA still remembers).
+/// ...plus this much (network, and the machine's scheduling stalls).
 pub const LATENCY_SLACK: Duration = Duration::from_millis(20);
+
+/// How many of this client's recent round trips at an endpoint are kept as evidence; the
+/// fastest of them is compared with the latency the endpoint claims.
+pub const SEEN: usize = 4;
+
+/// Contradicting replies in a row that convict an endpoint of lying.
+pub const CONFIRM: u32 = 3;
 
 /// How long an endpoint whose reply was contradicted is judged by this client's view alone,
 /// the first time.
@@ -214,15 +226,39 @@ pub struct Prequal {
     distrust: Vec<Distrust>,
 }
 
-/// An endpoint's record of contradicted replies.
+/// An endpoint's record of contradicted replies, and the round trips that check them.
 #[derive(Clone, Copy, Debug, Default)]
 struct Distrust {
     /// Its replies are not used before this.
     until: Duration,
-    /// Times a reply of it was contradicted.
+    /// Times it was convicted.
     caught: u32,
-    /// This client's round-trip estimate there when it was last caught.
+    /// Contradicting replies in a row.
+    streak: u32,
+    /// The round trip that last convicted it.
     evidence: Duration,
+    /// This client's last [`SEEN`] round trips there, a ring, and when each ended.
+    seen: [(Duration, Duration); SEEN],
+    seen_len: usize,
+    seen_next: usize,
+}
+
+impl Distrust {
+    fn saw(&mut self, rtt: Duration, now: Duration) {
+        self.seen[self.seen_next] = (rtt, now);
+        self.seen_next = (self.seen_next + 1) % SEEN;
+        self.seen_len = (self.seen_len + 1).min(SEEN);
+    }
+
+    /// The fastest of the recent round trips no older than `max_age`; none when there are
+    /// none (old evidence says nothing about a reply now).
+    fn fastest(&self, now: Duration, max_age: Duration) -> Option<Duration> {
+        self.seen[..self.seen_len]
+            .iter()
+            .filter(|(_, at)| now.saturating_sub(*at) <= max_age)
+            .map(|(rtt, _)| *rtt)
+            .min()
+    }
 }
 
 impl Prequal {
@@ -327,10 +363,10 @@ impl Prequal {
     }
 
     /// Checks `reply` from `endpoint` against `own`, this client's view there (module docs,
-    /// "Lying replies"): the reply to pool and the verdict. While an endpoint is distrusted,
-    /// its entry is the worse of the two views, its latency never below the round trip that
-    /// caught it: a view that decays toward zero would make it look fast again long before
-    /// its distrust ends.
+    /// "Lying replies"): the reply to pool and the verdict. For a contradicting reply, and
+    /// for any reply while its endpoint is convicted, the entry is the worse of the two views,
+    /// its latency never below the round trip that convicted it: a view that decays toward
+    /// zero would make it look fast again long before its distrust ends.
     fn vet(
         &mut self,
         endpoint: usize,
@@ -338,16 +374,31 @@ impl Prequal {
         own: ProbeReply,
         now: Duration,
     ) -> (ProbeReply, ProbeVerdict) {
+        let max_age = self.config.max_age;
         let d = &mut self.distrust[endpoint];
-        if reply.is_some_and(|r| contradicts(r, own)) {
+        let fastest = d.fastest(now, max_age);
+        let contradicted = reply.is_some_and(|r| contradicts(r, own.rif, fastest));
+        if contradicted {
+            d.streak = d.streak.saturating_add(1);
+        } else if reply.is_some() {
+            d.streak = 0;
+        }
+        if contradicted && d.streak >= CONFIRM {
+            d.streak = 0;
             d.caught = d.caught.saturating_add(1);
             d.until = now + DISTRUST_FOR * (1u32 << (d.caught - 1).min(5));
-            d.evidence = own.latency;
+            d.evidence = fastest.unwrap_or(own.latency);
         }
-        if now < d.until {
+        let convicted = now < d.until;
+        if contradicted || convicted {
+            let floor = if convicted {
+                d.evidence
+            } else {
+                fastest.unwrap_or_default()
+            };
             let worst = ProbeReply {
                 rif: own.rif.max(reply.map_or(0, |r| r.rif)),
-                latency: own.latency.max(d.evidence),
+                latency: own.latency.max(floor),
             };
             return (worst, ProbeVerdict::Distrusted);
         }
@@ -417,6 +468,9 @@ impl Balance for Prequal {
 
     fn end(&mut self, endpoint: usize, rtt: Duration, now: Duration) {
         self.local.end(endpoint, rtt, now);
+        if let Some(d) = self.distrust.get_mut(endpoint) {
+            d.saw(rtt, now);
+        }
     }
 
     fn failed(&mut self, endpoint: usize, now: Duration) {
@@ -492,12 +546,13 @@ impl Balance for Prequal {
     }
 }
 
-/// True when `reply` contradicts `own`, this client's view of the same endpoint, by a wide
-/// margin (module docs, "Lying replies").
-fn contradicts(reply: ProbeReply, own: ProbeReply) -> bool {
-    let fewer = own.rif >= reply.rif.saturating_mul(2).saturating_add(RIF_SLACK);
+/// True when `reply` contradicts this client's view of the same endpoint by a wide margin:
+/// `rif` of its requests in flight there, `fastest` of its recent round trips there (module
+/// docs, "Lying replies").
+fn contradicts(reply: ProbeReply, rif: u32, fastest: Option<Duration>) -> bool {
+    let fewer = rif >= reply.rif.saturating_mul(2).saturating_add(RIF_SLACK);
     let claimed = reply.latency.saturating_mul(LATENCY_FACTOR) + LATENCY_SLACK;
-    fewer || own.latency > claimed
+    fewer || fastest.is_some_and(|f| f > claimed)
 }
 
 #[cfg(test)]
@@ -656,17 +711,20 @@ mod tests {
     }
 
     #[test]
-    fn a_reply_that_contradicts_this_clients_view_is_distrusted_for_a_while() {
+    fn replies_that_keep_contradicting_this_clients_view_are_distrusted_for_a_while() {
         let (mut b, _) = balancer(2);
-        // Six of this client's requests are out at endpoint 0, which claims to have none.
+        // Six of this client's requests are out at endpoint 0, which claims to have none:
+        // each such reply is not used, and the third in a row convicts it.
         for _ in 0..6 {
             b.start(0, ms(0));
         }
-        assert_eq!(
-            b.probe_reply(0, reply(0, 0), ms(1)),
-            ProbeVerdict::Distrusted
-        );
-        assert_eq!(b.pool[0].rif, 6, "judged by this client's view");
+        for _ in 0..CONFIRM {
+            assert_eq!(
+                b.probe_reply(0, reply(0, 0), ms(1)),
+                ProbeVerdict::Distrusted
+            );
+            assert_eq!(b.pool[0].rif, 6, "judged by this client's view");
+        }
         // Honest-looking replies are not used either while the distrust lasts...
         for _ in 0..6 {
             b.end(0, ms(5), ms(2));
@@ -678,21 +736,65 @@ mod tests {
         // ...and are again once it is over.
         let later = ms(1) + DISTRUST_FOR;
         assert_eq!(b.probe_reply(0, reply(0, 5), later), ProbeVerdict::Used);
-        // Caught again: twice as long.
-        b.start(0, later);
-        b.end(0, ms(400), later);
-        assert_eq!(
-            b.probe_reply(0, reply(0, 1), later),
-            ProbeVerdict::Distrusted
-        );
+        // Convicted again, by its round trips this time: twice as long.
+        for _ in 0..SEEN {
+            b.start(0, later);
+            b.end(0, ms(400), later);
+        }
+        for _ in 0..CONFIRM {
+            assert_eq!(
+                b.probe_reply(0, reply(0, 1), later),
+                ProbeVerdict::Distrusted
+            );
+        }
         let until = later + DISTRUST_FOR * 2;
         assert_eq!(
             b.probe_reply(0, reply(0, 1), until - ms(1)),
             ProbeVerdict::Distrusted
         );
+        assert!(
+            b.pool
+                .iter()
+                .any(|e| e.endpoint == 0 && e.latency >= ms(400)),
+            "judged by the round trips that convicted it"
+        );
         // A reply in line with what this client sees is used; no reply is no answer.
         assert_eq!(b.probe_reply(1, reply(1, 5), ms(1)), ProbeVerdict::Used);
         assert_eq!(b.probe_reply(1, None, ms(1)), ProbeVerdict::NoAnswer);
+    }
+
+    #[test]
+    fn an_honest_endpoint_on_a_busy_machine_is_not_convicted() {
+        let (mut b, _) = balancer(1);
+        // One stall: a 300 ms round trip among 5 ms ones, which peak EWMA remembers for a
+        // long while, and the endpoint claiming its usual 5 ms.
+        for i in 0..SEEN as u64 - 1 {
+            b.start(0, ms(i));
+            b.end(0, ms(5), ms(i));
+        }
+        b.start(0, ms(10));
+        b.end(0, ms(300), ms(10));
+        for t in 11..20 {
+            assert_eq!(b.probe_reply(0, reply(1, 5), ms(t)), ProbeVerdict::Used);
+        }
+        // A burst of requests still on the wire: the reply that sees fewer is not used, but
+        // the next one that agrees clears it.
+        for _ in 0..8 {
+            b.start(0, ms(20));
+        }
+        for _ in 0..CONFIRM - 1 {
+            assert_eq!(
+                b.probe_reply(0, reply(1, 5), ms(21)),
+                ProbeVerdict::Distrusted
+            );
+        }
+        assert_eq!(b.probe_reply(0, reply(6, 5), ms(22)), ProbeVerdict::Used);
+        assert_eq!(
+            b.probe_reply(0, reply(1, 5), ms(23)),
+            ProbeVerdict::Distrusted
+        );
+        assert_eq!(b.probe_reply(0, reply(6, 5), ms(24)), ProbeVerdict::Used);
+        assert_eq!(b.distrust[0].caught, 0);
     }
 
     /// The share of `n` requests a lying endpoint 0 (it answers every probe with RIF 0 and no
