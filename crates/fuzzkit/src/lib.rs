@@ -49,10 +49,7 @@ pub const TRICKY: &[&str] = &[
 /// `doc`, a valid file, with one to four lines changed: a value replaced by one of
 /// [`TRICKY`], `extra` or a short random string, a line dropped, repeated, indented or
 /// outdented, or junk appended to it.
-pub fn mutated(
-    doc: &'static str,
-    extra: &'static [&'static str],
-) -> impl Strategy<Value = String> {
+pub fn mutated(doc: &'static str, extra: &'static [&'static str]) -> impl Strategy<Value = String> {
     let lines: Vec<&'static str> = doc.lines().collect();
     let n = lines.len();
     let junk = prop_oneof![

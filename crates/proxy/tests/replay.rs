@@ -18,10 +18,10 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use support::peers::{go_tool, run};
 use tailguard_balance::Policy;
 use tailguard_proxy::config::{ServiceConfig, Upstream};
 use tailguard_resilience::Classifier;
-use support::peers::{go_tool, run};
 use tailguard_testsupport::{bounded, TestServer};
 
 type Streamed = BoxBody<Bytes, Infallible>;
@@ -111,13 +111,17 @@ async fn grpc_calls_without_a_content_length_are_retried() {
 }
 
 /// The issue's report: ghz got 509 UNAVAILABLE of 3,000 through this proxy, with no retry,
-/// where `tailguard load --grpc` got none. grpc-go sends no `content-length`.
+/// where `tailguard load --grpc` got none. grpc-go sends no `content-length`. (Against one
+/// backend failing half its calls, 3,000 calls in under a second also spend the retry budget,
+/// whoever sends them: 77 of 3,000 failed with 697 retries.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "tier 2: ghz (go install github.com/bojand/ghz/cmd/ghz@v0.93.0)"]
 async fn ghz_calls_are_retried_as_tailguard_loads_are() {
     let ghz = go_tool("ghz", "github.com/bojand/ghz/cmd/ghz@v0.93.0");
+    // A fifth of `bad`'s calls fail, a tenth of all first attempts: within the default retry
+    // budget (20% of requests), so every failure can be retried.
     let fleet = "seed: 6\nbackends: [{name: ok, latency: 0s}, \
-                 {name: bad, latency: 0s, fail: {error: 0.5}}]";
+                 {name: bad, latency: 0s, fail: {error: 0.2}}]";
     let running = support::fleet(fleet).await;
     let upstreams: Vec<Upstream> = running
         .backends()
@@ -170,8 +174,8 @@ async fn ghz_calls_are_retried_as_tailguard_loads_are() {
     let retried = retries(&proxy);
     println!("ghz: {codes}, proxy retries {retried}");
     proxy.shutdown().await;
-    // About a quarter of first attempts fail; each is retried on the healthy backend.
-    assert!(retried > 400, "retries: {retried}");
+    // About 300 first attempts fail; each is retried, on the healthy backend as a rule.
+    assert!(retried > 200, "retries: {retried}");
     assert!(ok * 100 >= calls * 99, "{ok} of {calls} OK: {codes}");
 }
 
