@@ -72,13 +72,14 @@ async fn pings(addr: SocketAddr, calls: usize, sized: bool) -> usize {
     ok
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn grpc_calls_without_a_content_length_are_retried() {
-    // One healthy backend and one failing half its calls with UNAVAILABLE, behind round robin
-    // without accrual: every failure must be retried on the other.
-    let fleet = "seed: 5\nbackends: [{name: ok, latency: 0s}, \
-                 {name: bad, latency: 0s, fail: {error: 0.5}}]";
-    let running = support::fleet(fleet).await;
+/// A fleet of a healthy gRPC backend and one failing `error` of its calls with UNAVAILABLE,
+/// and a service over both: round robin without accrual, so every failure meets a retry.
+async fn ok_and_failing(seed: u64, error: f64) -> (tailguard_serve::Running, ServiceConfig) {
+    let fleet = format!(
+        "seed: {seed}\nbackends: [{{name: ok, latency: 0s}}, \
+         {{name: bad, latency: 0s, fail: {{error: {error}}}}}]"
+    );
+    let running = support::fleet(&fleet).await;
     let upstreams: Vec<Upstream> = running
         .backends()
         .iter()
@@ -87,6 +88,14 @@ async fn grpc_calls_without_a_content_length_are_retried() {
     let mut s = ServiceConfig::new("ping", upstreams);
     s.arm.policy = Policy::RoundRobin;
     s.arm.accrual = None;
+    (running, s)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_calls_without_a_content_length_are_retried() {
+    // One healthy backend and one failing half its calls with UNAVAILABLE, behind round robin
+    // without accrual: every failure must be retried on the other.
+    let (_fleet, s) = ok_and_failing(5, 0.5).await;
     let calls = 400;
     let mut results = Vec::new();
     for sized in [true, false] {
@@ -120,17 +129,7 @@ async fn ghz_calls_are_retried_as_tailguard_loads_are() {
     let ghz = go_tool("ghz", "github.com/bojand/ghz/cmd/ghz@v0.93.0");
     // A fifth of `bad`'s calls fail, a tenth of all first attempts: within the default retry
     // budget (20% of requests), so every failure can be retried.
-    let fleet = "seed: 6\nbackends: [{name: ok, latency: 0s}, \
-                 {name: bad, latency: 0s, fail: {error: 0.2}}]";
-    let running = support::fleet(fleet).await;
-    let upstreams: Vec<Upstream> = running
-        .backends()
-        .iter()
-        .map(|b| Upstream::new(b.1))
-        .collect();
-    let mut s = ServiceConfig::new("ping", upstreams);
-    s.arm.policy = Policy::RoundRobin;
-    s.arm.accrual = None;
+    let (_fleet, s) = ok_and_failing(6, 0.2).await;
     let proxy = support::start(s).await;
     let dir = std::env::temp_dir().join(format!("tg-ghz-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
