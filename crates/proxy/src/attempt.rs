@@ -95,6 +95,15 @@ impl AttemptBody {
         }
     }
 
+    /// A retry is decided: whether it can send the body, the earlier attempts giving it up
+    /// ([`Replay::retire`]).
+    fn retire(&self) -> bool {
+        match self {
+            AttemptBody::Replay(r) => r.retire(),
+            other => other.available(),
+        }
+    }
+
     /// Whether two attempts may send the body at once (a backup): the whole of it is known.
     fn complete(&self) -> bool {
         match self {
@@ -182,6 +191,9 @@ pub async fn run(
         }
         if !endpoints.may_retry(clock.now()) {
             service.handles(&shared.metrics).budget_exhausted.inc();
+            return finish(ended, request.reply);
+        }
+        if !request.body().retire() {
             return finish(ended, request.reply);
         }
         drop(ended);

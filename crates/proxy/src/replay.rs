@@ -16,6 +16,12 @@
 //! 3. [`Replay::replayable`]: the copy is whole so far (another attempt can start);
 //!    [`Replay::complete`]: the client's body has ended and all of it is copied (two attempts
 //!    may send it at once: a hedged request).
+//! 4. [`Replay::retire`]: a retry is decided. The attempts so far are abandoned, but a
+//!    connection may still be writing one of their bodies (an endpoint may answer before it
+//!    read the whole request). Such a body stops reading the client's: the next time it is
+//!    polled it hands the client's body over and fails, and a frame it read meanwhile goes
+//!    into the copy for the retry, limit or not (one frame at most), so the copy can no longer
+//!    outgrow the limit behind the retry's back and leave it nothing to send.
 //!
 //! A replay that finds the copy gone says so with an error rather than sending a short body.
 
@@ -53,6 +59,8 @@ struct State {
     hint: SizeHint,
     /// An attempt waiting for `rest`.
     waiting: Option<Waker>,
+    /// Bodies handed out before this many retries were decided are abandoned (step 4).
+    generation: u64,
 }
 
 impl Replay {
@@ -69,6 +77,7 @@ impl Replay {
             rest: Some(body),
             hint,
             waiting: None,
+            generation: 0,
         };
         Self {
             state: Arc::new(Mutex::new(state)),
@@ -82,11 +91,22 @@ impl Replay {
     /// Step 1: a body for the next attempt.
     pub fn body(&self) -> ReplayBody {
         ReplayBody {
+            generation: self.lock().generation,
             state: Arc::clone(&self.state),
             next: 0,
             inner: None,
             trailers_sent: false,
         }
+    }
+
+    /// Step 4: a retry will send the body again; false when it cannot (the copy is gone).
+    pub fn retire(&self) -> bool {
+        let mut s = self.lock();
+        if s.capped {
+            return false;
+        }
+        s.generation += 1;
+        true
     }
 
     /// Step 3: another attempt can send the body (the copy holds all that was read).
@@ -115,12 +135,19 @@ pub struct ReplayBody {
     /// The client's body, while this attempt reads it.
     inner: Option<ProxyBody>,
     trailers_sent: bool,
+    /// The retries decided before this body was handed out (step 4).
+    generation: u64,
 }
 
 /// A replay found its copy gone (an invariant broke: the caller checks `replayable`).
 #[derive(Debug, thiserror::Error)]
 #[error("the request body outgrew the retry buffer and cannot be sent again")]
 pub struct NotReplayable;
+
+/// An abandoned attempt's body stopped so that a retry can read the client's (step 4).
+#[derive(Debug, thiserror::Error)]
+#[error("the request body went to a retry")]
+pub struct Superseded;
 
 type Polled = Poll<Option<Result<Frame<Bytes>, BoxError>>>;
 
@@ -136,9 +163,46 @@ impl ReplayBody {
         }
     }
 
-    /// Keeps a copy of `frame` (step 2) and counts it as yielded.
-    fn copy(&mut self, frame: &Frame<Bytes>) {
-        let mut s = lock(&self.state);
+    /// Whether a retry was decided after this body was handed out.
+    fn retired(&self, s: &State) -> bool {
+        self.generation < s.generation
+    }
+
+    /// Step 4: hands the client's body over to a retry.
+    fn hand_over(&mut self, s: &mut State) -> Polled {
+        if let Some(body) = self.inner.take() {
+            s.rest = Some(body);
+        }
+        if let Some(w) = s.waiting.take() {
+            w.wake();
+        }
+        Poll::Ready(Some(Err(Superseded.into())))
+    }
+
+    /// Keeps a copy of `frame` (step 2) and counts it as yielded; for a retired body, keeps it
+    /// for the retry whatever the limit, and hands over (step 4).
+    fn copy(&mut self, frame: Frame<Bytes>) -> Polled {
+        let state = Arc::clone(&self.state);
+        let mut s = lock(&state);
+        if self.retired(&s) && !s.capped {
+            if let Some(data) = frame.data_ref() {
+                s.len += data.len();
+                s.chunks.push(data.clone());
+            } else if let Some(t) = frame.trailers_ref() {
+                s.trailers = Some(t.clone());
+            }
+            if self.inner.as_ref().is_some_and(Body::is_end_stream) {
+                self.inner = None;
+                s.ended = true;
+            }
+            return self.hand_over(&mut s);
+        }
+        self.keep(&mut s, &frame);
+        Poll::Ready(Some(Ok(frame)))
+    }
+
+    /// Step 2 for `frame`.
+    fn keep(&mut self, s: &mut State, frame: &Frame<Bytes>) {
         if let Some(data) = frame.data_ref() {
             if s.capped {
                 return;
@@ -162,6 +226,9 @@ impl ReplayBody {
 
     /// What the copy has for this body, or `None` when it must read the client's body.
     fn next_copied(&mut self, s: &mut State, cx: &Context<'_>) -> Option<Polled> {
+        if self.inner.is_some() && self.retired(s) {
+            return Some(self.hand_over(s));
+        }
         if self.inner.is_none() && s.capped {
             return Some(Poll::Ready(Some(Err(NotReplayable.into()))));
         }
@@ -221,13 +288,13 @@ impl Body for ReplayBody {
         }
         match polled {
             Poll::Ready(Some(Ok(frame))) => {
-                this.copy(&frame);
+                let polled = this.copy(frame);
                 // A body of known length is over with its last byte: a writer that knows the
                 // length (hyper's HTTP/1.1 encoder) stops there without asking for the end.
                 if this.inner.as_ref().is_some_and(Body::is_end_stream) {
                     this.end();
                 }
-                Poll::Ready(Some(Ok(frame)))
+                polled
             }
             Poll::Ready(None) => {
                 this.end();

@@ -18,11 +18,14 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use support::peers::{go_tool, run};
 use tailguard_balance::Policy;
 use tailguard_proxy::config::{ServiceConfig, Upstream};
 use tailguard_resilience::Classifier;
 use tailguard_testsupport::{bounded, TestServer};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 type Streamed = BoxBody<Bytes, Infallible>;
 
@@ -231,7 +234,9 @@ async fn a_chunked_upload_is_retried_whole_on_another_endpoint() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_past_the_retry_buffer_streams_through_and_is_not_retried() {
     let (bad, good, proxy) = failing_and_healthy(8).await;
-    let chunks: [&'static [u8]; 3] = [b"first ", b"second ", b"third"];
+    // The first chunk alone outgrows the buffer, so whenever the failing backend answers,
+    // the copy is already gone.
+    let chunks: [&'static [u8]; 3] = [b"first second ", b"third", b""];
     let mut statuses = Vec::new();
     for _ in 0..10 {
         let (status, body) = put(proxy.addr(), &chunks).await;
@@ -244,5 +249,117 @@ async fn a_body_past_the_retry_buffer_streams_through_and_is_not_retried() {
     let failed = statuses.iter().filter(|&&s| s == 503).count() as u64;
     assert_eq!(failed, bad.hits(), "{statuses:?}");
     assert_eq!(good.hits() + bad.hits(), 10);
+    proxy.shutdown().await;
+}
+
+type Sent = Result<http::Response<hyper::body::Incoming>, hyper_util::client::legacy::Error>;
+
+/// A PUT to `/echo` through `proxy` whose chunks the test sends one by one on the sender.
+fn gated_put(
+    proxy: SocketAddr,
+) -> (
+    tokio::sync::mpsc::Sender<&'static [u8]>,
+    tokio::task::JoinHandle<Sent>,
+) {
+    let (tx, rx) = tokio::sync::mpsc::channel::<&'static [u8]>(2);
+    let frames = stream::unfold(rx, |mut rx| async move {
+        let chunk = rx.recv().await?;
+        Some((
+            Ok::<_, Infallible>(Frame::data(Bytes::from_static(chunk))),
+            rx,
+        ))
+    });
+    let c: Client<HttpConnector, Streamed> =
+        Client::builder(TokioExecutor::new()).build(HttpConnector::new());
+    let req = Request::put(format!("http://{proxy}/echo"))
+        .body(BodyExt::boxed(StreamBody::new(frames)))
+        .unwrap();
+    (tx, tokio::spawn(c.request(req)))
+}
+
+/// Polls (every 10 ms, at most 5 s) until `done`.
+async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    for _ in 0..500 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("not within 5 s: {what}");
+}
+
+/// A backend that answers every request 503 as soon as its head arrives, then keeps reading
+/// (and dropping) the body without closing: the proxy's connection goes on writing the body of
+/// an attempt the proxy has already given up. Counts the requests.
+async fn early_503() -> (SocketAddr, Arc<AtomicU64>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let hits = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&hits);
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let hits = Arc::clone(&counted);
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                let mut head = Vec::new();
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match sock.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                hits.fetch_add(1, Ordering::SeqCst);
+                let answer = b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n";
+                if sock.write_all(answer).await.is_err() {
+                    return;
+                }
+                while let Ok(n) = sock.read(&mut buf).await {
+                    if n == 0 {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, hits)
+}
+
+/// The race CI once caught: the failing backend answers after the first chunk, the retry is
+/// decided, and only then does the client send a chunk that takes the body past the buffer
+/// while the abandoned attempt's connection is still writing it. The retry must send the whole
+/// body (it was within the buffer when the retry began), not fail with a 502.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chunk_past_the_buffer_after_the_retry_began_still_goes_to_the_retry() {
+    let (bad, bad_hits) = early_503().await;
+    let good = TestServer::start().await;
+    let mut s = ServiceConfig::new("web", vec![Upstream::new(bad), Upstream::new(good.addr())]);
+    s.arm.policy = Policy::RoundRobin;
+    s.arm.accrual = None;
+    s.arm.classifier = Classifier::retryable_idempotent_5xx();
+    s.retry_buffer = 8;
+    let proxy = support::start(s).await;
+    let (mut tx, mut sent) = gated_put(proxy.addr());
+    tx.send(b"first ").await.unwrap();
+    let hits = || bad_hits.load(Ordering::SeqCst) + good.hits();
+    until("a backend got the request", || hits() == 1).await;
+    if good.hits() == 1 {
+        // Round robin began with the healthy backend: finish this one; the next goes first
+        // to the failing one.
+        tx.send(b"rest").await.unwrap();
+        drop(tx);
+        let resp = bounded(sent).await.unwrap().unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        (tx, sent) = gated_put(proxy.addr());
+        tx.send(b"first ").await.unwrap();
+    }
+    until("the retry", || retries(&proxy) == 1).await;
+    tx.send(b"second third").await.unwrap();
+    drop(tx);
+    let resp = bounded(sent).await.unwrap().unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let body = bounded(resp.into_body().collect()).await.unwrap();
+    assert_eq!(body.to_bytes(), "first second third");
+    assert_eq!(bad_hits.load(Ordering::SeqCst), 1);
+    assert_eq!(retries(&proxy), 1);
     proxy.shutdown().await;
 }

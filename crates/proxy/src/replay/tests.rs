@@ -106,3 +106,39 @@ async fn a_waiting_reader_wakes_when_the_first_reads_to_the_end() {
     assert_eq!(got.unwrap().unwrap(), ("abcd".into(), true));
     drop(first);
 }
+
+#[tokio::test]
+async fn a_retry_keeps_what_the_abandoned_attempt_reads_even_past_the_limit() {
+    // The endpoint answered after "ab"; its connection still writes the body when the retry
+    // is decided, and the next chunk would outgrow the copy.
+    let r = replay(&[Some("ab"), Some("cdef"), Some("gh")], 5);
+    let mut first = r.body();
+    assert_eq!(next(&mut first).await.unwrap().into_data().unwrap(), "ab");
+    assert!(r.retire());
+    let second = r.body();
+    let err = first.frame().await.unwrap().unwrap_err();
+    assert!(err.to_string().contains("went to a retry"), "{err}");
+    assert!(
+        r.replayable(),
+        "the frame the first read went into the copy"
+    );
+    // The retry sends all of it, and only then does the copy outgrow the limit.
+    assert_eq!(all(second).await, ("abcdefgh".into(), true));
+    assert!(!r.replayable());
+    assert!(!r.retire(), "no second retry of a body past the limit");
+    drop(first);
+}
+
+#[tokio::test]
+async fn a_retired_attempt_hands_the_body_over_before_reading_more() {
+    let r = replay(&[Some("ab"), None, Some("cd")], 100);
+    let mut first = r.body();
+    assert_eq!(next(&mut first).await.unwrap().into_data().unwrap(), "ab");
+    assert!(r.retire());
+    let second = tokio::spawn(all(r.body()));
+    tokio::task::yield_now().await;
+    // The connection polls the abandoned body once more: it fails and hands the body over.
+    assert!(first.frame().await.unwrap().is_err());
+    let got = tokio::time::timeout(std::time::Duration::from_secs(5), second).await;
+    assert_eq!(got.unwrap().unwrap(), ("abcd".into(), true));
+}
