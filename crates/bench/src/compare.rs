@@ -263,8 +263,8 @@ fn hidden_by_totals(arm: &crate::results::ArmRun) -> Option<String> {
     let full: Vec<u64> = arm
         .intervals
         .iter()
-        .filter(|i| i.requests > 0 && i.duration_s >= 0.5)
-        .map(|i| i.p99_us)
+        .filter(|i| i.duration_s >= 0.5)
+        .filter_map(|i| i.p99_us)
         .collect();
     let worst = *full.iter().max()?;
     let best = *full.iter().min()?;

@@ -86,15 +86,15 @@ pub fn html(report: &BenchReport) -> String {
         out,
         "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>tailguard bench {}</title>\n<style>{}{EXTRA_STYLE}</style>\n</head>\n<body>",
-        escape(&report.scenario),
+         <title>{}</title>\n<style>{}{EXTRA_STYLE}</style>\n</head>\n<body>",
+        escape(&title(report)),
         tailguard_report::web::STYLE
     );
     intro(&mut out, report);
     for group in report.groups() {
         let arms: Vec<&ArmRun> = report.group(group).collect();
         let _ = writeln!(out, "<section>\n<h2>{}</h2>", escape(group));
-        table(&mut out, &arms);
+        table(&mut out, &arms, report.deadline_ms > 0.0);
         cards(&mut out, &arms);
         charts(&mut out, &arms, report.deadline_ms);
         load_reports(&mut out, &arms);
@@ -108,20 +108,33 @@ pub fn html(report: &BenchReport) -> String {
 fn intro(out: &mut String, report: &BenchReport) {
     let _ = writeln!(
         out,
-        "<h1>tailguard bench: {}</h1>\n<p>{}</p>",
-        escape(&report.scenario),
+        "<h1>{}</h1>\n<p>{}</p>",
+        escape(&title(report)),
         escape(&report.description)
     );
     if report.interrupted {
         out.push_str("<p class=\"warn\">Interrupted: only the arms below were measured.</p>\n");
     }
-    let deadline = latency((report.deadline_ms * 1e3).round() as u64);
+    // No deadline and no known start are said so, not shown as `0µs` and 1970.
+    let deadline = if report.deadline_ms > 0.0 {
+        latency((report.deadline_ms * 1e3).round() as u64)
+    } else {
+        "none".to_owned()
+    };
+    let started = match report.started_unix_s {
+        0 => "unknown".to_owned(),
+        s => utc(s),
+    };
+    let load = if report.load.is_empty() {
+        "not recorded"
+    } else {
+        &report.load
+    };
     let _ = writeln!(
         out,
         "<dl>\n<dt>load</dt><dd>{}</dd>\n<dt>deadline</dt><dd>{deadline}</dd>\n\
-         <dt>started</dt><dd>{}</dd>\n<dt>measured by</dt><dd>{}</dd>\n</dl>",
-        escape(&report.load),
-        utc(report.started_unix_s),
+         <dt>started</dt><dd>{started}</dd>\n<dt>measured by</dt><dd>{}</dd>\n</dl>",
+        escape(load),
         escape(&report.tool)
     );
     if !report.notes.is_empty() {
@@ -133,10 +146,19 @@ fn intro(out: &mut String, report: &BenchReport) {
     }
 }
 
-/// The side-by-side table of one group.
-fn table(out: &mut String, arms: &[&ArmRun]) {
+/// The page's title: the report's own, or `tailguard bench: SCENARIO`.
+fn title(report: &BenchReport) -> String {
+    report
+        .title
+        .clone()
+        .unwrap_or_else(|| format!("tailguard bench: {}", report.scenario))
+}
+
+/// The side-by-side table of one group (the "within deadline" column only with a deadline).
+fn table(out: &mut String, arms: &[&ArmRun], deadline: bool) {
     let columns: Vec<&Column> = COLUMNS
         .iter()
+        .filter(|c| deadline || c.title != "within deadline")
         .chain(
             OPTIONAL
                 .iter()
@@ -296,8 +318,8 @@ fn latency_over_time(arms: &[&ArmRun], deadline_ms: f64) -> Chart {
     let mut chart = Chart::new("Latency over time (p99 solid, p50 dashed)");
     let mut values = Vec::new();
     for (i, arm) in arms.iter().enumerate() {
-        let p99 = over_time(arm, |iv| iv.p99_us as f64);
-        let p50 = over_time(arm, |iv| iv.p50_us as f64);
+        let p99 = over_time(arm, |iv| iv.p99_us.map(|v| v as f64));
+        let p50 = over_time(arm, |iv| iv.p50_us.map(|v| v as f64));
         values.extend(p99.iter().chain(&p50).map(|p| p.1));
         chart = chart
             .series(Series::new(format!("{} p99", arm.name), p99).color(i))
@@ -347,7 +369,7 @@ fn success_over_time(arms: &[&ArmRun]) -> Chart {
         .y_range(0.0, 100.0)
         .y_format(|v| format!("{}%", number(v)));
     for (i, arm) in arms.iter().enumerate() {
-        let points = over_time(arm, |iv| iv.success_rate * 100.0);
+        let points = over_time(arm, |iv| iv.success_rate.map(|r| r * 100.0));
         chart = chart.series(Series::new(arm.name.clone(), points).color(i));
     }
     chart
@@ -359,30 +381,26 @@ fn rate_over_time(arms: &[&ArmRun]) -> Chart {
         .x_title("seconds since the arm started")
         .y_title("requests/s");
     for (i, arm) in arms.iter().enumerate() {
-        let points = arm
-            .intervals
-            .iter()
-            .filter(|iv| iv.duration_s > 0.0)
-            .map(|iv| (middle(iv), iv.requests as f64 / iv.duration_s))
-            .collect();
+        let points = over_time(arm, |iv| {
+            (iv.duration_s > 0.0).then(|| iv.requests as f64 / iv.duration_s)
+        });
         chart = chart.series(Series::new(arm.name.clone(), points).color(i));
     }
     chart
 }
 
-/// One point per interval at its middle; an interval without requests is a gap.
-fn over_time(arm: &ArmRun, value: fn(&IntervalPoint) -> f64) -> Vec<(f64, f64)> {
-    arm.intervals
-        .iter()
-        .map(|iv| {
-            let y = if iv.requests == 0 {
-                f64::NAN
-            } else {
-                value(iv)
-            };
-            (middle(iv), y)
-        })
-        .collect()
+/// One point per interval at its middle; an interval without a value is a gap. The drain
+/// (intervals after the sending ended: only the last, slowest responses) is drawn apart, as
+/// dots off the line, not as the line's last points.
+fn over_time(arm: &ArmRun, value: fn(&IntervalPoint) -> Option<f64>) -> Vec<(f64, f64)> {
+    let mut points = Vec::with_capacity(arm.intervals.len() + 1);
+    for iv in &arm.intervals {
+        if iv.drain {
+            points.push((f64::NAN, f64::NAN));
+        }
+        points.push((middle(iv), value(iv).unwrap_or(f64::NAN)));
+    }
+    points
 }
 
 fn middle(iv: &IntervalPoint) -> f64 {

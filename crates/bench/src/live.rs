@@ -362,7 +362,7 @@ pub(crate) fn run_arm(
         }),
         _ => None,
     };
-    let intervals = summary.intervals.iter().map(IntervalPoint::from).collect();
+    let intervals = IntervalPoint::of_run(&summary);
     let mut arm = ArmRun {
         name: plan.name.clone(),
         group: plan.group.clone(),

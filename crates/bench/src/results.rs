@@ -34,6 +34,10 @@ pub struct BenchReport {
     pub notes: Vec<String>,
     /// True when Ctrl-C ended the run: the arms listed are the ones measured.
     pub interrupted: bool,
+    /// The page's title, when not `tailguard bench: SCENARIO` (a saved `load` run's names its
+    /// targets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
 }
 
 /// One arm (in one phase) measured live.
@@ -125,14 +129,32 @@ pub struct IntervalPoint {
     pub duration_s: f64,
     /// Requests completed in the interval.
     pub requests: u64,
-    /// Good over completed.
-    pub success_rate: f64,
-    /// Median latency, microseconds.
-    pub p50_us: u64,
-    /// 99th percentile latency, microseconds.
-    pub p99_us: u64,
-    /// Largest latency, microseconds.
-    pub max_us: u64,
+    /// Good over completed; `None` when nothing completed.
+    pub success_rate: Option<f64>,
+    /// Median latency, microseconds; `None` when nothing was timed.
+    pub p50_us: Option<u64>,
+    /// 99th percentile latency, microseconds; `None` when nothing was timed.
+    pub p99_us: Option<u64>,
+    /// Largest latency, microseconds; `None` when nothing was timed.
+    pub max_us: Option<u64>,
+    /// The interval began after the sending ended: only the last responses (a different
+    /// population, drawn apart from the line).
+    #[serde(default)]
+    pub drain: bool,
+}
+
+impl IntervalPoint {
+    /// The points of a load run's intervals, the drain marked.
+    pub fn of_run(run: &tailguard_record::RunSummary) -> Vec<IntervalPoint> {
+        let open = run.arrivals != "closed" && run.send_phase_s > 0.0;
+        run.intervals
+            .iter()
+            .map(|iv| IntervalPoint {
+                drain: open && iv.start_s >= run.send_phase_s - 1e-6,
+                ..IntervalPoint::from(iv)
+            })
+            .collect()
+    }
 }
 
 /// CPU and memory of the proxy process or threads during an arm.
@@ -169,9 +191,10 @@ impl From<&IntervalSummary> for IntervalPoint {
             duration_s: iv.duration_s,
             requests: iv.totals.requests,
             success_rate: iv.totals.success_rate,
-            p50_us: iv.totals.latency_us.p50,
-            p99_us: iv.totals.latency_us.p99,
-            max_us: iv.totals.latency_us.max,
+            p50_us: iv.totals.latency_us.map(|l| l.p50),
+            p99_us: iv.totals.latency_us.map(|l| l.p99),
+            max_us: iv.totals.latency_us.map(|l| l.max),
+            drain: false,
         }
     }
 }

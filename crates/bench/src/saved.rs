@@ -43,38 +43,195 @@ pub fn from_load(label: &str, s: RunSummary) -> BenchReport {
         achieved_rate: t.achieved_rate,
         requests: t.requests,
         good: t.good,
-        success_rate: t.success_rate,
-        within_deadline_rate: t.success_rate,
-        latency_us: t.latency_us,
+        success_rate: t.success_rate.unwrap_or(0.0),
+        within_deadline_rate: t.success_rate.unwrap_or(0.0),
+        latency_us: t.latency_us.unwrap_or_default(),
         mean_us: 0.0,
-        curve: [
-            (0.0, t.latency_us.min),
-            (50.0, t.latency_us.p50),
-            (90.0, t.latency_us.p90),
-            (95.0, t.latency_us.p95),
-            (99.0, t.latency_us.p99),
-            (99.9, t.latency_us.p999),
-            (99.99, t.latency_us.p9999),
-            (100.0, t.latency_us.max),
-        ]
-        .to_vec(),
-        intervals: s.intervals.iter().map(IntervalPoint::from).collect(),
+        // No curve without a timed request (not a line along zero).
+        curve: t
+            .latency_us
+            .map(|l| {
+                vec![
+                    (0.0, l.min),
+                    (50.0, l.p50),
+                    (90.0, l.p90),
+                    (95.0, l.p95),
+                    (99.0, l.p99),
+                    (99.9, l.p999),
+                    (99.99, l.p9999),
+                    (100.0, l.max),
+                ]
+            })
+            .unwrap_or_default(),
+        intervals: IntervalPoint::of_run(&s),
         proxy: None,
         sim: None,
         load: s,
         seconds: Vec::new(),
     };
+    let run = &arm.load;
+    let mut notes = vec!["latency percentiles of a load run leave fast failures out".to_owned()];
+    if !run.merged_from.is_empty() {
+        notes.push(format!("merged from {}", run.merged_from.join(", ")));
+    }
     BenchReport {
         format: FORMAT,
-        tool: arm.load.tool.clone(),
+        tool: run.tool.clone(),
         scenario: "load".to_owned(),
-        description: "saved `tailguard load` runs".to_owned(),
-        load: String::new(),
+        description: "a saved `tailguard load` run".to_owned(),
+        load: load_model(run),
+        // A load run has no deadline: none is shown, not a zero one.
         deadline_ms: 0.0,
-        started_unix_s: 0,
+        started_unix_s: run.start_unix_s.max(0.0) as u64,
+        interrupted: run.interrupted,
+        title: Some(format!("tailguard load: {}", run.urls.join(" "))),
         arms: vec![arm],
-        notes: vec!["latency percentiles of a load run leave fast failures out".to_owned()],
-        interrupted: false,
+        notes,
+    }
+}
+
+/// A load run's model in words: `open loop, constant arrivals at 50 req/s, concurrency 10,
+/// planned 20s (interrupted after 3.2s)`.
+pub fn load_model(run: &RunSummary) -> String {
+    let trim = tailguard_report::interval::trim_float;
+    let mut model = if run.arrivals == "closed" {
+        format!("closed loop, {} workers", run.concurrency)
+    } else {
+        format!(
+            "open loop, {} arrivals at {} req/s, concurrency {}",
+            run.arrivals,
+            trim(run.totals.target_rate),
+            run.concurrency
+        )
+    };
+    match run.planned_duration_s {
+        Some(d) => model.push_str(&format!(", {}s", trim(d))),
+        None => model.push_str(&format!(", {} requests", run.totals.requests + run.unsent)),
+    }
+    if run.interrupted {
+        model.push_str(&format!(" (interrupted after {}s)", trim(run.duration_s)));
+    }
+    if let Some(part) = &run.part {
+        model.push_str(&format!(", part {part}"));
+    }
+    model
+}
+
+/// The change of each later run's arms from the first run's arm of the same group and name:
+/// `change b/load vs a/load: p50 +1.20ms (+12.0%, slower: past the run-to-run noise of
+/// ±300µs); p99 -400µs (-3.1%, within the noise of ±2.10ms); p99.9 ...; max ...; req/s ...;
+/// success ...`.
+///
+/// The noise of a percentile is how far it moves from interval to interval within a run: the
+/// interquartile range of its interval values (full-length intervals only), the larger of the
+/// two runs'. A change is called slower or faster only past that, and only for the percentiles
+/// the intervals carry (p50, p99) when both runs have at least three full intervals; the
+/// others show the change alone.
+fn changes(first_label: &str, first: &BenchReport, rest: &[(String, BenchReport)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (label, run) in rest {
+        for arm in &run.arms {
+            // The same arm of the same group; a group of one arm in each (saved load runs,
+            // each named after its file) pairs whatever the names.
+            let in_group = |r: &BenchReport| r.arms.iter().filter(|a| a.group == arm.group).count();
+            let Some(base) = first.arms.iter().find(|a| {
+                a.group == arm.group
+                    && (a.name == arm.name || (in_group(first) == 1 && in_group(run) == 1))
+            }) else {
+                continue;
+            };
+            let name = |l: &str, a: &ArmRun| {
+                if a.name == l {
+                    l.to_owned()
+                } else {
+                    format!("{l}/{}", a.name)
+                }
+            };
+            let (now, then) = (name(label, arm), name(first_label, base));
+            let mut parts = Vec::new();
+            let (a, b) = (&base.latency_us, &arm.latency_us);
+            let judged: [(&str, u64, u64, IntervalValue); 2] = [
+                ("p50", a.p50, b.p50, |i| i.p50_us),
+                ("p99", a.p99, b.p99, |i| i.p99_us),
+            ];
+            let have = |x: &ArmRun| x.requests > 0;
+            if !have(base) || !have(arm) {
+                out.push(format!("change {now} vs {then}: no data to compare"));
+                continue;
+            }
+            for (name, x, y, of) in judged {
+                let noise = noise(base, of).zip(noise(arm, of)).map(|(p, q)| p.max(q));
+                parts.push(format!("{name} {}", latency_change(x, y, noise)));
+            }
+            for (name, x, y) in [("p99.9", a.p999, b.p999), ("max", a.max, b.max)] {
+                parts.push(format!("{name} {}", latency_change(x, y, None)));
+            }
+            parts.push(format!(
+                "req/s {:+.1} ({})",
+                arm.achieved_rate - base.achieved_rate,
+                percent_change(base.achieved_rate, arm.achieved_rate)
+            ));
+            parts.push(format!(
+                "success {:+.3} points",
+                (arm.success_rate - base.success_rate) * 100.0
+            ));
+            out.push(format!("change {now} vs {then}: {}", parts.join("; ")));
+        }
+    }
+    out
+}
+
+/// One percentile of an interval.
+type IntervalValue = fn(&IntervalPoint) -> Option<u64>;
+
+/// The interquartile range of an arm's interval values of one percentile (full-length
+/// intervals), or `None` with fewer than three.
+fn noise(arm: &ArmRun, of: IntervalValue) -> Option<u64> {
+    let longest = arm
+        .intervals
+        .iter()
+        .map(|i| i.duration_s)
+        .fold(0.0, f64::max);
+    let mut v: Vec<u64> = arm
+        .intervals
+        .iter()
+        .filter(|i| i.duration_s >= 0.9 * longest)
+        .filter_map(of)
+        .collect();
+    if v.len() < 3 {
+        return None;
+    }
+    v.sort_unstable();
+    let n = v.len();
+    Some(v[(3 * n) / 4].min(v[n - 1]) - v[n / 4])
+}
+
+/// `+1.20ms (+12.0%, slower: past the run-to-run noise of ±300µs)`.
+fn latency_change(from: u64, to: u64, noise: Option<u64>) -> String {
+    let f = |us: u64| tailguard_report::Unit::Auto.format(us);
+    let sign = if to >= from { "+" } else { "-" };
+    let delta = from.abs_diff(to);
+    let pct = percent_change(from as f64, to as f64);
+    match noise {
+        None => format!("{sign}{} ({pct})", f(delta)),
+        Some(n) if delta > n => {
+            let word = if to > from { "slower" } else { "faster" };
+            format!(
+                "{sign}{} ({pct}, {word}: past the run-to-run noise of ±{})",
+                f(delta),
+                f(n)
+            )
+        }
+        Some(n) => format!("{sign}{} ({pct}, within the noise of ±{})", f(delta), f(n)),
+    }
+}
+
+/// `+12.0%`, or `-` from zero.
+fn percent_change(from: f64, to: f64) -> String {
+    if from > 0.0 {
+        format!("{:+.1}%", (to - from) / from * 100.0)
+    } else {
+        "-".to_owned()
     }
 }
 
@@ -94,12 +251,14 @@ pub fn side_by_side(runs: Vec<(String, BenchReport)>) -> BenchReport {
             arms: Vec::new(),
             notes: Vec::new(),
             interrupted: false,
+            title: None,
         };
     };
     let rest: Vec<(String, BenchReport)> = runs.collect();
     if rest.is_empty() {
         return first;
     }
+    let changed = changes(&first_label, &first, &rest);
     let mut out = first.clone();
     let label = |l: &str, arms: &mut Vec<ArmRun>| {
         for a in arms.iter_mut() {
@@ -108,6 +267,12 @@ pub fn side_by_side(runs: Vec<(String, BenchReport)>) -> BenchReport {
     };
     label(&first_label, &mut out.arms);
     out.description = format!("{} runs side by side", rest.len() + 1);
+    if out.title.is_some() {
+        out.title = Some(format!(
+            "tailguard report: {} runs side by side",
+            rest.len() + 1
+        ));
+    }
     out.notes = first
         .notes
         .iter()
@@ -123,6 +288,7 @@ pub fn side_by_side(runs: Vec<(String, BenchReport)>) -> BenchReport {
             .extend(r.notes.iter().map(|n| format!("{l}: {n}")));
         out.interrupted |= r.interrupted;
     }
+    out.notes.extend(changed);
     // Rows of one group next to each other, runs in file order within a group.
     let groups: Vec<String> = out.groups().iter().map(|g| (*g).to_owned()).collect();
     let mut arms = Vec::with_capacity(out.arms.len());
@@ -144,8 +310,11 @@ mod tests {
         };
         s.totals.requests = 10;
         s.totals.good = 10;
-        s.totals.success_rate = 1.0;
-        s.totals.latency_us.p99 = p99;
+        s.totals.success_rate = Some(1.0);
+        s.totals.latency_us = Some(tailguard_histogram::Percentiles {
+            p99,
+            ..Default::default()
+        });
         s
     }
 
@@ -163,6 +332,13 @@ mod tests {
         let both = side_by_side(vec![("before".into(), ra), ("after".into(), rb)]);
         let names: Vec<&str> = both.arms.iter().map(|a| a.name.as_str()).collect();
         assert_eq!(names, ["before/before", "after/after"]);
+        let change = both.notes.iter().find(|n| n.starts_with("change")).unwrap();
+        assert!(
+            change.starts_with("change after vs before: p50 "),
+            "{change}"
+        );
+        // Without intervals the noise is unknown: the change alone, no verdict.
+        assert!(change.contains("p99 -600µs (-66.7%);"), "{change}");
         std::fs::write(dir.join("junk.json"), "{\"x\": 1}").unwrap();
         let err = read(&dir.join("junk.json"), "junk").unwrap_err();
         assert!(
@@ -170,5 +346,51 @@ mod tests {
             "{err}"
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Ten 1 s intervals per run: p99 wobbling by ±100 µs around 1 ms before; after, either
+    /// 2 ms (past the noise: slower) or 1.05 ms (within it).
+    #[test]
+    fn a_change_gets_a_verdict_only_past_the_run_to_run_noise() {
+        let with_intervals = |p99: u64| {
+            let mut s = load_summary(p99);
+            s.intervals = (0..10)
+                .map(|i| {
+                    let mut iv = tailguard_record::IntervalSummary {
+                        start_s: f64::from(i),
+                        duration_s: 1.0,
+                        ..Default::default()
+                    };
+                    iv.totals.requests = 100;
+                    iv.totals.latency_us = Some(tailguard_histogram::Percentiles {
+                        p50: 500,
+                        p99: p99 + if i % 2 == 0 { 100 } else { 0 },
+                        ..Default::default()
+                    });
+                    iv
+                })
+                .collect();
+            from_load("x", s)
+        };
+        let before = with_intervals(1_000);
+        let slower = changes("a", &before, &[("b".into(), with_intervals(2_000))]);
+        assert!(
+            slower[0]
+                .contains("p99 +1.00ms (+100.0%, slower: past the run-to-run noise of ±100µs)"),
+            "{slower:?}"
+        );
+        assert!(
+            slower[0].starts_with("change b/x vs a/x: p50 +0µs (-, within the noise of ±0µs)"),
+            "{slower:?}"
+        );
+        let same = changes("a", &before, &[("b".into(), with_intervals(1_050))]);
+        assert!(
+            same[0].contains("p99 +50µs (+5.0%, within the noise of ±100µs)"),
+            "{same:?}"
+        );
+        let mut empty = load_summary(0);
+        empty.totals.requests = 0;
+        let none = changes("a", &before, &[("b".into(), from_load("y", empty))]);
+        assert_eq!(none, ["change b/y vs a/x: no data to compare"]);
     }
 }

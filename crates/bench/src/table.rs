@@ -8,7 +8,14 @@ use tailguard_report::Unit;
 /// The whole report as text: title, load, one table per group, how each arm ran, notes.
 pub fn text(report: &BenchReport, unit: Unit) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "# {}: {}", report.scenario, report.description);
+    match &report.title {
+        Some(title) => {
+            let _ = writeln!(out, "# {title}: {}", report.description);
+        }
+        None => {
+            let _ = writeln!(out, "# {}: {}", report.scenario, report.description);
+        }
+    }
     if !report.load.is_empty() {
         let _ = writeln!(out, "# load: {}", report.load);
     }
@@ -172,6 +179,7 @@ mod tests {
             arms: vec![arm("baseline", "add-steps", 2000, 0.8808), proxy],
             notes: vec!["a note".into()],
             interrupted: false,
+            title: None,
         };
         let t = text(&report, Unit::Ms);
         assert!(t.contains("sim p99"), "{t}");
@@ -206,6 +214,7 @@ mod tests {
             arms: vec![arm("direct", "max rate", 1, 1.0), proxy],
             notes: Vec::new(),
             interrupted: false,
+            title: None,
         };
         let t = text(&report, Unit::Us);
         let head = t.lines().find(|l| l.starts_with("arm ")).unwrap();
@@ -230,6 +239,7 @@ mod tests {
             arms: vec![arm("run", "load", 1, 1.0)],
             notes: Vec::new(),
             interrupted: false,
+            title: None,
         };
         let t = text(&report, Unit::Us);
         let head = t.lines().find(|l| l.starts_with("arm ")).unwrap();

@@ -38,6 +38,7 @@ fn report() -> BenchReport {
         arms,
         notes: vec!["peer proxies not installed: haproxy, nginx".into()],
         interrupted: false,
+        title: None,
     }
 }
 
@@ -50,10 +51,11 @@ fn arm(name: &str, group: &str, seed: u64, p99_us: u64, spike: bool) -> ArmRun {
                 start_s: s as f64,
                 duration_s: 1.0,
                 requests: if hit { 700 } else { 990 + wobble / 20 },
-                success_rate: if hit { 0.82 } else { 1.0 },
-                p50_us: 300 + wobble,
-                p99_us: if hit { 400_000 } else { p99_us + wobble * 10 },
-                max_us: if hit { 900_000 } else { p99_us * 3 },
+                success_rate: Some(if hit { 0.82 } else { 1.0 }),
+                p50_us: Some(300 + wobble),
+                p99_us: Some(if hit { 400_000 } else { p99_us + wobble * 10 }),
+                max_us: Some(if hit { 900_000 } else { p99_us * 3 }),
+                drain: false,
             }
         })
         .collect();

@@ -121,8 +121,9 @@ pub struct Config {
     /// (slow_cooker's per-worker `-qps` ticker); `None` sends again at once.
     pub closed_interval: Option<Duration>,
     /// Stop waiting this long after `duration`: requests still queued for a connection are
-    /// not sent (and said so on stderr). `None`: every scheduled request is sent, however long
-    /// that takes. For benches against servers that cannot keep up (the Nagle demo).
+    /// not sent (counted as `unsent`). `None`: the run still ends by `duration` plus `timeout`
+    /// (requests that found no connection within the timeout of their due time count as
+    /// `no-connection`). For benches against servers that cannot keep up (the Nagle demo).
     pub drain_limit: Option<Duration>,
     /// HTTP/2 connections per target (streams share them).
     pub h2_connections: usize,

@@ -20,7 +20,9 @@
 //! cfg.rate = 1000.0;
 //! cfg.duration = Some(Duration::from_secs(10));
 //! let report = run(cfg, &mut std::io::stdout()).unwrap();
-//! println!("p99 = {}µs", report.summary.totals.latency_us.p99);
+//! if let Some(latency) = report.summary.totals.latency_us {
+//!     println!("p99 = {}µs", latency.p99);
+//! }
 //! ```
 
 #![warn(missing_docs)]
@@ -38,6 +40,7 @@ mod request;
 mod run;
 mod selfcheck;
 pub mod slo;
+pub mod sweep;
 pub mod target;
 mod threads;
 mod tls;

@@ -84,17 +84,20 @@ impl Metrics {
         }
         // A gauge per percentile, labelled `percentile` as the reports name them: `quantile`
         // is reserved for summaries, which also carry a sum and count this interval lacks.
+        // An interval without a timed request has no latency: NaN, Prometheus's "no value",
+        // rather than a zero that reads as instant answers.
+        let l = t.latency_us;
         let percentiles = [
-            ("p50", t.latency_us.p50),
-            ("p90", t.latency_us.p90),
-            ("p99", t.latency_us.p99),
-            ("p99.9", t.latency_us.p999),
-            ("max", t.latency_us.max),
+            ("p50", l.map(|l| l.p50)),
+            ("p90", l.map(|l| l.p90)),
+            ("p99", l.map(|l| l.p99)),
+            ("p99.9", l.map(|l| l.p999)),
+            ("max", l.map(|l| l.max)),
         ];
         for (p, us) in percentiles {
             self.latency
                 .get_or_create(&vec![("percentile", p.to_string())])
-                .set(us as f64 / 1e6);
+                .set(us.map_or(f64::NAN, |us| us as f64 / 1e6));
         }
         self.achieved.set(t.achieved_rate);
         self.target.set(t.target_rate);
@@ -136,7 +139,10 @@ mod tests {
             },
             ..IntervalSummary::default()
         };
-        iv.totals.latency_us.p99 = 2_500;
+        iv.totals.latency_us = Some(tailguard_histogram::Percentiles {
+            p99: 2_500,
+            ..Default::default()
+        });
         iv.totals.errors.insert("timeout".into(), 3);
         metrics.update(&iv);
         let server = serve("127.0.0.1:0".parse().unwrap(), metrics)

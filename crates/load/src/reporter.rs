@@ -82,6 +82,9 @@ pub(crate) struct Reporter {
     pub output_closed: bool,
     /// Keep each interval's histograms, encoded, in its summary (for `--json`, so runs merge).
     pub keep_histograms: bool,
+    /// When an open loop's sending ends: an interval that begins then or later holds only the
+    /// last responses (the drain), marked `drain` rather than compared with the others.
+    pub send_end: Option<Duration>,
     check: SelfCheck,
     last_end: Duration,
     last_cpu: Option<Duration>,
@@ -126,6 +129,7 @@ impl Reporter {
             pacer,
             output_closed: false,
             keep_histograms: false,
+            send_end: None,
             check: SelfCheck::default(),
             last_end: Duration::ZERO,
             last_cpu: selfcheck::cpu_time(),
@@ -148,7 +152,12 @@ impl Reporter {
         let stalled =
             merged.requests() == 0 && (target > 0 || end.dispatched > self.total.requests());
         let len_us = u64::try_from(len.as_micros()).unwrap_or(u64::MAX);
-        let change = self.change.observe_interval(p99, stalled, len_us);
+        let drain = self.send_end.is_some_and(|e| self.last_end >= e) && !self.intervals.is_empty();
+        let change = if drain {
+            "drain".to_owned()
+        } else {
+            self.change.observe_interval(p99, stalled, len_us)
+        };
         let iv = IntervalSummary {
             timestamp: wall_clock(),
             start_s: self.last_end.as_secs_f64(),

@@ -22,6 +22,7 @@ use tailguard_http::admin::AdminServer;
 use tailguard_pacing::{Arrivals, Ramp};
 use tailguard_record::{Encoded, RunSummary, Stats, Totals};
 use tailguard_report::{interval, text};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
 /// Why a run could not start or finish.
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +55,9 @@ pub enum LoadError {
     /// The runtime or a listener could not start.
     #[error("cannot start: {0}")]
     Io(#[from] std::io::Error),
+    /// Ctrl-C (SIGINT) came before the first request: nothing was sent.
+    #[error("interrupted before the run began: nothing was sent")]
+    Interrupted,
 }
 
 /// What a finished run produced.
@@ -119,9 +123,18 @@ async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<R
     let json = open_json(&cfg)?;
     let hdr = open_hdr_log(&cfg)?;
     check_start(&cfg)?;
-    preflight(&cfg).await?;
-    let (metrics, metrics_server) = start_metrics(&cfg).await?.unzip();
-    wait_for_start(&cfg).await;
+    // Ctrl-C is ours from here on: during the pre-flight and the wait for `--start-at` it
+    // ends the run at once, later it stops the sending (see `drive`).
+    let mut sigint = signal(SignalKind::interrupt())?;
+    let (metrics, metrics_server) = tokio::select! {
+        ready = async {
+            preflight(&cfg).await?;
+            let metrics = start_metrics(&cfg).await?.unzip();
+            wait_for_start(&cfg).await;
+            Ok::<_, LoadError>(metrics)
+        } => ready?,
+        _ = sigint.recv() => return Err(LoadError::Interrupted),
+    };
     let clock = Clock::start();
     let start_unix_s = epoch_secs();
     let hdr = begin_hdr_log(hdr, start_unix_s)?;
@@ -168,7 +181,8 @@ async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<R
     );
     // Encoded histograms cost a few KB per interval: only a summary that is written keeps them.
     reporter.keep_histograms = cfg.json.is_some();
-    let interrupted = drive(&cfg, clock, &mut control, &mut reporter, out).await;
+    reporter.send_end = send_end(&cfg).filter(|_| cfg.open_loop());
+    let (interrupted, unsent) = drive(&cfg, clock, &mut control, &mut reporter, sigint, out).await;
     let workers = control.workers;
     let _ = tokio::task::spawn_blocking(move || workers.join()).await;
     let elapsed = clock.elapsed();
@@ -190,6 +204,8 @@ async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<R
     }
     let mut summary = summarize(&cfg, urls, &reporter, elapsed, cpu);
     summary.start_unix_s = start_unix_s;
+    summary.interrupted = interrupted;
+    summary.unsent = unsent;
     let ends = Ending {
         interrupted,
         output_closed,
@@ -264,7 +280,8 @@ fn start_load(cfg: &Config, clock: Clock, threads: usize, shared: &Arc<Shared>) 
     }
 }
 
-/// Reports intervals until every worker is done; returns true when Ctrl-C stopped the run.
+/// Reports intervals until every worker is done; returns whether Ctrl-C (or a closed output)
+/// stopped the run, and how many due requests were then never sent.
 ///
 /// When the sending ends at or within a tenth of an interval after a boundary, that boundary
 /// waits up to a tenth of an interval for the last responses: a short tail folds into the last
@@ -274,17 +291,17 @@ async fn drive(
     clock: Clock,
     control: &mut Control,
     reporter: &mut Reporter,
+    mut sigint: Signal,
     out: &mut dyn Write,
-) -> bool {
+) -> (bool, u64) {
     let origin = tokio::time::Instant::from_std(clock.origin());
     let end = cfg.duration.map(|d| origin + d);
     let drain_end = end.zip(cfg.drain_limit).map(|(e, d)| e + d);
     let send_end = expected_send_end(cfg);
     let fold = cfg.interval / 10;
     let mut drained = false;
-    let ctrl_c = tokio::signal::ctrl_c();
-    tokio::pin!(ctrl_c);
     let (mut k, mut interrupted, mut ended) = (1u32, false, false);
+    let mut unsent = 0;
     let mut hold: Option<tokio::time::Instant> = None;
     loop {
         let boundary = origin + cfg.interval * k;
@@ -311,19 +328,19 @@ async fn drive(
             _ = sleep_until_opt(drain_end), if !drained => {
                 drained = true;
                 crate::say("the drain limit passed: stopping");
-                stop(control, false);
+                unsent += stop(control, false);
             }
-            _ = control.workers.finished() => return interrupted,
-            _ = &mut ctrl_c, if !interrupted => {
+            _ = control.workers.finished() => return (interrupted, unsent),
+            _ = sigint.recv(), if !interrupted => {
                 interrupted = true;
                 crate::say("interrupted: finishing the requests in flight");
-                stop(control, false);
+                unsent += stop(control, false);
             }
         }
         if reporter.output_closed && !interrupted {
             // Nobody reads the report any more (`| head`): stop sending, quietly.
             interrupted = true;
-            stop(control, true);
+            unsent += stop(control, true);
         }
     }
 }
@@ -356,6 +373,34 @@ fn expected_send_end(cfg: &Config) -> Option<Duration> {
     }
 }
 
+/// When the last request of an open loop is due, exactly: the duration, or the schedule's
+/// time for the request count (Poisson gaps drawn as the pacers draw them, for counts up to
+/// ten million; a longer Poisson count run has no hard end).
+fn send_end(cfg: &Config) -> Option<Duration> {
+    if !cfg.open_loop() {
+        return cfg.duration;
+    }
+    let by_count = cfg.total_requests.and_then(|n| {
+        let mut schedule = cfg.schedule(cfg.arrivals);
+        match cfg.arrivals {
+            Arrivals::Constant => Some(schedule.next_send(n.saturating_sub(1))),
+            Arrivals::Poisson if n <= 10_000_000 => (0..n).map(|i| schedule.next_send(i)).last(),
+            Arrivals::Poisson => None,
+        }
+    });
+    match (cfg.duration, by_count) {
+        (Some(d), Some(c)) => Some(d.min(c)),
+        (d, c) => d.or(c),
+    }
+}
+
+/// No request outlives the end of the sending plus the timeout, whatever the server does:
+/// requests in flight then are timeouts, and requests still waiting for a connection are never
+/// sent (`no-connection`). A closed loop's sending ends with its duration.
+fn hard_end(cfg: &Config) -> Option<Duration> {
+    send_end(cfg).map(|end| end + cfg.timeout)
+}
+
 async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
@@ -363,8 +408,9 @@ async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
     }
 }
 
-/// Stops sending; `quiet` leaves out the count of what was not sent.
-fn stop(control: &Control, quiet: bool) {
+/// Stops sending; returns how many released requests were then never sent (`quiet` leaves
+/// out saying so). Requests the pacer had not yet released are not counted.
+fn stop(control: &Control, quiet: bool) -> u64 {
     if let Some(p) = &control.pacer {
         p.stop.store(true, Ordering::Relaxed);
     }
@@ -382,6 +428,7 @@ fn stop(control: &Control, quiet: bool) {
     if unsent > 0 && !quiet {
         crate::say(&format!("{unsent} scheduled requests were not sent"));
     }
+    unsent
 }
 
 fn shared(cfg: &Config, clock: Clock) -> Result<Shared, LoadError> {
@@ -408,6 +455,7 @@ fn shared(cfg: &Config, clock: Clock) -> Result<Shared, LoadError> {
         connector: Connector::new(cfg.protocol, cfg.insecure, any_tls, cfg.body.len()),
         h2_pools,
         timeout: cfg.timeout,
+        hard_end: hard_end(cfg),
         reuse: cfg.reuse,
         classifier: cfg.classifier,
         on_record: cfg.on_record.clone(),
@@ -569,6 +617,9 @@ fn summarize(
         part: (!cfg.part.is_whole()).then(|| cfg.part.to_string()),
         seed: cfg.open_loop().then_some(cfg.seed),
         merged_from: Vec::new(),
+        interrupted: false,
+        planned_duration_s: cfg.duration.map(|d| d.as_secs_f64()),
+        unsent: 0,
     }
 }
 

@@ -181,21 +181,24 @@ impl Objective {
     /// Judges the objective against a finished run.
     pub fn judge(&self, run: &RunSummary) -> Verdict {
         let t = &run.totals;
-        // No request completed: nothing was measured, so nothing was met.
-        if t.requests == 0 {
+        // Nothing measured (no request, or none timed: every one failed before an answer),
+        // so nothing was met.
+        let measured = match self.metric {
+            Metric::Latency(name) => t
+                .latency_us
+                .and_then(|l| l.get(name))
+                .map(|us| (us as f64, Unit::Auto.format(us))),
+            Metric::Success => t.success_rate.map(|r| (r, format!("{:.3}%", r * 100.0))),
+            Metric::Rate => {
+                (t.requests > 0).then(|| (t.achieved_rate, format!("{:.1}/s", t.achieved_rate)))
+            }
+        };
+        let Some((actual, shown)) = measured else {
             return Verdict {
                 objective: self.text.clone(),
                 actual: "no data".to_owned(),
                 met: false,
             };
-        }
-        let (actual, shown) = match self.metric {
-            Metric::Latency(name) => {
-                let us = t.latency_us.get(name).unwrap_or(0);
-                (us as f64, Unit::Auto.format(us))
-            }
-            Metric::Success => (t.success_rate, format!("{:.3}%", t.success_rate * 100.0)),
-            Metric::Rate => (t.achieved_rate, format!("{:.1}/s", t.achieved_rate)),
         };
         // `99.9%` parses to 0.9990000000000001: allow float rounding on the inclusive bounds.
         let eps = 1e-9 * self.threshold.abs().max(1.0);
@@ -219,8 +222,11 @@ mod tests {
 
     fn run(p99_us: u64, success: f64) -> RunSummary {
         let mut r = RunSummary::default();
-        r.totals.latency_us.p99 = p99_us;
-        r.totals.success_rate = success;
+        r.totals.latency_us = Some(tailguard_histogram::Percentiles {
+            p99: p99_us,
+            ..Default::default()
+        });
+        r.totals.success_rate = Some(success);
         r.totals.achieved_rate = 1000.0;
         r.totals.requests = 1000;
         r
@@ -230,11 +236,20 @@ mod tests {
     fn an_objective_without_samples_is_missed() {
         let mut empty = run(0, 1.0);
         empty.totals.requests = 0;
+        empty.totals.latency_us = None;
+        empty.totals.success_rate = None;
         for spec in ["p99<=1ms", "success>=99.9%", "rate>=0"] {
             let v = parse(spec).unwrap()[0].judge(&empty);
             assert!(!v.met, "{spec}");
             assert_eq!(v.actual, "no data");
         }
+        // Every request failed before an answer: a success rate (0%), but no latency.
+        let mut failed = run(0, 0.0);
+        failed.totals.latency_us = None;
+        let v = parse("p99<=5ms").unwrap()[0].judge(&failed);
+        assert!(!v.met);
+        assert_eq!(v.to_string(), "# SLO p99<=5ms: MISSED (actual no data)");
+        assert!(!parse("success>=99%").unwrap()[0].judge(&failed).met);
     }
 
     #[test]

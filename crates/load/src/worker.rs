@@ -32,6 +32,8 @@ pub(crate) struct Shared {
     pub connector: Connector,
     pub h2_pools: Vec<H2Pool>,
     pub timeout: Duration,
+    /// No request outlives this (from the start): the end of the sending plus the timeout.
+    pub hard_end: Option<Duration>,
     pub reuse: bool,
     pub classifier: Classifier,
     pub on_record: Option<RecordHook>,
@@ -178,7 +180,20 @@ impl Worker {
     /// three times per request: due, sent, completed).
     async fn execute(&mut self, job: Job, start: Duration) {
         let t = (job.index % self.shared.targets.len() as u64) as usize;
-        let record = self.attempt(t, job.scheduled, start).await;
+        let record = if self.expired(job.scheduled, start) {
+            // It waited a whole timeout for a connection: sending it now would only stretch
+            // the run. Its latency (at least the timeout) still counts.
+            Record {
+                scheduled: job.scheduled,
+                sent: start,
+                completed: start,
+                outcome: Outcome::Error(ErrorKind::NoConnection),
+                bytes: 0,
+                target: t as u32,
+            }
+        } else {
+            self.attempt(t, job.scheduled, start).await
+        };
         if !self.shared.reuse {
             self.conns[t] = None;
         }
@@ -194,11 +209,20 @@ impl Worker {
         }
     }
 
+    /// A request picked up at `start` that was due at `scheduled` is not sent: no connection
+    /// was free for a whole timeout, or the run's hard end has come.
+    fn expired(&self, scheduled: Duration, start: Duration) -> bool {
+        start.saturating_sub(scheduled) >= self.shared.timeout
+            || self.shared.hard_end.is_some_and(|end| start >= end)
+    }
+
     async fn attempt(&mut self, t: usize, scheduled: Duration, start: Duration) -> Record {
         let clock = self.shared.clock;
         // The send time when no connection can be readied (the attempt's start).
         let mut sent = start;
-        let deadline = tokio::time::Instant::from_std(clock.origin() + sent + self.shared.timeout);
+        let own = sent + self.shared.timeout;
+        let until = self.shared.hard_end.map_or(own, |end| own.min(end));
+        let deadline = tokio::time::Instant::from_std(clock.origin() + until);
         let timer = &mut self.timer;
         let conns = &mut self.conns;
         let shared = &self.shared;

@@ -47,7 +47,9 @@ mod summary;
 
 pub use outcome::{grpc_as_http, grpc_name, Class, Classifier, ErrorKind, Outcome, GRPC_NAMES};
 pub use stats::{Stats, LATE_AFTER};
-pub use summary::{read_json_file, Encoded, IntervalSummary, RunSummary, Totals, MAX_JSON_BYTES};
+pub use summary::{
+    measured, read_json_file, Encoded, IntervalSummary, RunSummary, Totals, MAX_JSON_BYTES,
+};
 
 use std::time::Duration;
 

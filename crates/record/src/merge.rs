@@ -101,6 +101,14 @@ pub fn merge(parts: &[(String, RunSummary)]) -> Result<Merged, MergeError> {
         part: None,
         seed: same(parts, |r| r.seed).flatten(),
         merged_from: parts.iter().map(|(n, _)| n.clone()).collect(),
+        interrupted: parts.iter().any(|(_, r)| r.interrupted),
+        planned_duration_s: parts
+            .iter()
+            .filter_map(|(_, r)| r.planned_duration_s)
+            .reduce(f64::max),
+        unsent: parts
+            .iter()
+            .fold(0u64, |n, (_, r)| n.saturating_add(r.unsent)),
     };
     Ok(Merged { summary, notes })
 }
@@ -227,18 +235,19 @@ fn add_histograms(acc: &mut [Histogram; 3], name: &str, t: &Totals) -> Result<()
 /// Summed counts plus what is derived from them and from the histograms.
 fn finish(mut t: Totals, hists: &[Histogram; 3], target_rate: f64, secs: f64) -> Totals {
     t.target_rate = target_rate;
+    let unsent = t.errors.get("no-connection").copied().unwrap_or(0);
     t.achieved_rate = if secs > 0.0 {
-        t.requests as f64 / secs
+        t.requests.saturating_sub(unsent) as f64 / secs
     } else {
         0.0
     };
     t.success_rate = match t.requests {
-        0 => 1.0,
-        n => t.good as f64 / n as f64,
+        0 => None,
+        n => Some(t.good as f64 / n as f64),
     };
-    t.latency_us = hists[0].percentiles();
-    t.service_time_us = hists[1].percentiles();
-    t.send_lag_us = hists[2].percentiles();
+    t.latency_us = crate::summary::measured(&hists[0]);
+    t.service_time_us = crate::summary::measured(&hists[1]);
+    t.send_lag_us = crate::summary::measured(&hists[2]);
     t.hdr = Some(Encoded {
         latency: log::encode(&hists[0]).unwrap_or_default(),
         service_time: log::encode(&hists[1]).unwrap_or_default(),

@@ -19,11 +19,15 @@ pub enum ErrorKind {
     Tls,
     /// Anything else.
     Other,
+    /// Never sent: no connection was free within the timeout of its due time (every one was
+    /// busy: the concurrency cap), or the run's end came first. Its latency is at least the
+    /// timeout; it has no service time and no send lag.
+    NoConnection,
 }
 
 impl ErrorKind {
     /// Every kind, in report order.
-    pub const ALL: [ErrorKind; 7] = [
+    pub const ALL: [ErrorKind; 8] = [
         ErrorKind::Connect,
         ErrorKind::Timeout,
         ErrorKind::Reset,
@@ -31,6 +35,7 @@ impl ErrorKind {
         ErrorKind::Protocol,
         ErrorKind::Tls,
         ErrorKind::Other,
+        ErrorKind::NoConnection,
     ];
 
     /// A stable lower-case name, used in reports, JSON and metrics labels.
@@ -43,6 +48,7 @@ impl ErrorKind {
             ErrorKind::Protocol => "protocol",
             ErrorKind::Tls => "tls",
             ErrorKind::Other => "other",
+            ErrorKind::NoConnection => "no-connection",
         }
     }
 

@@ -83,12 +83,20 @@ impl Stats {
             Class::Bad => self.bad += 1,
             Class::Failed => self.failed += 1,
         }
+        self.bytes += rec.bytes;
+        let unsent = rec.outcome == Outcome::Error(ErrorKind::NoConnection);
+        if unsent {
+            // Never sent: no send lag, no service time; its latency counts (it was due).
+            self.errors[ErrorKind::NoConnection.index()] += 1;
+            self.latency.record(rec.latency());
+            self.count_target(rec.target);
+            return;
+        }
         let lag = rec.send_lag();
         self.send_lag.record(lag);
         if lag > LATE_AFTER {
             self.late += 1;
         }
-        self.bytes += rec.bytes;
         self.last_sent = self.last_sent.max(rec.sent);
         let timed = match rec.outcome {
             Outcome::Status(code) => {
@@ -122,6 +130,13 @@ impl Stats {
     /// All records added.
     pub fn requests(&self) -> u64 {
         self.good + self.bad + self.failed
+    }
+
+    /// Requests that were sent: all but those that found no connection
+    /// ([`ErrorKind::NoConnection`]).
+    pub fn sent(&self) -> u64 {
+        self.requests()
+            .saturating_sub(self.errors[ErrorKind::NoConnection.index()])
     }
 
     /// Good responses over all requests (1.0 when there were none).

@@ -45,14 +45,14 @@ pub struct Totals {
     pub bad: u64,
     /// Requests without a response.
     pub failed: u64,
-    /// good / requests.
-    pub success_rate: f64,
-    /// Latency from the scheduled send, microseconds.
-    pub latency_us: Percentiles,
-    /// Service time from the actual send, microseconds.
-    pub service_time_us: Percentiles,
-    /// Send lag (actual minus scheduled send), microseconds.
-    pub send_lag_us: Percentiles,
+    /// good / requests; `None` (JSON `null`) without requests: no figure from no data.
+    pub success_rate: Option<f64>,
+    /// Latency from the scheduled send, microseconds; `None` when nothing was timed.
+    pub latency_us: Option<Percentiles>,
+    /// Service time from the actual send, microseconds; `None` when nothing was timed.
+    pub service_time_us: Option<Percentiles>,
+    /// Send lag (actual minus scheduled send), microseconds; `None` when nothing was sent.
+    pub send_lag_us: Option<Percentiles>,
     /// Requests sent more than 1 ms late.
     pub late_sends: u64,
     /// Response body bytes read.
@@ -98,14 +98,20 @@ impl Encoded {
     }
 }
 
+/// The percentiles of `h`, or `None` when it holds no value.
+pub fn measured(h: &Histogram) -> Option<Percentiles> {
+    (!h.is_empty()).then(|| h.percentiles())
+}
+
 impl Totals {
     /// Summarizes `stats` gathered over `elapsed` against `target_rate`.
     pub fn from_stats(stats: &Stats, target_rate: f64, elapsed: Duration) -> Totals {
         let secs = elapsed.as_secs_f64();
         Totals {
             target_rate,
+            // What was sent: a request that found no connection never left.
             achieved_rate: if secs > 0.0 {
-                stats.requests() as f64 / secs
+                stats.sent() as f64 / secs
             } else {
                 0.0
             },
@@ -113,10 +119,10 @@ impl Totals {
             good: stats.good,
             bad: stats.bad,
             failed: stats.failed,
-            success_rate: stats.success_rate(),
-            latency_us: stats.latency.percentiles(),
-            service_time_us: stats.service.percentiles(),
-            send_lag_us: stats.send_lag.percentiles(),
+            success_rate: (stats.requests() > 0).then(|| stats.success_rate()),
+            latency_us: measured(&stats.latency),
+            service_time_us: measured(&stats.service),
+            send_lag_us: measured(&stats.send_lag),
             late_sends: stats.late,
             bytes: stats.bytes,
             // HTTP statuses by number, gRPC statuses by name (`OK`, `UNAVAILABLE`).
@@ -205,4 +211,14 @@ pub struct RunSummary {
     /// What a merged summary was merged from (file names).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub merged_from: Vec<String>,
+    /// The run was stopped before its end (Ctrl-C, SIGINT, or its output closed).
+    #[serde(default)]
+    pub interrupted: bool,
+    /// The run length asked for (`--duration`), seconds; `None` for a count-bounded run.
+    #[serde(default)]
+    pub planned_duration_s: Option<f64>,
+    /// Requests due but never sent because the run was stopped early (an interrupt or the
+    /// drain limit); not in `requests`.
+    #[serde(default)]
+    pub unsent: u64,
 }

@@ -11,7 +11,8 @@
 //!
 //! A gap, an interval in which requests were due or in flight but none completed, counts as
 //! history for the warm-up and is marked itself: nothing completed faster than the interval, so
-//! its p99 is at least its length. It does not enter the baseline (a stall would otherwise make
+//! its p99 is at least its length (a lower bound: a gap is never marked faster, only slower).
+//! It does not enter the baseline (a stall would otherwise make
 //! the normal intervals after it read as drops). So a stall early in a run still has its first
 //! completions marked, and the normal interval after them is not. An idle interval (nothing
 //! due, nothing in flight) is neither marked nor counted.
@@ -109,7 +110,13 @@ impl ChangeMarker {
         if self.recent.is_empty() {
             return String::new();
         }
-        mark(length_us, self.baseline())
+        // The length is only a lower bound of the gap's p99: it can show the gap slower than
+        // the baseline, never faster.
+        let mark = mark(length_us, self.baseline());
+        if mark.starts_with('-') {
+            return String::new();
+        }
+        mark
     }
 
     fn baseline(&self) -> u64 {
@@ -138,8 +145,7 @@ pub fn mark_all(intervals: &mut [tailguard_record::IntervalSummary]) {
     let mut marker = ChangeMarker::new();
     for iv in intervals {
         let t = &iv.totals;
-        // A timed request has a latency of 1 µs at least (as `interval::line` reads it).
-        let p99 = (t.latency_us.max > 0).then_some(t.latency_us.p99);
+        let p99 = t.latency_us.map(|l| l.p99);
         let stalled = t.requests == 0 && iv.target > 0;
         iv.change = marker.observe_interval(p99, stalled, (iv.duration_s * 1e6) as u64);
     }
@@ -211,5 +217,19 @@ mod tests {
         );
         // A gap before any response has nothing to compare with.
         assert_eq!(ChangeMarker::new().observe_gap(1_000_000), "");
+    }
+
+    /// A server that answers only with 2 s timeouts, in 1 s intervals: the gaps between the
+    /// timeouts are shorter than the baseline, but a gap's length is only a lower bound of its
+    /// p99, so it is never marked faster.
+    #[test]
+    fn a_gap_is_never_marked_faster() {
+        let mut m = ChangeMarker::new();
+        for p99 in [2_000_000, 2_000_000, 2_000_000, 2_000_000] {
+            m.observe(Some(p99));
+        }
+        assert_eq!(m.observe_gap(1_000_000), "");
+        assert_eq!(m.observe_gap(100_000), "");
+        assert_eq!(m.observe_gap(8_000_000), "++");
     }
 }

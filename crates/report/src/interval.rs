@@ -12,6 +12,7 @@
 
 use crate::Unit;
 use std::fmt::Write as _;
+use tailguard_histogram::Percentiles;
 use tailguard_record::IntervalSummary;
 
 const COUNTS: usize = 18;
@@ -65,26 +66,26 @@ pub fn line(iv: &IntervalSummary, unit: Unit) -> String {
         Some(pct) => (iv.target.to_string(), format!("{}%", pct.min(100))),
         None => ("-".to_string(), "-".to_string()),
     };
-    let l = &t.latency_us;
     // No timed request in the interval: no value, not a zero.
-    let timed = l.max > 0;
-    let value = |v: u64| {
-        if timed {
-            unit.format(v)
-        } else {
-            "-".to_string()
-        }
+    let value = |f: fn(&Percentiles) -> u64| match &t.latency_us {
+        Some(l) => unit.format(f(l)),
+        None => "-".to_string(),
     };
     let mut s = format!(
         "{:<20} {counts:>COUNTS$} {target:>8} {goal:>5} {:>5} {:>VALUE$} [",
         iv.timestamp,
         format!("{}s", trim_float(iv.duration_s)),
-        value(l.min),
+        value(|l| l.min),
     );
-    for v in [l.p50, l.p95, l.p99, l.p999] {
-        let _ = write!(s, " {:>VALUE$}", value(v));
+    for f in [
+        |l: &Percentiles| l.p50,
+        |l: &Percentiles| l.p95,
+        |l: &Percentiles| l.p99,
+        |l: &Percentiles| l.p999,
+    ] {
+        let _ = write!(s, " {:>VALUE$}", value(f));
     }
-    let _ = write!(s, " ] {:>VALUE$} {}", value(l.max), iv.change);
+    let _ = write!(s, " ] {:>VALUE$} {}", value(|l| l.max), iv.change);
     s.trim_end().to_string()
 }
 
@@ -112,7 +113,7 @@ mod tests {
                 good,
                 bad: 1,
                 failed: 2,
-                latency_us: Percentiles {
+                latency_us: Some(Percentiles {
                     min: 142,
                     p50: 260,
                     p90: 300,
@@ -121,7 +122,7 @@ mod tests {
                     p999: 1_210,
                     p9999: 4_000,
                     max: 5_010,
-                },
+                }),
                 ..Totals::default()
             },
         }
@@ -147,7 +148,7 @@ mod tests {
     fn an_interval_without_timed_requests_shows_dashes_not_zeros() {
         let mut iv = interval(100, 0);
         iv.totals.bad = 0;
-        iv.totals.latency_us = Percentiles::default();
+        iv.totals.latency_us = None;
         iv.change = "+++++".into();
         assert_eq!(
             line(&iv, Unit::Auto),

@@ -12,8 +12,8 @@ pub fn final_report(run: &RunSummary, unit: Unit) -> String {
     totals(&mut out, run);
     percentiles(
         &mut out,
-        &run.totals.latency_us,
-        &run.totals.service_time_us,
+        run.totals.latency_us.as_ref(),
+        run.totals.service_time_us.as_ref(),
         unit,
     );
     histogram(&mut out, &run.histogram, unit);
@@ -23,15 +23,17 @@ pub fn final_report(run: &RunSummary, unit: Unit) -> String {
 
 fn totals(out: &mut String, run: &RunSummary) {
     let t = &run.totals;
+    let success = t
+        .success_rate
+        .map_or("-".to_string(), |r| format!("{:.3}%", r * 100.0));
     let _ = writeln!(
         out,
-        "# {} requests in {}s: good {}, bad {}, failed {} (success {:.3}%)",
+        "# {} requests in {}s: good {}, bad {}, failed {} (success {success})",
         t.requests,
         trim_float(run.duration_s),
         t.good,
         t.bad,
         t.failed,
-        t.success_rate * 100.0
     );
     let target = if t.target_rate > 0.0 {
         let drain = run.duration_s - run.send_phase_s;
@@ -57,24 +59,50 @@ fn totals(out: &mut String, run: &RunSummary) {
         out,
         "# rate: {target}; sent late (>1ms): {}; send lag p99 {}",
         t.late_sends,
-        Unit::Auto.format(t.send_lag_us.p99)
+        t.send_lag_us
+            .map_or("-".to_string(), |l| Unit::Auto.format(l.p99))
     );
+    if run.interrupted {
+        let planned = run.planned_duration_s.map_or(String::new(), |d| {
+            format!(" of a planned {}s", trim_float(d))
+        });
+        let _ = writeln!(
+            out,
+            "# interrupted after {}s{planned}: the figures cover that part only",
+            trim_float(run.duration_s)
+        );
+    }
+    if run.unsent > 0 {
+        let _ = writeln!(
+            out,
+            "# unsent: {} requests were due but not sent when the run stopped",
+            run.unsent
+        );
+    }
     if let Some(cpu) = run.client_cpu_us_per_request {
         let _ = writeln!(out, "# client CPU: {cpu:.2}µs per request");
     }
 }
 
-fn percentiles(out: &mut String, latency: &Percentiles, service: &Percentiles, unit: Unit) {
+/// Latency and service time side by side; `-` where nothing was timed.
+fn percentiles(
+    out: &mut String,
+    latency: Option<&Percentiles>,
+    service: Option<&Percentiles>,
+    unit: Unit,
+) {
     let _ = writeln!(out, "{:>8} {:>10} {:>12}", "", "latency", "service time");
+    let value = |p: Option<&Percentiles>, name: &str| {
+        p.and_then(|p| p.get(name))
+            .map_or("-".to_string(), |v| unit.format(v))
+    };
     for name in ["min", "p50", "p90", "p95", "p99", "p999", "p9999", "max"] {
-        let (l, s) = (latency.get(name), service.get(name));
-        let (Some(l), Some(s)) = (l, s) else { continue };
         let _ = writeln!(
             out,
             "{:>8} {:>10} {:>12}",
             label(name),
-            unit.format(l),
-            unit.format(s)
+            value(latency, name),
+            value(service, name)
         );
     }
 }
@@ -133,13 +161,19 @@ mod tests {
                 requests: 10,
                 good: 9,
                 failed: 1,
-                success_rate: 0.9,
+                success_rate: Some(0.9),
                 ..Totals::default()
             },
             ..RunSummary::default()
         };
-        run.totals.latency_us.p999 = 1_500;
-        run.totals.service_time_us.p999 = 700;
+        run.totals.latency_us = Some(Percentiles {
+            p999: 1_500,
+            ..Percentiles::default()
+        });
+        run.totals.service_time_us = Some(Percentiles {
+            p999: 700,
+            ..Percentiles::default()
+        });
         run.totals.status_codes.insert("200".into(), 9);
         run.totals.errors.insert("timeout".into(), 1);
         let text = final_report(&run, Unit::Auto);

@@ -19,10 +19,11 @@ fn arm(name: &str, group: &str, p99_us: u64) -> ArmRun {
             start_s: f64::from(i),
             duration_s: 1.0,
             requests: 100,
-            success_rate: 1.0,
-            p50_us: 260,
-            p99_us: if i == 5 { 900_000 } else { p99_us },
-            max_us: 2_000_000,
+            success_rate: Some(1.0),
+            p50_us: Some(260),
+            p99_us: Some(if i == 5 { 900_000 } else { p99_us }),
+            max_us: Some(2_000_000),
+            drain: false,
         })
         .collect();
     ArmRun {
@@ -58,6 +59,7 @@ fn report(arms: Vec<ArmRun>) -> BenchReport {
         arms,
         notes: vec!["haproxy <not installed>".into()],
         interrupted: false,
+        title: None,
     }
 }
 
@@ -185,7 +187,7 @@ fn the_page_is_self_contained() {
 fn wide_latency_ranges_get_a_log_axis() {
     let mut narrow = arm("a", "g", 400);
     for iv in &mut narrow.intervals {
-        iv.p99_us = 400;
+        iv.p99_us = Some(400);
     }
     let chart = latency_over_time(&[&narrow], 0.0).svg();
     assert!(chart.contains(">0µs</text>"), "a linear axis from zero");
@@ -211,4 +213,29 @@ fn numbers_read_well() {
     assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
     assert_eq!(utc(951_782_400), "2000-02-29 00:00:00 UTC");
     assert_eq!(utc(4_102_444_799), "2099-12-31 23:59:59 UTC");
+}
+
+/// The drain (the last responses, after the sending ended) is a dot apart from the line: two
+/// subpaths, the second a lone point, not the line's last segment.
+#[test]
+fn the_drain_is_drawn_apart_from_the_line() {
+    let mut a = arm("a", "g", 400);
+    let last = a.intervals.last_mut().unwrap();
+    last.drain = true;
+    last.p99_us = Some(2_000_000);
+    let svg = latency_over_time(&[&a], 0.0).svg();
+    let path = svg
+        .lines()
+        .find(|l| l.contains("data-series=\"a p99\""))
+        .unwrap();
+    let d = path.split(" d=\"").nth(1).unwrap();
+    assert_eq!(d.matches('M').count(), 2, "{d}");
+    assert!(d.trim_end_matches("\"/>").ends_with("h0"), "{d}");
+    a.intervals.last_mut().unwrap().drain = false;
+    let svg = latency_over_time(&[&a], 0.0).svg();
+    let path = svg
+        .lines()
+        .find(|l| l.contains("data-series=\"a p99\""))
+        .unwrap();
+    assert_eq!(path.matches('M').count(), 1, "{path}");
 }

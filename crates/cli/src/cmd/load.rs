@@ -130,6 +130,16 @@ pub struct Args {
     /// Write an HdrHistogram interval log (latency and service time per interval) to PATH.
     #[arg(long, value_name = "PATH")]
     hdr_log: Option<PathBuf>,
+    /// Write the HTML report of the run to PATH (what `tailguard report run.json --html` draws).
+    #[arg(long, value_name = "PATH")]
+    html: Option<PathBuf>,
+    /// Find the knee: steps of --duration at rates from FROM to TO (e.g. 400..1200), climbing
+    /// until the --slo is missed, then narrowing; reports the highest rate that met it.
+    #[arg(long, value_name = "FROM..TO", value_parser = parse_sweep, conflicts_with_all = ["total_requests", "ramp_from", "shard"])]
+    sweep: Option<(f64, f64)>,
+    /// Rates on the sweep's climb, FROM and TO included (2 to 100).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(2..=100), requires = "sweep")]
+    sweep_steps: u16,
     /// Serve Prometheus metrics of the run at ADDR (e.g. 127.0.0.1:9102).
     #[arg(long, value_name = "ADDR")]
     metrics_addr: Option<SocketAddr>,
@@ -147,9 +157,106 @@ const EXIT_CODES: &str =
 or every request failed); 130 interrupted by Ctrl-C; 141 the report's reader went away \
 (a closed pipe: sending stops quietly).";
 
+/// `400..1200`: two rates, the first the lower.
+fn parse_sweep(s: &str) -> Result<(f64, f64), String> {
+    let (a, b) = s
+        .split_once("..")
+        .ok_or_else(|| format!("{s:?} is not FROM..TO (e.g. 400..1200)"))?;
+    let rate = |v: &str| -> Result<f64, String> {
+        let r: f64 = v
+            .trim()
+            .parse()
+            .map_err(|_| format!("{v:?} is not a rate"))?;
+        if r > 0.0 && tailguard_pacing::rate_in_range(r) {
+            Ok(r)
+        } else {
+            Err(format!("{v:?} is not a rate from 0.001 to 10,000,000"))
+        }
+    };
+    let (from, to) = (rate(a)?, rate(b)?);
+    if from >= to {
+        return Err(format!("{s:?}: FROM must be below TO"));
+    }
+    Ok((from, to))
+}
+
+/// `tailguard load --sweep`: the knee search (`tailguard_load::sweep`).
+fn sweep(args: Args, (from, to): (f64, f64)) -> anyhow::Result<ExitCode> {
+    use tailguard_load::sweep::{self, Knee, Sweep};
+    if args.slo.is_none() {
+        bail!("--sweep needs --slo: the objective whose highest met rate is the knee");
+    }
+    let (json, html) = (args.json.clone(), args.html.clone());
+    for path in json.iter().chain(&html) {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    let plan = Sweep {
+        from,
+        to,
+        steps: usize::from(args.sweep_steps),
+    };
+    let mut cfg = config(args)?;
+    cfg.json = None;
+    let title = format!(
+        "tailguard load --sweep: {}",
+        cfg.targets
+            .iter()
+            .map(|t| t.url.as_str())
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let report = match sweep::sweep(cfg, plan, &mut std::io::stdout()) {
+        Ok(r) => r,
+        Err(err @ LoadError::Preflight { .. }) => {
+            super::say(&format!("error: {err}"));
+            return Ok(ExitCode::from(EXIT_FAILED));
+        }
+        Err(err @ LoadError::Interrupted) => {
+            super::say(&err.to_string());
+            return Ok(ExitCode::from(130));
+        }
+        Err(err) => return Err(err.into()),
+    };
+    if let Some(path) = &json {
+        let text = serde_json::to_string_pretty(&report).context("serializing the sweep")? + "\n";
+        std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if let Some(path) = &html {
+        std::fs::write(path, sweep::html(&report, &title))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        println!("# HTML report: {}", path.display());
+    }
+    Ok(if report.interrupted {
+        ExitCode::from(130)
+    } else if matches!(report.knee, Knee::BelowRange { .. }) {
+        super::say("no rate met the objective");
+        ExitCode::from(EXIT_SLO)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
 /// Runs `tailguard load`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if let Some(range) = args.sweep {
+        return sweep(args, range);
+    }
     let json_to_stdout = args.json.as_deref().is_some_and(|p| p.as_os_str() == "-");
+    let html = args.html.clone();
+    // Checked before anything is sent: an unwritable path is bad input.
+    if let Some(path) = &html {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
     let cfg = config(args)?;
     let result = if json_to_stdout {
         tailguard_load::run(cfg, &mut std::io::stderr())
@@ -162,8 +269,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             super::say(&format!("error: {err}"));
             return Ok(ExitCode::from(EXIT_FAILED));
         }
+        Err(err @ LoadError::Interrupted) => {
+            super::say(&err.to_string());
+            return Ok(ExitCode::from(130));
+        }
         Err(err) => return Err(err.into()),
     };
+    if let Some(path) = &html {
+        let label = path
+            .file_stem()
+            .map_or_else(|| "load".to_owned(), |s| s.to_string_lossy().into_owned());
+        let page = tailguard_bench::saved::from_load(&label, report.summary.clone());
+        super::bench::write_outputs(&page, None, Some(path))?;
+    }
     let totals = &report.summary.totals;
     Ok(if report.output_closed {
         // The reader went away (`| head`): what `yes | head` reports, without a word.
