@@ -342,18 +342,11 @@ fn percentile_curve(arms: &[&ArmRun], deadline_ms: f64) -> Chart {
         chart = chart.series(Series::new(arm.name.clone(), curve).color(i));
         if let Some(sim) = &arm.sim {
             let l = &sim.latency_us;
-            let predicted: Vec<(f64, f64)> = [
-                (50.0, l.p50),
-                (90.0, l.p90),
-                (95.0, l.p95),
-                (99.0, l.p99),
-                (99.9, l.p999),
-                (99.99, l.p9999),
-                (100.0, l.max),
-            ]
-            .into_iter()
-            .map(|(p, us)| (p, us as f64))
-            .collect();
+            // From the median: the simulator's min is not a figure the load shows.
+            let predicted: Vec<(f64, f64)> = l.by_percent()[1..]
+                .iter()
+                .map(|&(p, us)| (p, us as f64))
+                .collect();
             let name = format!("{} (sim)", arm.name);
             chart = chart.series(Series::new(name, predicted).color(i).dashed());
         }

@@ -50,18 +50,7 @@ pub fn from_load(label: &str, s: RunSummary) -> BenchReport {
         // No curve without a timed request (not a line along zero).
         curve: t
             .latency_us
-            .map(|l| {
-                vec![
-                    (0.0, l.min),
-                    (50.0, l.p50),
-                    (90.0, l.p90),
-                    (95.0, l.p95),
-                    (99.0, l.p99),
-                    (99.9, l.p999),
-                    (99.99, l.p9999),
-                    (100.0, l.max),
-                ]
-            })
+            .map(|l| l.by_percent().to_vec())
             .unwrap_or_default(),
         intervals: IntervalPoint::of_run(&s),
         proxy: None,

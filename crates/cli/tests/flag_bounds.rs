@@ -3,23 +3,15 @@
 //! or a hang.
 
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
-use tailguard_testsupport::process::{drain, wait_or_kill};
+use tailguard_testsupport::process::output_within;
 
 /// Runs tailguard with `args`, killed after 60 s (a hang is a failure, not a stuck test).
 fn tailguard(args: &[&str]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tailguard"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run tailguard");
-    let out = drain(child.stdout.take().unwrap());
-    let err = drain(child.stderr.take().unwrap());
-    let status = wait_or_kill(&mut child, Duration::from_secs(60));
-    let (stdout, stderr) = (out.join().unwrap(), err.join().unwrap());
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tailguard"));
+    cmd.args(args);
+    let (status, stdout, stderr) = output_within(cmd, Duration::from_secs(60));
     let status = status.unwrap_or_else(|| panic!("{args:?} still ran after 60 s: {stderr}"));
     Output {
         status,

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
-use tailguard_testsupport::process::{drain, lines, wait_or_kill};
+use tailguard_testsupport::process::{drain, lines, output_within, wait_or_kill};
 use tailguard_testsupport::{Deadline, TestServer};
 
 /// A server that accepts every connection, reads nothing and never answers; stops (closing
@@ -74,22 +74,20 @@ fn temp_json(tag: &str) -> std::path::PathBuf {
 #[allow(clippy::disallowed_methods)] // How long a real process ran, on the wall clock.
 fn tailguard(args: &[&str]) -> (Option<i32>, String, String, Duration) {
     let started = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tailguard"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run tailguard");
-    let out = drain(child.stdout.take().unwrap());
-    let err = drain(child.stderr.take().unwrap());
-    let status = wait_or_kill(&mut child, Duration::from_secs(60)).expect("tailguard ends");
-    let took = started.elapsed();
-    (
-        status.code(),
-        out.join().unwrap(),
-        err.join().unwrap(),
-        took,
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tailguard"));
+    cmd.args(args);
+    let (status, out, err) = output_within(cmd, Duration::from_secs(60));
+    let status = status.unwrap_or_else(|| panic!("{args:?} still ran after 60 s: {err}"));
+    (status.code(), out, err, started.elapsed())
+}
+
+/// Ctrl-C, as a terminal sends it.
+fn sigint(child: &std::process::Child) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
     )
+    .unwrap();
 }
 
 fn read_json(path: &std::path::Path) -> serde_json::Value {
@@ -192,11 +190,7 @@ fn sigint_during_the_preflight_ends_the_run_at_once() {
         thread::sleep(Duration::from_millis(10));
     }
     let sent = Instant::now();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
+    sigint(&child);
     let status = wait_or_kill(&mut child, Duration::from_secs(20)).expect("tailguard ends");
     let (out, err) = (out.join().unwrap(), err.join().unwrap());
     assert_eq!(status.code(), Some(130), "{out}\n{err}");
@@ -239,11 +233,7 @@ fn an_interrupted_run_says_so_in_its_report_and_json() {
             break;
         }
     }
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
+    sigint(&child);
     let status = wait_or_kill(&mut child, Duration::from_secs(20)).expect("tailguard ends");
     let rest: Vec<String> = stdout.iter().collect();
     let text = seen

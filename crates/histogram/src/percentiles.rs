@@ -36,6 +36,20 @@ pub struct Percentiles {
 }
 
 impl Percentiles {
+    /// Every figure with its percentile, from the min (0) to the max (100): a curve's points.
+    pub fn by_percent(&self) -> [(f64, u64); 8] {
+        [
+            (0.0, self.min),
+            (50.0, self.p50),
+            (90.0, self.p90),
+            (95.0, self.p95),
+            (99.0, self.p99),
+            (99.9, self.p999),
+            (99.99, self.p9999),
+            (100.0, self.max),
+        ]
+    }
+
     /// The value of a named field (`min`, `p50`, ... `max`), for SLO checks and renderers.
     pub fn get(&self, name: &str) -> Option<u64> {
         Some(match name {

@@ -38,6 +38,32 @@ pub fn wait_or_kill(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
     }
 }
 
+/// Runs `cmd` (stdin closed) to its end, its output read while it runs: the exit status,
+/// stdout and stderr, or `None` after killing it when it outlives `limit`.
+///
+/// # Panics
+/// When the command cannot be started.
+pub fn output_within(
+    mut cmd: std::process::Command,
+    limit: Duration,
+) -> (Option<ExitStatus>, String, String) {
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the command");
+    let out = drain(child.stdout.take().expect("piped"));
+    let err = drain(child.stderr.take().expect("piped"));
+    let status = wait_or_kill(&mut child, limit);
+    let (out, err) = (
+        out.join().unwrap_or_default(),
+        err.join().unwrap_or_default(),
+    );
+    (status, out, err)
+}
+
 /// Reads `pipe` line by line on its own thread while the process runs: each line arrives on
 /// the receiver, which disconnects when the pipe closes.
 pub fn lines(pipe: impl Read + Send + 'static) -> Receiver<String> {

@@ -157,6 +157,34 @@ const EXIT_CODES: &str =
 or every request failed); 130 interrupted by Ctrl-C; 141 the report's reader went away \
 (a closed pipe: sending stops quietly).";
 
+/// A run that ended before its report: the pre-flight failed (exit 3), Ctrl-C came first
+/// (exit 130), or bad input (an error: exit 2).
+fn stopped_early(err: LoadError) -> anyhow::Result<ExitCode> {
+    match err {
+        LoadError::Preflight { .. } => {
+            super::say(&format!("error: {err}"));
+            Ok(ExitCode::from(EXIT_FAILED))
+        }
+        LoadError::Interrupted => {
+            super::say(&err.to_string());
+            Ok(ExitCode::from(130))
+        }
+        err => Err(err.into()),
+    }
+}
+
+/// Opens `path` for writing (created, not emptied) so an unwritable output is found before
+/// anything is sent.
+fn writable(path: &std::path::Path) -> anyhow::Result<()> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
+
 /// `400..1200`: two rates, the first the lower.
 fn parse_sweep(s: &str) -> Result<(f64, f64), String> {
     let (a, b) = s
@@ -188,12 +216,7 @@ fn sweep(args: Args, (from, to): (f64, f64)) -> anyhow::Result<ExitCode> {
     }
     let (json, html) = (args.json.clone(), args.html.clone());
     for path in json.iter().chain(&html) {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        writable(path)?;
     }
     let plan = Sweep {
         from,
@@ -212,15 +235,7 @@ fn sweep(args: Args, (from, to): (f64, f64)) -> anyhow::Result<ExitCode> {
     );
     let report = match sweep::sweep(cfg, plan, &mut std::io::stdout()) {
         Ok(r) => r,
-        Err(err @ LoadError::Preflight { .. }) => {
-            super::say(&format!("error: {err}"));
-            return Ok(ExitCode::from(EXIT_FAILED));
-        }
-        Err(err @ LoadError::Interrupted) => {
-            super::say(&err.to_string());
-            return Ok(ExitCode::from(130));
-        }
-        Err(err) => return Err(err.into()),
+        Err(err) => return stopped_early(err),
     };
     if let Some(path) = &json {
         let text = serde_json::to_string_pretty(&report).context("serializing the sweep")? + "\n";
@@ -250,12 +265,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let html = args.html.clone();
     // Checked before anything is sent: an unwritable path is bad input.
     if let Some(path) = &html {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        writable(path)?;
     }
     let cfg = config(args)?;
     let result = if json_to_stdout {
@@ -265,15 +275,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let report = match result {
         Ok(report) => report,
-        Err(err @ LoadError::Preflight { .. }) => {
-            super::say(&format!("error: {err}"));
-            return Ok(ExitCode::from(EXIT_FAILED));
-        }
-        Err(err @ LoadError::Interrupted) => {
-            super::say(&err.to_string());
-            return Ok(ExitCode::from(130));
-        }
-        Err(err) => return Err(err.into()),
+        Err(err) => return stopped_early(err),
     };
     if let Some(path) = &html {
         let label = path
