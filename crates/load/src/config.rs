@@ -24,6 +24,19 @@ pub enum Protocol {
     Http2,
 }
 
+/// Which client speaks HTTP/1.1 on plain TCP.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum H1Client {
+    /// tailguard's own ([`tailguard_http::h1`]): prebuilt request bytes, the response head
+    /// read by `httparse`, no driver task. Used unless a request needs what only hyper does
+    /// (a `Content-Length`, `Transfer-Encoding`, `Connection`, `Upgrade` or `Expect` header
+    /// given with `-H`).
+    #[default]
+    Lean,
+    /// hyper's client, as over TLS (for comparison: `bench/load/run.sh` measures both).
+    Hyper,
+}
+
 /// One generator's part of a schedule shared by several (`--shard I/N`): the requests `i` with
 /// `i % of == index`. N generators with the same rate, arrivals, seed and duration, parts 0 to
 /// N-1, send together exactly the schedule one generator would, Poisson gaps included (each
@@ -127,6 +140,9 @@ pub struct Config {
     pub drain_limit: Option<Duration>,
     /// HTTP/2 connections per target (streams share them).
     pub h2_connections: usize,
+    /// Open loop: poll instead of sleeping this long before each due time, so a sleeping
+    /// thread's wake-up latency does not delay sends (costs a busy core at high rates).
+    pub busy_poll: Duration,
     /// Stop sending after this long.
     pub duration: Option<Duration>,
     /// Stop after exactly this many requests.
@@ -139,6 +155,8 @@ pub struct Config {
     pub reuse: bool,
     /// HTTP version.
     pub protocol: Protocol,
+    /// The HTTP/1.1 client on plain TCP.
+    pub h1_client: H1Client,
     /// Accept any TLS certificate (self-signed test servers).
     pub insecure: bool,
     /// Good, bad or failed.
@@ -235,6 +253,9 @@ pub enum ConfigError {
     /// A ramp the schedule refuses.
     #[error("--ramp-from/--ramp-over: {0}")]
     BadRamp(PacingError),
+    /// Busy polling for a closed loop, which has no due times to poll for.
+    #[error("--busy-poll applies to an open loop only (a --rate above 0)")]
+    BusyPollClosedLoop,
     /// A part of a closed loop, which has no schedule to share.
     #[error("--shard applies to an open loop only (a --rate above 0)")]
     ShardClosedLoop,
@@ -268,12 +289,14 @@ impl Config {
             closed_interval: None,
             drain_limit: None,
             h2_connections: 1,
+            busy_poll: Duration::ZERO,
             duration: Some(Duration::from_secs(10)),
             total_requests: None,
             interval: Duration::from_secs(10),
             timeout: Duration::from_secs(10),
             reuse: true,
             protocol: Protocol::Auto,
+            h1_client: H1Client::Lean,
             insecure: false,
             classifier: Classifier::default(),
             unit: Unit::Auto,
@@ -352,6 +375,9 @@ impl Config {
         }
         if !self.part.is_whole() && !self.open_loop() {
             return Err(ConfigError::ShardClosedLoop);
+        }
+        if !self.busy_poll.is_zero() && !self.open_loop() {
+            return Err(ConfigError::BusyPollClosedLoop);
         }
         if let Some(ramp) = self.ramp {
             if !self.open_loop() {

@@ -3,7 +3,8 @@
 //! task, spawned on the runtime of the worker thread that dials it: a current-thread runtime,
 //! so the driver and its requests share a thread and a request costs no cross-thread wake-up.
 
-use crate::config::Protocol;
+use crate::config::{H1Client, Protocol};
+use crate::request::Template;
 use crate::target::Target;
 use crate::tls;
 use bytes::Bytes;
@@ -18,6 +19,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use tailguard_http::client::{self, Writes};
 use tailguard_http::error;
+use tailguard_http::h1;
 use tailguard_http::{tcp, Nagle};
 use tailguard_record::{ErrorKind, Outcome};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -38,6 +40,14 @@ pub(crate) struct Reply {
 
 /// An open connection, ready to carry requests.
 pub(crate) enum Conn {
+    /// hyper's HTTP/1.1 or HTTP/2 client.
+    Hyper(HyperConn),
+    /// The lean HTTP/1.1 client (plain TCP): owned by one worker.
+    Lean(h1::Connection),
+}
+
+/// A connection through hyper's client.
+pub(crate) enum HyperConn {
     /// HTTP/1.1: owned by one worker.
     H1(http1::SendRequest<ReqBody>),
     /// HTTP/2: shared by workers.
@@ -45,52 +55,81 @@ pub(crate) enum Conn {
 }
 
 impl Conn {
-    /// True for HTTP/2 (requests then carry an absolute URI).
-    pub(crate) fn is_h2(&self) -> bool {
-        matches!(self, Conn::H2(_))
-    }
-
     /// Waits until the connection can take a request; an error means it is gone.
     pub(crate) async fn ready(&mut self) -> Result<(), ErrorKind> {
         match self {
-            // After a response, hyper's dispatcher usually wants the next request already.
-            Conn::H1(s) if s.is_ready() => Ok(()),
-            Conn::H1(s) => s.ready().await.map_err(|e| error::kind(&e)),
-            Conn::H2(s) => s.ready().await.map_err(|e| error::kind(&e)),
+            Conn::Hyper(c) => c.ready().await.map_err(|e| error::kind(&e)),
+            Conn::Lean(c) if c.is_open() => Ok(()),
+            Conn::Lean(_) => Err(ErrorKind::Closed),
         }
     }
 
-    /// Sends a request and reads the whole response: its status (with `grpc`, the gRPC
-    /// status of an HTTP 200) and body length.
+    /// Sends the request of `template` and reads the whole response: its status (with
+    /// `grpc`, the gRPC status of an HTTP 200) and body length. `spare` is an emptied header
+    /// map for hyper to build the request in; it comes back in the reply.
     pub(crate) async fn exchange(
         &mut self,
-        req: Request<ReqBody>,
+        template: &Template,
+        spare: Option<HeaderMap>,
         grpc: bool,
     ) -> Result<Reply, ErrorKind> {
-        let response = self.send(req).await.map_err(|e| error::kind(&e))?;
-        read_reply(response, grpc).await.map_err(|e| match e {
-            ReadError::Http(e) => error::kind(&e),
-            ReadError::NoGrpcStatus => ErrorKind::Protocol,
-        })
-    }
-
-    /// Sends a request and waits for the response head, keeping hyper's error (the pre-flight
-    /// explains it; [`exchange`](Self::exchange) classifies it).
-    pub(crate) async fn send(
-        &mut self,
-        req: Request<ReqBody>,
-    ) -> hyper::Result<Response<Incoming>> {
         match self {
-            Conn::H1(s) => s.send_request(req).await,
-            Conn::H2(s) => s.send_request(req).await,
+            Conn::Lean(c) => {
+                let response = c
+                    .exchange(template.wire(), template.is_head())
+                    .await
+                    .map_err(|e| e.kind())?;
+                Ok(Reply {
+                    outcome: Outcome::Status(response.status),
+                    bytes: response.body_bytes,
+                    spare: spare.unwrap_or_default(),
+                })
+            }
+            Conn::Hyper(c) => {
+                let request = template.build(c.is_h2(), spare);
+                let response = c.send(request).await.map_err(|e| error::kind(&e))?;
+                read_reply(response, grpc).await.map_err(|e| match e {
+                    ReadError::Http(e) => error::kind(&e),
+                    ReadError::NoGrpcStatus => ErrorKind::Protocol,
+                })
+            }
         }
     }
 
     /// A second handle on the same HTTP/2 connection (HTTP/1.1 connections are not shared).
     pub(crate) fn share(&self) -> Option<Conn> {
         match self {
-            Conn::H2(s) => Some(Conn::H2(s.clone())),
-            Conn::H1(_) => None,
+            Conn::Hyper(HyperConn::H2(s)) => Some(Conn::Hyper(HyperConn::H2(s.clone()))),
+            _ => None,
+        }
+    }
+}
+
+impl HyperConn {
+    /// True for HTTP/2 (requests then carry an absolute URI).
+    pub(crate) fn is_h2(&self) -> bool {
+        matches!(self, HyperConn::H2(_))
+    }
+
+    /// Waits until hyper can take a request.
+    pub(crate) async fn ready(&mut self) -> hyper::Result<()> {
+        match self {
+            // After a response, hyper's dispatcher usually wants the next request already.
+            HyperConn::H1(s) if s.is_ready() => Ok(()),
+            HyperConn::H1(s) => s.ready().await,
+            HyperConn::H2(s) => s.ready().await,
+        }
+    }
+
+    /// Sends a request and waits for the response head, keeping hyper's error (the pre-flight
+    /// explains it; [`Conn::exchange`] classifies it).
+    pub(crate) async fn send(
+        &mut self,
+        req: Request<ReqBody>,
+    ) -> hyper::Result<Response<Incoming>> {
+        match self {
+            HyperConn::H1(s) => s.send_request(req).await,
+            HyperConn::H2(s) => s.send_request(req).await,
         }
     }
 }
@@ -163,22 +202,31 @@ pub(crate) struct Connector {
     tls: Option<tokio_rustls::TlsConnector>,
     /// HTTP/1.1 writes: one flat buffer (small bodies) rather than hyper's queue of buffers.
     flatten: bool,
+    /// HTTP/1.1 on plain TCP goes through the lean client.
+    lean: bool,
 }
 
 impl Connector {
-    /// `body_len` is the request body's size (it decides how HTTP/1.1 requests are written).
+    /// `body_len` is the request body's size (it decides how hyper writes HTTP/1.1 requests);
+    /// the lean client is used when `h1_client` asks for it and every template allows it.
     pub(crate) fn new(
         protocol: Protocol,
         insecure: bool,
         any_tls: bool,
         body_len: usize,
+        h1_client: H1Client,
+        templates: &[Template],
     ) -> Connector {
         let tls = any_tls.then(|| tls::connector(protocol, insecure));
         let flatten = body_len <= FLATTEN_MAX;
+        let lean = h1_client == H1Client::Lean
+            && protocol != Protocol::Http2
+            && templates.iter().all(Template::lean);
         Connector {
             protocol,
             tls,
             flatten,
+            lean,
         }
     }
 
@@ -191,11 +239,21 @@ impl Connector {
         &'a self,
         target: &'a Target,
     ) -> Pin<Box<dyn Future<Output = Result<Conn, ErrorKind>> + Send + 'a>> {
-        Box::pin(async move { self.dial(target).await.map_err(|e| e.kind()) })
+        Box::pin(async move {
+            if self.lean && !target.tls {
+                let tcp = tcp::connect(target.addr, Nagle::Off)
+                    .await
+                    .map_err(|_| ErrorKind::Connect)?;
+                return Ok(Conn::Lean(h1::Connection::new(tcp)));
+            }
+            let conn = self.dial(target).await.map_err(|e| e.kind())?;
+            Ok(Conn::Hyper(conn))
+        })
     }
 
-    /// Dials `target`, keeping the cause of a failure (the pre-flight check explains it).
-    pub(crate) async fn dial(&self, target: &Target) -> Result<Conn, DialError> {
+    /// Dials `target` through hyper's client, keeping the cause of a failure (the pre-flight
+    /// check explains it).
+    pub(crate) async fn dial(&self, target: &Target) -> Result<HyperConn, DialError> {
         let tcp = tcp::connect(target.addr, Nagle::Off)
             .await
             .map_err(DialError::Connect)?;
@@ -223,20 +281,25 @@ impl Connector {
         self.protocol
     }
 
-    async fn handshake<T>(&self, io: T, h2: bool, peer: SocketAddr) -> Result<Conn, hyper::Error>
+    async fn handshake<T>(
+        &self,
+        io: T,
+        h2: bool,
+        peer: SocketAddr,
+    ) -> Result<HyperConn, hyper::Error>
     where
         T: AsyncRead + AsyncWrite + Send + Unpin + 'static,
     {
         let io = TokioIo::new(io);
         if h2 {
-            Ok(Conn::H2(client::h2(io, peer).await?))
+            Ok(HyperConn::H2(client::h2(io, peer).await?))
         } else {
             let writes = if self.flatten {
                 Writes::Flat
             } else {
                 Writes::Vectored
             };
-            Ok(Conn::H1(client::h1(io, writes, peer).await?))
+            Ok(HyperConn::H1(client::h1(io, writes, peer).await?))
         }
     }
 }

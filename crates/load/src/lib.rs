@@ -46,7 +46,7 @@ mod threads;
 mod tls;
 mod worker;
 
-pub use config::{Config, ConfigError, Part, Protocol, RecordHook};
+pub use config::{Config, ConfigError, H1Client, Part, Protocol, RecordHook};
 pub use run::{run, LoadError, Report};
 pub use target::Target;
 

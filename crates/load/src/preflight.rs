@@ -7,6 +7,7 @@
 //! is tried three times before it does (a backend that fails one request in two must still be
 //! measurable); a request that times out is a note, not a stop (a slow server is a result).
 
+use crate::config::H1Client;
 use crate::config::{Config, Protocol};
 use crate::conn::{read_reply, Connector, DialError, ReadError};
 use crate::request::Template;
@@ -31,7 +32,15 @@ pub(crate) struct Refusal {
 /// served (for gRPC also: not a gRPC server, or a method it does not implement).
 pub(crate) async fn check(cfg: &Config) -> Result<Vec<String>, Refusal> {
     let any_tls = cfg.targets.iter().any(|t| t.tls);
-    let connector = Connector::new(cfg.protocol, cfg.insecure, any_tls, cfg.body.len());
+    // The pre-flight explains failures with hyper's errors, whichever client the run uses.
+    let connector = Connector::new(
+        cfg.protocol,
+        cfg.insecure,
+        any_tls,
+        cfg.body.len(),
+        H1Client::Hyper,
+        &[],
+    );
     let mut notes = Vec::new();
     for target in &cfg.targets {
         let refuse = |cause: String| Refusal {

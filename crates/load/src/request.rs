@@ -4,7 +4,10 @@ use crate::config::Config;
 use crate::conn::ReqBody;
 use crate::target::Target;
 use bytes::Bytes;
-use http::header::{HeaderValue, CONTENT_TYPE, HOST, TE, USER_AGENT};
+use http::header::{
+    HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, EXPECT, HOST, TE,
+    TRANSFER_ENCODING, UPGRADE, USER_AGENT,
+};
 use http::{HeaderMap, Method, Request, Uri, Version};
 use http_body_util::Full;
 
@@ -17,7 +20,21 @@ pub(crate) struct Template {
     h1_headers: HeaderMap,
     h2_headers: HeaderMap,
     body: Bytes,
+    /// The whole HTTP/1.1 request, head and body, as the lean client writes it.
+    wire: Bytes,
+    /// The lean client can send it (no header given with `-H` asks for hyper's handling).
+    lean: bool,
 }
+
+/// Headers given with `-H` that change how an HTTP/1.1 message is framed or the connection
+/// is kept: hyper's client acts on them, so a request carrying one goes through hyper.
+const FRAMING: [HeaderName; 5] = [
+    CONTENT_LENGTH,
+    TRANSFER_ENCODING,
+    CONNECTION,
+    UPGRADE,
+    EXPECT,
+];
 
 impl Template {
     /// Prepares the request for `target` from the run's method, headers, body and host override:
@@ -59,21 +76,42 @@ impl Template {
         let mut h1_headers = h2_headers.clone();
         h1_headers.insert(HOST, host);
         h2_headers.remove(HOST);
+        let method = if cfg.grpc.is_some() {
+            Method::POST
+        } else {
+            cfg.method.clone()
+        };
+        let body = cfg
+            .grpc
+            .as_ref()
+            .map_or(cfg.body.clone(), |c| c.body.clone());
+        let lean =
+            method != Method::CONNECT && !FRAMING.iter().any(|h| cfg.headers.contains_key(h));
         Ok(Template {
-            method: if cfg.grpc.is_some() {
-                Method::POST
-            } else {
-                cfg.method.clone()
-            },
+            wire: wire(&method, &origin_form, &h1_headers, &body),
+            lean,
+            method,
             origin_form,
             absolute,
             h1_headers,
             h2_headers,
-            body: cfg
-                .grpc
-                .as_ref()
-                .map_or(cfg.body.clone(), |c| c.body.clone()),
+            body,
         })
+    }
+
+    /// The request as the lean HTTP/1.1 client writes it.
+    pub(crate) fn wire(&self) -> &[u8] {
+        &self.wire
+    }
+
+    /// The lean HTTP/1.1 client can send this request.
+    pub(crate) fn lean(&self) -> bool {
+        self.lean
+    }
+
+    /// A `HEAD` request (its response has no body).
+    pub(crate) fn is_head(&self) -> bool {
+        self.method == Method::HEAD
     }
 
     /// A fresh request for an HTTP/1.1 or HTTP/2 connection. Its headers go into `spare` (the
@@ -99,5 +137,95 @@ impl Template {
             None => headers.clone(),
         };
         req
+    }
+}
+
+/// An HTTP/1.1 request as hyper's client writes the same one: the request line, the headers
+/// in the map's order, `content-length` for a body that is not empty, the body.
+fn wire(method: &Method, target: &Uri, headers: &HeaderMap, body: &Bytes) -> Bytes {
+    let mut out = Vec::with_capacity(64 + headers.len() * 32 + body.len());
+    out.extend_from_slice(method.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(target.to_string().as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    for (name, value) in headers {
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if !body.is_empty() {
+        out.extend_from_slice(format!("content-length: {}\r\n", body.len()).as_bytes());
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(body);
+    Bytes::from(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::header::ACCEPT;
+    use tailguard_http::client::Writes;
+    use tokio::io::AsyncReadExt;
+
+    /// The bytes hyper's HTTP/1.1 client writes for `template`'s request.
+    async fn hyper_writes(template: &Template) -> Vec<u8> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let socket = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (mut server, _) = listener.accept().await.unwrap();
+        let io = hyper_util::rt::TokioIo::new(socket);
+        let mut send = tailguard_http::client::h1(io, Writes::Flat, addr)
+            .await
+            .unwrap();
+        let request = template.build(false, None);
+        let _pending = tokio::spawn(async move { send.send_request(request).await });
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        while got.len() < template.wire().len() {
+            let n = server.read(&mut buf).await.unwrap();
+            assert!(n > 0, "hyper stopped writing after {got:?}");
+            got.extend_from_slice(&buf[..n]);
+        }
+        got
+    }
+
+    #[tokio::test]
+    async fn the_lean_request_is_byte_for_byte_the_one_hyper_writes() {
+        let target = Target::parse("http://127.0.0.1:8080/a/b?c=d").unwrap();
+        let mut get = Config::new(vec![target.clone()]);
+        get.headers.insert(ACCEPT, HeaderValue::from_static("*/*"));
+        get.headers.append("x-twice", HeaderValue::from_static("1"));
+        get.headers.append("x-twice", HeaderValue::from_static("2"));
+        let mut post = get.clone();
+        post.method = Method::POST;
+        post.body = Bytes::from_static(b"{\"a\": 1}");
+        let mut head = Config::new(vec![target.clone()]);
+        head.method = Method::HEAD;
+        head.host = Some("example.test".into());
+        for cfg in [get, post, head] {
+            let template = Template::new(&cfg, &target).unwrap();
+            assert!(template.lean());
+            let hyper = hyper_writes(&template).await;
+            assert_eq!(
+                String::from_utf8_lossy(&hyper),
+                String::from_utf8_lossy(template.wire())
+            );
+        }
+    }
+
+    #[test]
+    fn a_framing_header_given_by_the_user_sends_the_request_through_hyper() {
+        let target = Target::parse("http://127.0.0.1:8080/").unwrap();
+        for name in FRAMING {
+            let mut cfg = Config::new(vec![target.clone()]);
+            cfg.headers
+                .insert(name.clone(), HeaderValue::from_static("1"));
+            assert!(!Template::new(&cfg, &target).unwrap().lean(), "{name}");
+        }
+        assert!(Template::new(&Config::new(vec![target.clone()]), &target)
+            .unwrap()
+            .lean());
     }
 }

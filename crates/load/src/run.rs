@@ -264,6 +264,7 @@ fn start_load(cfg: &Config, clock: Clock, threads: usize, shared: &Arc<Shared>) 
             total: cfg.total_requests,
             duration: cfg.duration,
         },
+        busy_poll: cfg.busy_poll,
         clock,
         state: state.clone(),
         queues: (0..threads).map(|_| async_channel::unbounded()).collect(),
@@ -448,11 +449,19 @@ fn shared(cfg: &Config, clock: Clock) -> Result<Shared, LoadError> {
     } else {
         Vec::new()
     };
+    let connector = Connector::new(
+        cfg.protocol,
+        cfg.insecure,
+        any_tls,
+        cfg.body.len(),
+        cfg.h1_client,
+        &templates,
+    );
     Ok(Shared {
         clock,
         targets: cfg.targets.clone(),
         templates,
-        connector: Connector::new(cfg.protocol, cfg.insecure, any_tls, cfg.body.len()),
+        connector,
         h2_pools,
         timeout: cfg.timeout,
         hard_end: hard_end(cfg),

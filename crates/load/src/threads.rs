@@ -33,6 +33,8 @@ pub(crate) struct OpenLoop {
     /// This generator's part of the schedule (the whole one unless `--shard`).
     pub part: crate::Part,
     pub limits: Limits,
+    /// Poll instead of sleeping this long before each due time (zero: never).
+    pub busy_poll: std::time::Duration,
     pub clock: Clock,
     pub state: Arc<PacerState>,
     pub queues: Vec<(async_channel::Sender<Job>, async_channel::Receiver<Job>)>,
@@ -138,7 +140,15 @@ fn run_thread(
             );
             let open = open.clone();
             set.spawn(async move {
-                pacer::run(shard, open.limits, open.clock, tx, &open.state).await;
+                pacer::run(
+                    shard,
+                    open.limits,
+                    open.busy_poll,
+                    open.clock,
+                    tx,
+                    &open.state,
+                )
+                .await;
             });
         }
         for id in ids {

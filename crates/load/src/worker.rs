@@ -231,7 +231,7 @@ impl Worker {
         let exchange = async {
             let conn = ready_conn(&mut conns[t], shared, t, id).await?;
             sent = clock.elapsed();
-            conn.exchange(shared.templates[t].build(conn.is_h2(), spare), shared.grpc)
+            conn.exchange(&shared.templates[t], spare, shared.grpc)
                 .await
         };
         let result = tokio::select! {

@@ -52,6 +52,29 @@ fn threads_together_send_exactly_the_schedule() {
     }
 }
 
+/// Busy polling before each due time sends exactly the schedule, never early, and every
+/// response is still read (the polling yields to the runtime's I/O).
+#[test]
+fn busy_polling_sends_the_same_schedule() {
+    let server = TestServer::builder().spawn();
+    let mut cfg = common::config(&server.url("/"), 4_000.0, Duration::from_secs(60));
+    cfg.duration = None;
+    cfg.total_requests = Some(800);
+    cfg.busy_poll = Duration::from_micros(300);
+    cfg.threads = 1;
+    let records = common::keep_records(&mut cfg);
+    let (report, _) = common::run(cfg);
+    assert_eq!(report.summary.totals.requests, 800);
+    assert_eq!(report.summary.totals.good, 800);
+    let records = records.lock().unwrap();
+    let mut got: Vec<Duration> = records.iter().map(|r| r.scheduled).collect();
+    got.sort();
+    let mut schedule = Schedule::new(Arrivals::Constant, 4_000.0, 1).unwrap();
+    let want: Vec<Duration> = (0..800).map(|i| schedule.next_send(i)).collect();
+    assert_eq!(got, want);
+    assert!(records.iter().all(|r| r.sent >= r.scheduled), "never sent before its due time");
+}
+
 fn rate_within_one_percent(rate: f64) {
     let server = TestServer::builder().spawn();
     let mut cfg = common::config(&server.url("/"), rate, Duration::from_secs(10));

@@ -104,6 +104,15 @@ pub struct Args {
     /// Speak HTTP/2: prior knowledge (h2c) on http://, required via ALPN on https://.
     #[arg(long)]
     h2: bool,
+    /// Open loop: poll instead of sleeping for this long before each due time (e.g. 120us),
+    /// so the machine's wake-up latency stays out of send lag and latency; costs CPU (a whole
+    /// core at 10,000 req/s per thread).
+    #[arg(long, default_value = "0s", value_parser = tailguard_text::duration::parse_duration)]
+    busy_poll: Duration,
+    /// The HTTP/1.1 client on plain TCP: `lean` (tailguard's own, on httparse) or `hyper`
+    /// (for comparison; always used over TLS).
+    #[arg(long, default_value = "lean", value_parser = ["lean", "hyper"])]
+    h1_client: String,
     /// HTTP/2 connections per target (streams are spread over them).
     #[arg(long, default_value_t = 1)]
     h2_connections: usize,
@@ -373,6 +382,12 @@ fn config(args: Args) -> anyhow::Result<Config> {
         (true, _) => Protocol::Http1,
         (_, true) => Protocol::Http2,
         _ => Protocol::Auto,
+    };
+    cfg.busy_poll = args.busy_poll;
+    cfg.h1_client = if args.h1_client == "hyper" {
+        tailguard_load::H1Client::Hyper
+    } else {
+        tailguard_load::H1Client::Lean
     };
     cfg.insecure = args.insecure;
     cfg.preflight = !args.no_preflight;

@@ -1,0 +1,578 @@
+//! Reading one HTTP/1.1 response from bytes as they arrive, with no I/O: the head by
+//! `httparse`, the body's framing by the rules hyper's client follows (RFC 9112 section 6.3),
+//! so that the lean client and hyper agree on every response (`tests/h1_differential.rs`).
+//!
+//! The body is counted, not kept: a load generator needs its length, not its content.
+
+use http::HeaderValue;
+use tailguard_record::ErrorKind;
+
+/// Most header lines a response head (or its trailers) may carry: hyper's default.
+pub const MAX_HEADERS: usize = 100;
+/// Longest response head: hyper's default read buffer limit (8 KiB + 100 x 4 KiB).
+pub const MAX_HEAD_BYTES: usize = 8192 + 4096 * 100;
+/// Longest run of chunk extensions over a whole body (hyper's limit).
+const MAX_EXTENSION_BYTES: u64 = 16 * 1024;
+/// Longest trailer section (hyper's limit).
+const MAX_TRAILER_BYTES: usize = 16 * 1024;
+
+/// A complete response, as far as a load generator cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Response {
+    /// The final status (informational 1xx responses are skipped).
+    pub status: u16,
+    /// Body bytes, after chunked framing is taken off.
+    pub body_bytes: u64,
+    /// The connection can carry another request.
+    pub keep_alive: bool,
+}
+
+/// Why a response could not be read. Everything but [`Error::Closed`] is the peer sending
+/// something that is not HTTP/1.1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// The head did not parse.
+    #[error("invalid response head: {0}")]
+    Head(httparse::Error),
+    /// The status code is below 100.
+    #[error("invalid status code")]
+    Status,
+    /// The head, its header count or a declared length is over its limit.
+    #[error("response head or length over the limit")]
+    TooLarge,
+    /// `Content-Length` values that do not parse or disagree.
+    #[error("invalid content-length")]
+    ContentLength,
+    /// `Transfer-Encoding` on an HTTP/1.0 response.
+    #[error("transfer-encoding on an HTTP/1.0 response")]
+    TransferEncoding,
+    /// Chunked framing broken: the step that failed.
+    #[error("invalid chunked body: {0}")]
+    Chunk(&'static str),
+    /// The peer closed the connection before the response was complete.
+    #[error("connection closed before the response was complete")]
+    Closed,
+}
+
+impl Error {
+    /// The error kind `load` counts a request that met this under.
+    pub fn kind(self) -> ErrorKind {
+        match self {
+            Error::Closed => ErrorKind::Closed,
+            _ => ErrorKind::Protocol,
+        }
+    }
+}
+
+/// How far [`Reader::read`] got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Progress {
+    /// More bytes are needed (the unconsumed ones must be offered again, with more after them).
+    More,
+    /// The response is complete; bytes after it belong to no request.
+    Done(Response),
+}
+
+/// The state of one response being read.
+#[derive(Debug)]
+pub struct Reader {
+    head_request: bool,
+    state: State,
+    status: u16,
+    keep_alive: bool,
+    body_bytes: u64,
+}
+
+#[derive(Debug)]
+enum State {
+    Head,
+    /// A body of known length: bytes still due.
+    Length(u64),
+    Chunked(Chunked),
+    /// A body that ends when the connection does.
+    UntilClose,
+    Done,
+}
+
+impl Reader {
+    /// A reader for the response to a request; `head_request` for `HEAD` (no body follows).
+    pub fn new(head_request: bool) -> Reader {
+        Reader {
+            head_request,
+            state: State::Head,
+            status: 0,
+            keep_alive: false,
+            body_bytes: 0,
+        }
+    }
+
+    /// Reads what it can from `buf`: returns how many bytes it consumed and whether the
+    /// response is complete. Unconsumed bytes of an incomplete head must be offered again.
+    ///
+    /// # Errors
+    /// The response is not valid HTTP/1.1 (the reader is then done with).
+    pub fn read(&mut self, buf: &[u8]) -> Result<(usize, Progress), Error> {
+        let mut at = 0;
+        loop {
+            let rest = &buf[at..];
+            match &mut self.state {
+                State::Head => match self.head(rest)? {
+                    0 => return Ok((at, Progress::More)),
+                    n => at += n,
+                },
+                State::Length(left) => {
+                    let n = (rest.len() as u64).min(*left);
+                    *left -= n;
+                    self.body_bytes += n;
+                    at += n as usize;
+                    if *left > 0 {
+                        return Ok((at, Progress::More));
+                    }
+                    self.state = State::Done;
+                }
+                State::Chunked(chunked) => {
+                    let (n, body, end) = chunked.read(rest)?;
+                    at += n;
+                    self.body_bytes += body;
+                    if !end {
+                        return Ok((at, Progress::More));
+                    }
+                    self.state = State::Done;
+                }
+                State::UntilClose => {
+                    self.body_bytes += rest.len() as u64;
+                    return Ok((buf.len(), Progress::More));
+                }
+                State::Done => return Ok((at, Progress::Done(self.response()))),
+            }
+        }
+    }
+
+    /// The peer closed the connection: the response ends here if its body runs until the
+    /// close, else it is incomplete.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] unless the body was close-delimited.
+    pub fn eof(&mut self) -> Result<Response, Error> {
+        match self.state {
+            State::UntilClose | State::Done => {
+                self.state = State::Done;
+                Ok(self.response())
+            }
+            _ => Err(Error::Closed),
+        }
+    }
+
+    fn response(&self) -> Response {
+        Response {
+            status: self.status,
+            body_bytes: self.body_bytes,
+            keep_alive: self.keep_alive,
+        }
+    }
+
+    /// Parses a head at the start of `buf`: the bytes it took (0: incomplete). A 1xx head is
+    /// consumed and the reader waits for the next one.
+    fn head(&mut self, buf: &[u8]) -> Result<usize, Error> {
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut res = httparse::Response::new(&mut headers);
+        let len = match res.parse(buf) {
+            Ok(httparse::Status::Complete(len)) => len,
+            Ok(httparse::Status::Partial) if buf.len() >= MAX_HEAD_BYTES => {
+                return Err(Error::TooLarge)
+            }
+            Ok(httparse::Status::Partial) => return Ok(0),
+            Err(httparse::Error::TooManyHeaders) => return Err(Error::TooLarge),
+            Err(e) => return Err(Error::Head(e)),
+        };
+        let status = res.code.expect("a complete head has a status");
+        if status < 100 {
+            return Err(Error::Status);
+        }
+        let http11 = res.version == Some(1);
+        let framing = Framing::of(res.headers, http11);
+        self.status = status;
+        self.keep_alive = framing.keep_alive;
+        self.state = match status {
+            101 => {
+                // The connection now speaks another protocol: it carries no more requests.
+                self.keep_alive = false;
+                State::Done
+            }
+            100..=199 => State::Head,
+            204 | 304 => State::Done,
+            _ if self.head_request => State::Done,
+            _ => framing.body()?,
+        };
+        if matches!(self.state, State::UntilClose) {
+            self.keep_alive = false;
+        }
+        Ok(len)
+    }
+}
+
+/// What a head's headers say about its body and its connection.
+struct Framing {
+    keep_alive: bool,
+    /// A `Transfer-Encoding` header: `Some(true)` when its last coding is `chunked`.
+    chunked: Option<bool>,
+    content_length: Option<Result<u64, Error>>,
+    http11: bool,
+}
+
+impl Framing {
+    fn of(headers: &[httparse::Header<'_>], http11: bool) -> Framing {
+        let mut framing = Framing {
+            keep_alive: http11,
+            chunked: None,
+            content_length: None,
+            http11,
+        };
+        let mut close = false;
+        for h in headers {
+            let value = h.value;
+            if h.name.eq_ignore_ascii_case("connection") {
+                if close || has_token(value, "close") {
+                    close = true;
+                    framing.keep_alive = false;
+                } else if !framing.keep_alive {
+                    framing.keep_alive = has_token(value, "keep-alive");
+                }
+            } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+                // The last Transfer-Encoding line decides, by its last coding.
+                framing.chunked = Some(last_coding_is_chunked(value));
+            } else if h.name.eq_ignore_ascii_case("content-length") {
+                framing.content_length = Some(match framing.content_length {
+                    Some(Err(e)) => Err(e),
+                    seen => content_length(value, seen.map(|r| r.expect("errors kept above"))),
+                });
+            }
+        }
+        framing
+    }
+
+    /// How the body is framed: `Transfer-Encoding` over `Content-Length`, else until close.
+    fn body(self) -> Result<State, Error> {
+        match (self.chunked, self.content_length) {
+            (Some(_), _) if !self.http11 => Err(Error::TransferEncoding),
+            (Some(true), _) => Ok(State::Chunked(Chunked::default())),
+            (Some(false), _) => Ok(State::UntilClose),
+            (None, Some(Ok(len))) if len > u64::MAX - 2 => Err(Error::TooLarge),
+            (None, Some(Ok(0))) => Ok(State::Done),
+            (None, Some(Ok(len))) => Ok(State::Length(len)),
+            (None, Some(Err(e))) => Err(e),
+            (None, None) => Ok(State::UntilClose),
+        }
+    }
+}
+
+/// A header value as text: visible ASCII and tabs only, as `http`'s `to_str` takes it.
+fn text(value: &[u8]) -> Option<&str> {
+    let visible = value.iter().all(|&b| b == b'\t' || (32..127).contains(&b));
+    visible.then(|| std::str::from_utf8(value).ok()).flatten()
+}
+
+/// `value` is a comma-separated list holding `token` (any case).
+fn has_token(value: &[u8], token: &str) -> bool {
+    text(value).is_some_and(|s| s.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
+}
+
+fn last_coding_is_chunked(value: &[u8]) -> bool {
+    text(value)
+        .and_then(|s| s.rsplit(',').next())
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case("chunked"))
+}
+
+/// A `Content-Length` value (a list of equal lengths is one length), agreeing with `seen`.
+fn content_length(value: &[u8], seen: Option<u64>) -> Result<u64, Error> {
+    let s = text(value).ok_or(Error::ContentLength)?;
+    let mut length = seen;
+    for part in s.split(',') {
+        let n = digits(part.trim()).ok_or(Error::ContentLength)?;
+        match length {
+            Some(m) if m != n => return Err(Error::ContentLength),
+            _ => length = Some(n),
+        }
+    }
+    length.ok_or(Error::ContentLength)
+}
+
+/// Decimal digits only (no sign, no spaces), without overflow.
+fn digits(s: &str) -> Option<u64> {
+    if s.is_empty() {
+        return None;
+    }
+    s.bytes().try_fold(0u64, |n, b| {
+        b.is_ascii_digit()
+            .then(|| n.checked_mul(10)?.checked_add(u64::from(b - b'0')))
+            .flatten()
+    })
+}
+
+/// Where a chunked body's reader stands (each step is one byte, but for chunk data).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Step {
+    /// The first digit of a chunk size.
+    #[default]
+    Start,
+    Size,
+    /// Spaces after the size.
+    SizeSpace,
+    Extension,
+    SizeLf,
+    Data,
+    DataCr,
+    DataLf,
+    /// After the last chunk: a trailer line or the final CRLF.
+    EndCr,
+    EndLf,
+    Trailer,
+    TrailerLf,
+}
+
+#[derive(Debug, Default)]
+struct Chunked {
+    step: Step,
+    /// The current chunk's size, then the bytes of it still due.
+    size: u64,
+    extension_bytes: u64,
+    /// The trailer section's bytes (checked as headers at the end).
+    trailers: Option<Vec<u8>>,
+    trailer_lines: usize,
+}
+
+impl Chunked {
+    /// Reads from `buf`: bytes consumed, body bytes among them, and whether the body ended.
+    fn read(&mut self, buf: &[u8]) -> Result<(usize, u64, bool), Error> {
+        let mut at = 0;
+        let mut body = 0;
+        while at < buf.len() {
+            if self.step == Step::Data {
+                let n = ((buf.len() - at) as u64).min(self.size);
+                self.size -= n;
+                body += n;
+                at += n as usize;
+                if self.size == 0 {
+                    self.step = Step::DataCr;
+                }
+                continue;
+            }
+            let b = buf[at];
+            at += 1;
+            if self.byte(b)? {
+                return Ok((at, body, true));
+            }
+        }
+        Ok((at, body, false))
+    }
+
+    /// Takes one framing byte; true when the body has ended.
+    fn byte(&mut self, b: u8) -> Result<bool, Error> {
+        self.step = match (self.step, b) {
+            (Step::Start | Step::Size, _) if b.is_ascii_hexdigit() => {
+                let digit = u64::from((b as char).to_digit(16).expect("a hex digit"));
+                self.size = self
+                    .size
+                    .checked_mul(16)
+                    .and_then(|s| s.checked_add(digit))
+                    .ok_or(Error::Chunk("size overflows"))?;
+                Step::Size
+            }
+            (Step::Start, _) => return Err(Error::Chunk("missing size digit")),
+            (Step::Size | Step::SizeSpace, b'\t' | b' ') => Step::SizeSpace,
+            (Step::Size | Step::SizeSpace, b';') => Step::Extension,
+            (Step::Size | Step::SizeSpace | Step::Extension, b'\r') => Step::SizeLf,
+            (Step::Size | Step::SizeSpace, _) => return Err(Error::Chunk("invalid size")),
+            (Step::Extension, b'\n') => return Err(Error::Chunk("newline in an extension")),
+            (Step::Extension, _) => {
+                self.extension_bytes += 1;
+                if self.extension_bytes >= MAX_EXTENSION_BYTES {
+                    return Err(Error::Chunk("extensions over the limit"));
+                }
+                Step::Extension
+            }
+            (Step::SizeLf, b'\n') if self.size == 0 => Step::EndCr,
+            (Step::SizeLf, b'\n') => Step::Data,
+            (Step::SizeLf, _) => return Err(Error::Chunk("no LF after the size")),
+            (Step::DataCr, b'\r') => Step::DataLf,
+            (Step::DataCr, _) => return Err(Error::Chunk("no CR after the data")),
+            (Step::DataLf, b'\n') => {
+                self.size = 0;
+                Step::Start
+            }
+            (Step::DataLf, _) => return Err(Error::Chunk("no LF after the data")),
+            (Step::EndCr, b'\r') => {
+                self.keep_trailer_byte(b)?;
+                Step::EndLf
+            }
+            (Step::EndCr, _) => {
+                self.trailers.get_or_insert_with(Vec::new);
+                self.keep_trailer_byte(b)?;
+                Step::Trailer
+            }
+            (Step::EndLf, b'\n') => {
+                self.keep_trailer_byte(b)?;
+                self.check_trailers()?;
+                return Ok(true);
+            }
+            (Step::EndLf, _) => return Err(Error::Chunk("no LF at the end")),
+            (Step::Trailer, _) => {
+                self.keep_trailer_byte(b)?;
+                if b == b'\r' {
+                    Step::TrailerLf
+                } else {
+                    Step::Trailer
+                }
+            }
+            (Step::TrailerLf, b'\n') => {
+                if self.trailer_lines >= MAX_HEADERS {
+                    return Err(Error::Chunk("too many trailers"));
+                }
+                self.trailer_lines += 1;
+                self.keep_trailer_byte(b)?;
+                Step::EndCr
+            }
+            (Step::TrailerLf, _) => return Err(Error::Chunk("no LF after a trailer")),
+            (Step::Data, _) => unreachable!("chunk data is taken in runs, not bytes"),
+        };
+        Ok(false)
+    }
+
+    fn keep_trailer_byte(&mut self, b: u8) -> Result<(), Error> {
+        if let Some(trailers) = &mut self.trailers {
+            trailers.push(b);
+            if trailers.len() >= MAX_TRAILER_BYTES {
+                return Err(Error::Chunk("trailers over the limit"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The trailer section, if any, must be valid header lines.
+    fn check_trailers(&self) -> Result<(), Error> {
+        let Some(bytes) = &self.trailers else {
+            return Ok(());
+        };
+        let mut headers = vec![httparse::EMPTY_HEADER; self.trailer_lines];
+        match httparse::parse_headers(bytes, &mut headers) {
+            Ok(httparse::Status::Complete((_, parsed))) => {
+                let valid = parsed.iter().all(|h| {
+                    http::HeaderName::from_bytes(h.name.as_bytes()).is_ok()
+                        && HeaderValue::from_bytes(h.value).is_ok()
+                });
+                if valid {
+                    Ok(())
+                } else {
+                    Err(Error::Chunk("invalid trailer"))
+                }
+            }
+            _ => Err(Error::Chunk("invalid trailers")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reads `bytes` offered in pieces of `step` bytes (the unconsumed rest offered again),
+    /// ending with the peer's close when `close`.
+    fn read(bytes: &[u8], step: usize, head: bool, close: bool) -> Result<Response, Error> {
+        let mut reader = Reader::new(head);
+        let mut pending = Vec::new();
+        for piece in bytes.chunks(step.max(1)) {
+            pending.extend_from_slice(piece);
+            let (n, progress) = reader.read(&pending)?;
+            pending.drain(..n);
+            if let Progress::Done(r) = progress {
+                return Ok(r);
+            }
+        }
+        if close {
+            reader.eof()
+        } else {
+            Ok(Response {
+                status: 0,
+                body_bytes: 0,
+                keep_alive: false,
+            })
+        }
+    }
+
+    fn ok(status: u16, body_bytes: u64, keep_alive: bool) -> Result<Response, Error> {
+        Ok(Response {
+            status,
+            body_bytes,
+            keep_alive,
+        })
+    }
+
+    #[test]
+    fn framings_are_read_whole_in_any_pieces() {
+        let cases: &[(&[u8], Result<Response, Error>)] = &[
+            (b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello", ok(200, 5, true)),
+            (
+                b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5;x=y\r\nhello\r\n0\r\nA: b\r\n\r\n",
+                ok(200, 5, true),
+            ),
+            (b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n", ok(204, 0, true)),
+            (b"HTTP/1.0 200 OK\r\ncontent-length: 2\r\n\r\nhi", ok(200, 2, false)),
+            (
+                b"HTTP/1.0 200 OK\r\nconnection: keep-alive\r\ncontent-length: 2\r\n\r\nhi",
+                ok(200, 2, true),
+            ),
+            (b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 0\r\n\r\n", ok(200, 0, false)),
+            (b"HTTP/1.1 200 OK\r\n\r\nuntil the end", ok(200, 13, false)),
+            (b"HTTP/1.1 200 OK\r\ncontent-length: 1, 1\r\n\r\nx", ok(200, 1, true)),
+            (b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\ncontent-length: 2\r\n\r\nxx", Err(Error::ContentLength)),
+            (b"HTTP/1.1 200 OK\r\ncontent-length: +1\r\n\r\nx", Err(Error::ContentLength)),
+            (b"HTTP/1.0 200 OK\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n", Err(Error::TransferEncoding)),
+            (b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\nhello\r\n0\r\n\r\n", Err(Error::Chunk("invalid size"))),
+            (b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhel", Err(Error::Closed)),
+            (b"HTTP/1.1 099 Odd\r\n\r\n", Err(Error::Status)),
+        ];
+        for (bytes, want) in cases {
+            for step in [1, 3, 7, bytes.len()] {
+                let got = read(bytes, step, false, true);
+                assert_eq!(
+                    &got,
+                    want,
+                    "{:?} in pieces of {step}",
+                    String::from_utf8_lossy(bytes)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_head_response_has_no_body_whatever_it_declares() {
+        let bytes = b"HTTP/1.1 200 OK\r\ncontent-length: 500\r\n\r\n";
+        assert_eq!(read(bytes, 64, true, false), ok(200, 0, true));
+    }
+
+    #[test]
+    fn a_head_without_an_end_is_cut_at_the_limit() {
+        let mut bytes = b"HTTP/1.1 200 OK\r\n".to_vec();
+        while bytes.len() <= MAX_HEAD_BYTES {
+            bytes.extend_from_slice(b"x-filler: 0123456789012345678901234567890123456789\r\n");
+        }
+        let mut reader = Reader::new(false);
+        assert_eq!(reader.read(&bytes), Err(Error::TooLarge));
+    }
+
+    #[test]
+    fn bytes_after_a_response_are_left_unconsumed() {
+        let bytes = b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nxEXTRA";
+        let mut reader = Reader::new(false);
+        let (n, progress) = reader.read(bytes).unwrap();
+        assert_eq!(n, bytes.len() - 5);
+        assert_eq!(
+            progress,
+            Progress::Done(Response {
+                status: 200,
+                body_bytes: 1,
+                keep_alive: true
+            })
+        );
+    }
+}
