@@ -138,7 +138,8 @@ async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<R
     let clock = Clock::start();
     let start_unix_s = epoch_secs();
     let hdr = begin_hdr_log(hdr, start_unix_s)?;
-    let shared = Arc::new(shared(&cfg, clock)?);
+    let send_end = SendEnd::of(&cfg);
+    let shared = Arc::new(shared(&cfg, clock, send_end)?);
     let urls: Vec<String> = cfg.targets.iter().map(|t| t.url.clone()).collect();
     if !cfg.quiet {
         let header = interval::header(
@@ -181,8 +182,17 @@ async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<R
     );
     // Encoded histograms cost a few KB per interval: only a summary that is written keeps them.
     reporter.keep_histograms = cfg.json.is_some();
-    reporter.send_end = send_end(&cfg).filter(|_| cfg.open_loop());
-    let (interrupted, unsent) = drive(&cfg, clock, &mut control, &mut reporter, sigint, out).await;
+    reporter.send_end = send_end.exact.filter(|_| cfg.open_loop());
+    let (interrupted, unsent) = drive(
+        &cfg,
+        clock,
+        send_end.expected,
+        &mut control,
+        &mut reporter,
+        sigint,
+        out,
+    )
+    .await;
     let workers = control.workers;
     let _ = tokio::task::spawn_blocking(move || workers.join()).await;
     let elapsed = clock.elapsed();
@@ -290,6 +300,7 @@ fn start_load(cfg: &Config, clock: Clock, threads: usize, shared: &Arc<Shared>) 
 async fn drive(
     cfg: &Config,
     clock: Clock,
+    send_end: Option<Duration>,
     control: &mut Control,
     reporter: &mut Reporter,
     mut sigint: Signal,
@@ -298,7 +309,6 @@ async fn drive(
     let origin = tokio::time::Instant::from_std(clock.origin());
     let end = cfg.duration.map(|d| origin + d);
     let drain_end = end.zip(cfg.drain_limit).map(|(e, d)| e + d);
-    let send_end = expected_send_end(cfg);
     let fold = cfg.interval / 10;
     let mut drained = false;
     let (mut k, mut interrupted, mut ended) = (1u32, false, false);
@@ -361,45 +371,49 @@ fn close(control: &Control, reporter: &mut Reporter, now: Duration, out: &mut dy
     reporter.close_interval(end, out);
 }
 
-/// When the last request is due, as far as known before the run: the duration, or the
-/// schedule's time for the request count (evenly spaced: an estimate for Poisson arrivals).
-fn expected_send_end(cfg: &Config) -> Option<Duration> {
-    let by_count = cfg.total_requests.filter(|_| cfg.open_loop()).map(|n| {
-        cfg.schedule(Arrivals::Constant)
-            .next_send(n.saturating_sub(1))
-    });
-    match (cfg.duration, by_count) {
-        (Some(d), Some(c)) => Some(d.min(c)),
-        (d, c) => d.or(c),
-    }
+/// When the sending ends, as far as known before the run.
+#[derive(Clone, Copy, Debug)]
+struct SendEnd {
+    /// Exactly: the duration, or the due time of the last request of a count (Poisson gaps
+    /// drawn as the pacers draw them, for counts up to ten million).
+    exact: Option<Duration>,
+    /// The exact end, or where it is unknown (a longer Poisson count) the count's end at evenly
+    /// spaced arrivals: when the reporter expects the last interval.
+    expected: Option<Duration>,
 }
 
-/// When the last request of an open loop is due, exactly: the duration, or the schedule's
-/// time for the request count (Poisson gaps drawn as the pacers draw them, for counts up to
-/// ten million; a longer Poisson count run has no hard end).
-fn send_end(cfg: &Config) -> Option<Duration> {
-    if !cfg.open_loop() {
-        return cfg.duration;
-    }
-    let by_count = cfg.total_requests.and_then(|n| {
+impl SendEnd {
+    fn of(cfg: &Config) -> SendEnd {
+        let within = |by_count: Option<Duration>| match (cfg.duration, by_count) {
+            (Some(d), Some(c)) => Some(d.min(c)),
+            (d, c) => d.or(c),
+        };
+        let Some(n) = cfg.total_requests.filter(|_| cfg.open_loop()) else {
+            return SendEnd {
+                exact: cfg.duration,
+                expected: cfg.duration,
+            };
+        };
         let mut schedule = cfg.schedule(cfg.arrivals);
-        match cfg.arrivals {
-            Arrivals::Constant => Some(schedule.next_send(n.saturating_sub(1))),
+        let last = n.saturating_sub(1);
+        let exact = match cfg.arrivals {
+            Arrivals::Constant => Some(schedule.next_send(last)),
             Arrivals::Poisson if n <= 10_000_000 => (0..n).map(|i| schedule.next_send(i)).last(),
             Arrivals::Poisson => None,
+        };
+        let evenly = cfg.schedule(Arrivals::Constant).next_send(last);
+        SendEnd {
+            exact: within(exact),
+            expected: within(exact.or(Some(evenly))),
         }
-    });
-    match (cfg.duration, by_count) {
-        (Some(d), Some(c)) => Some(d.min(c)),
-        (d, c) => d.or(c),
     }
-}
 
-/// No request outlives the end of the sending plus the timeout, whatever the server does:
-/// requests in flight then are timeouts, and requests still waiting for a connection are never
-/// sent (`no-connection`). A closed loop's sending ends with its duration.
-fn hard_end(cfg: &Config) -> Option<Duration> {
-    send_end(cfg).map(|end| end + cfg.timeout)
+    /// No request outlives the end of the sending plus the timeout, whatever the server does:
+    /// requests in flight then are timeouts, and requests still waiting for a connection are
+    /// never sent (`no-connection`). A closed loop's sending ends with its duration.
+    fn hard_end(self, timeout: Duration) -> Option<Duration> {
+        self.exact.map(|end| end + timeout)
+    }
 }
 
 async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
@@ -432,7 +446,7 @@ fn stop(control: &Control, quiet: bool) -> u64 {
     unsent
 }
 
-fn shared(cfg: &Config, clock: Clock) -> Result<Shared, LoadError> {
+fn shared(cfg: &Config, clock: Clock, send_end: SendEnd) -> Result<Shared, LoadError> {
     let any_tls = cfg.targets.iter().any(|t| t.tls);
     let templates = cfg
         .targets
@@ -464,7 +478,7 @@ fn shared(cfg: &Config, clock: Clock) -> Result<Shared, LoadError> {
         connector,
         h2_pools,
         timeout: cfg.timeout,
-        hard_end: hard_end(cfg),
+        hard_end: send_end.hard_end(cfg.timeout),
         reuse: cfg.reuse,
         classifier: cfg.classifier,
         on_record: cfg.on_record.clone(),

@@ -72,7 +72,10 @@ fn busy_polling_sends_the_same_schedule() {
     let mut schedule = Schedule::new(Arrivals::Constant, 4_000.0, 1).unwrap();
     let want: Vec<Duration> = (0..800).map(|i| schedule.next_send(i)).collect();
     assert_eq!(got, want);
-    assert!(records.iter().all(|r| r.sent >= r.scheduled), "never sent before its due time");
+    assert!(
+        records.iter().all(|r| r.sent >= r.scheduled),
+        "never sent before its due time"
+    );
 }
 
 fn rate_within_one_percent(rate: f64) {
