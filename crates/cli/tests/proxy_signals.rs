@@ -148,7 +148,12 @@ fn proxy_out_of_descriptors_pauses_accepting_warns_once_and_recovers() {
     let flood: Vec<TcpStream> = (0..100)
         .map(|_| TcpStream::connect(proxy.addr).unwrap())
         .collect();
-    proxy.wait_for_containing("cannot accept connections");
+    let warning = proxy.wait_for_containing("cannot accept connections");
+    // Logs go to a pipe here, not a terminal: no colour codes in them.
+    assert!(
+        !warning.contains('\x1b'),
+        "ANSI codes in a redirected log: {warning:?}"
+    );
     // While descriptors are out the accept loop waits: a spinning loop burns a whole core
     // (about 100 ticks a second), a paused one almost nothing.
     let before = proxy.cpu_ticks();
