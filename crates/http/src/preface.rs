@@ -10,11 +10,19 @@
 //!    400), or the preface and the next frame's 9-byte header are in, or the peer closes.
 //! 2. The preface followed by anything but a SETTINGS frame: answer with SETTINGS and GOAWAY
 //!    (PROTOCOL_ERROR), close, and return an error.
-//! 3. Otherwise return the connection with those bytes put back in front ([`Rewind`]).
+//! 3. Not the preface, and [`NotHttp::Close`] asked for (`serve`): read on to the end of the
+//!    first line (at most [`MAX_LINE`] bytes). A line that is not an HTTP/1.x request line
+//!    (`httparse` says so) is not HTTP at all: the connection is closed unanswered and an
+//!    error returned. An HTTP/2 server must close on an
+//!    invalid preface (RFC 9113 section 3.4, h2spec 3.5/2), and a port that speaks both
+//!    protocols cannot tell a broken HTTP/1.1 request line from a broken preface. A request
+//!    line that parses goes to hyper, which answers malformed headers with 400 as before. With
+//!    [`NotHttp::Answer`] (the proxy, as nginx and HAProxy do) hyper answers any garbage with
+//!    400.
+//! 4. Otherwise return the connection with those bytes put back in front ([`Rewind`]).
 //!
-//! At most 33 bytes are read, and an HTTP/1.1 request is told apart by its first byte. A client
-//! that stops mid-preface waits here as it would in hyper: bounding that is the listener's
-//! header read timeout.
+//! An HTTP/2 opening reads at most 33 bytes. A client that stops mid-line waits here as it
+//! would in hyper: bounding that is the listener's header read timeout.
 //!
 //! # Example
 //! ```
@@ -27,7 +35,7 @@
 //! // The preface, then a PING frame where SETTINGS belongs.
 //! write.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\x08\x06\0\0\0\0\0").await.unwrap();
 //! write.shutdown().await.unwrap();
-//! assert!(preface::check(server).await.is_err());
+//! assert!(preface::check(server, preface::NotHttp::Answer).await.is_err());
 //! let mut answer = Vec::new();
 //! read.read_to_end(&mut answer).await.unwrap();
 //! assert_eq!(answer[9 + 3], 0x7, "GOAWAY after our SETTINGS");
@@ -59,6 +67,19 @@ const REFUSAL: &[u8] = b"\0\0\0\x04\0\0\0\0\0\0\0\x08\x07\0\0\0\0\0\0\0\0\0\0\0\
 const LINGER: Duration = Duration::from_secs(1);
 /// The most a refused client's bytes are read for.
 const LINGER_BYTES: u64 = 64 * 1024;
+
+/// The longest first line read to check it is an HTTP/1.x request line; a longer one goes to
+/// hyper unchecked (which refuses heads past its own limit).
+pub const MAX_LINE: usize = 8 * 1024;
+
+/// What to do with a connection whose first line is neither HTTP/1.x nor the HTTP/2 preface.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NotHttp {
+    /// Close it unanswered, as an HTTP/2 server must (h2spec 3.5/2).
+    Close,
+    /// Let hyper answer it with HTTP/1.1's 400, as an HTTP/1.1 server would.
+    Answer,
+}
 
 /// How a connection opens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,7 +150,7 @@ where
 ///
 /// # Errors
 /// `InvalidData` when the preface was bad (the client got GOAWAY), or an I/O error.
-pub async fn check<I>(mut io: I) -> io::Result<Rewind<I>>
+pub async fn check<I>(mut io: I, not_http: NotHttp) -> io::Result<Rewind<I>>
 where
     I: AsyncRead + AsyncWrite + Unpin,
 {
@@ -139,7 +160,49 @@ where
             refuse(&mut io).await?;
             Err(bad_preface())
         }
-        Opening::Other | Opening::Settings(_) => Ok(Rewind::new(buf.freeze(), io)),
+        Opening::Settings(_) => Ok(Rewind::new(buf.freeze(), io)),
+        Opening::Other if not_http == NotHttp::Answer => Ok(Rewind::new(buf.freeze(), io)),
+        Opening::Other => {
+            if !request_line(&mut io, &mut buf).await? {
+                io.shutdown().await?;
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "the first line is neither an HTTP/1.x request nor the HTTP/2 preface",
+                ));
+            }
+            Ok(Rewind::new(buf.freeze(), io))
+        }
+    }
+}
+
+/// Reads on until `buf` holds its first line (empty lines before it skipped, as HTTP/1.1
+/// allows), the peer closes or [`MAX_LINE`] bytes are in; false when a whole first line is
+/// there and it is not an HTTP/1.x request line.
+async fn request_line<I>(io: &mut I, buf: &mut BytesMut) -> io::Result<bool>
+where
+    I: AsyncRead + Unpin,
+{
+    loop {
+        let start = buf.iter().position(|b| *b != b'\r' && *b != b'\n');
+        if let Some(start) = start {
+            if let Some(end) = buf[start..].iter().position(|b| *b == b'\n') {
+                let line = &buf[start..start + end + 1];
+                let head = [line, b"\r\n"].concat();
+                let mut headers = [httparse::EMPTY_HEADER; 0];
+                let parsed = httparse::Request::new(&mut headers).parse(&head);
+                return Ok(parsed.is_ok());
+            }
+        }
+        if buf.len() >= MAX_LINE {
+            return Ok(true);
+        }
+        let mut chunk = [0u8; 1024];
+        let want = (MAX_LINE - buf.len()).min(chunk.len());
+        let n = io.read(&mut chunk[..want]).await?;
+        if n == 0 {
+            return Ok(true);
+        }
+        buf.extend_from_slice(&chunk[..n]);
     }
 }
 
@@ -176,6 +239,44 @@ mod tests {
         let xx = b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n";
         assert_eq!(opening(xx).await.0, Opening::Other);
         assert_eq!(opening(b"PRI * HT").await, (Opening::Other, 8));
+    }
+
+    /// What [`check`] does with a connection that opens with `bytes` and then closes: served
+    /// (true) or closed unanswered.
+    async fn served(bytes: &[u8]) -> bool {
+        let (mut client, server) = tokio::io::duplex(64 * 1024);
+        client.write_all(bytes).await.unwrap();
+        client.shutdown().await.unwrap();
+        check(server, NotHttp::Close).await.is_ok()
+    }
+
+    #[tokio::test]
+    async fn a_first_line_that_is_not_http_is_closed_unanswered() {
+        assert!(served(b"GET / HTTP/1.1\r\nhost: t\r\n\r\n").await);
+        assert!(served(b"\r\nPOST /a?b HTTP/1.0\r\n\r\n").await);
+        assert!(
+            served(b"GET / HTTP/1.1\r\nbad header\r\n\r\n").await,
+            "hyper's 400"
+        );
+        assert!(served(b"GET / HT").await, "cut short: hyper's to judge");
+        assert!(
+            !served(b"INVALID CONNECTION PREFACE\r\n\r\n").await,
+            "h2spec 3.5/2"
+        );
+        assert!(!served(b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n").await);
+        assert!(!served(b"GET / HTTP/2.0\r\n\r\n").await);
+        assert!(
+            !served(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\n").await,
+            "TLS on h2c"
+        );
+        let long = [b"GET /".as_slice(), &[b'a'; MAX_LINE], b" HTTP/1.1\r\n\r\n"].concat();
+        assert!(served(&long).await, "past MAX_LINE: hyper's to judge");
+        let (mut client, server) = tokio::io::duplex(1024);
+        client.write_all(b"INVALID\r\n\r\n").await.unwrap();
+        assert!(
+            check(server, NotHttp::Answer).await.is_ok(),
+            "hyper answers 400"
+        );
     }
 
     #[test]

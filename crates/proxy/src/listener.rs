@@ -244,7 +244,7 @@ impl Watchdog {
     async fn opening<S: Transport>(&mut self, stream: S) -> Option<Rewind<S>> {
         let deadline = self.activity.opened + self.limit;
         tokio::select! {
-            checked = tokio::time::timeout_at(deadline, preface::check(stream)) => match checked {
+            checked = tokio::time::timeout_at(deadline, preface::check(stream, preface::NotHttp::Answer)) => match checked {
                 Ok(Ok(stream)) => Some(stream),
                 Ok(Err(err)) => {
                     tracing::debug!(%err, peer = %self.peer, "connection refused at its opening");

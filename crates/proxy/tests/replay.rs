@@ -20,10 +20,11 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use support::peers::{go_tool, run};
+use support::peers::run;
 use tailguard_balance::Policy;
 use tailguard_proxy::config::{ServiceConfig, Upstream};
 use tailguard_resilience::Classifier;
+use tailguard_testsupport::process::go_tool;
 use tailguard_testsupport::{bounded, TestServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

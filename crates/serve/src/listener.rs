@@ -93,7 +93,7 @@ pub async fn serve_connection(backend: Arc<Backend>, stream: TcpStream) {
     let mut conn = tokio::spawn(async move {
         // hyper takes a PING or HEADERS where the client's first SETTINGS frame belongs; the
         // check refuses that with GOAWAY.
-        let io = match preface::check(io).await {
+        let io = match preface::check(io, preface::NotHttp::Close).await {
             Ok(io) => io,
             Err(err) => {
                 tracing::debug!(%err, "connection refused at its preface");

@@ -77,3 +77,19 @@ pub fn lines(pipe: impl Read + Send + 'static) -> Receiver<String> {
     });
     rx
 }
+
+/// A Go tool `name` on the PATH or where `go install` puts it (`$GOPATH/bin`, `~/go/bin`).
+///
+/// # Panics
+/// When it is missing, naming the module to install (.ci/run installs it).
+pub fn go_tool(name: &str, module: &str) -> std::path::PathBuf {
+    use std::path::PathBuf;
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let home = std::env::var_os("HOME").map(|h| PathBuf::from(h).join("go"));
+    let gopath = std::env::var_os("GOPATH").map(PathBuf::from);
+    std::env::split_paths(&path)
+        .chain(gopath.into_iter().chain(home).map(|d| d.join("bin")))
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("{name} is missing: go install {module}"))
+}
