@@ -4,6 +4,8 @@
 
 mod alloc;
 mod cmd;
+#[cfg(test)]
+mod docs_check;
 
 use clap::{Parser, Subcommand};
 use std::io::IsTerminal;
@@ -30,7 +32,8 @@ enum Command {
     Proxy(cmd::proxy::Args),
     /// Run a seed experiment live on loopback: baseline against proxy, side by side.
     Bench(cmd::bench::Args),
-    /// Seed 000 live in about a minute, no configuration: the first thing to run.
+    /// Seed 000 live in about 30 s (25 s of load, both arms at once), no configuration: the
+    /// first thing to run.
     Demo(cmd::demo::Args),
     /// Render saved bench or load results, or compare several side by side.
     Report(cmd::report::Args),

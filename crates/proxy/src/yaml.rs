@@ -62,7 +62,7 @@ use crate::config::Config;
 use crate::config_file::{self, FileError, Problem};
 use std::path::Path;
 
-pub use convert::{balancer_kind, into_config};
+pub use convert::{balancer_kind, into_config, BALANCER_KINDS};
 pub use error::{YamlError, MAX_BYTES, MAX_FLOW_DEPTH};
 pub use file::File;
 

@@ -23,7 +23,8 @@ pub struct Args {
     /// Upstream addresses, IP:PORT, comma separated.
     #[arg(long, value_delimiter = ',', required_unless_present = "config")]
     upstream: Vec<SocketAddr>,
-    /// roundRobin, random, p2c (least loaded), ewma (P2C peak EWMA), heap, aperture, bestOf.
+    /// roundRobin, random, p2c (least loaded), ewma (P2C peak EWMA), heap, bestOf, aperture,
+    /// prequal (probing, after Google's Prequal).
     #[arg(long, default_value = "ewma")]
     balancer: String,
     /// The admin server (metrics, ready, live, endpoints).

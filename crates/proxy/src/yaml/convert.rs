@@ -333,8 +333,8 @@ fn balancer(b: &Balancer, key: &str) -> Result<Policy, YamlError> {
             Policy::Prequal(config)
         }
         o => {
-            let expected = "roundRobin, random, p2c, ewma, heap, bestOf, aperture or prequal";
-            let why = format!("`{o}`: expected {expected}");
+            let expected = BALANCER_KINDS.join(", ");
+            let why = format!("`{o}`: expected one of {expected}");
             return Err(err(format!("{key}.kind"), why));
         }
     };
@@ -454,6 +454,18 @@ fn retries(r: Option<&Retries>, key: &str) -> Result<RetryConfig, YamlError> {
     out.max_retries = r.max_retries.unwrap_or(out.max_retries);
     Ok(out)
 }
+
+/// Every `loadBalancer.kind` (and `--balancer`) the proxy takes.
+pub const BALANCER_KINDS: [&str; 8] = [
+    "roundRobin",
+    "random",
+    "p2c",
+    "ewma",
+    "heap",
+    "bestOf",
+    "aperture",
+    "prequal",
+];
 
 /// The balancer a `loadBalancer.kind` names, with default parameters (for `--balancer`).
 ///
