@@ -30,6 +30,7 @@ pub mod client;
 pub mod error;
 pub mod exposition;
 pub mod fds;
+pub mod grpc;
 pub mod h1;
 pub mod h2c;
 pub mod preface;

@@ -19,7 +19,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use tailguard_http::client::{self, Writes};
 use tailguard_http::error;
-use tailguard_http::h1;
+use tailguard_http::{grpc, h1};
 use tailguard_http::{tcp, Nagle};
 use tailguard_record::{ErrorKind, Outcome};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -153,7 +153,7 @@ pub(crate) async fn read_reply(
     let mut spare = parts.headers;
     let http_status = parts.status.as_u16();
     let mut grpc_status = (grpc && http_status == 200)
-        .then(|| grpc_code(&spare))
+        .then(|| grpc::status(&spare))
         .flatten();
     // Header values point into the connection's read buffer: release them now, not when the
     // next request is built.
@@ -164,7 +164,7 @@ pub(crate) async fn read_reply(
         if let Some(data) = frame.data_ref() {
             bytes += data.len() as u64;
         } else if let Some(trailers) = frame.trailers_ref() {
-            grpc_status = grpc_status.or_else(|| grpc_code(trailers));
+            grpc_status = grpc_status.or_else(|| grpc::status(trailers));
         }
     }
     let outcome = match (grpc && http_status == 200, grpc_status) {
@@ -177,17 +177,6 @@ pub(crate) async fn read_reply(
         bytes,
         spare,
     })
-}
-
-/// The `grpc-status` in `headers`, if any (an unparsable one reads as UNKNOWN, 2).
-fn grpc_code(headers: &HeaderMap) -> Option<u8> {
-    let value = headers.get("grpc-status")?;
-    Some(
-        std::str::from_utf8(value.as_bytes())
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(2),
-    )
 }
 
 /// Request bodies up to this size are copied into hyper's write buffer, so an HTTP/1.1

@@ -42,7 +42,7 @@ mod discovery;
 pub mod dns;
 mod endpoints;
 mod forward;
-pub mod grpc;
+pub use tailguard_http::grpc;
 mod hygiene;
 mod idle;
 mod in_flight;

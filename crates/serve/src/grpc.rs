@@ -27,7 +27,6 @@
 //! ```
 
 use crate::service::{BackendService, RespBody};
-use http::header::CONTENT_TYPE;
 use http_body_util::Either;
 use hyper::body::Incoming;
 use hyper::{Request, Response};
@@ -84,11 +83,10 @@ pub struct PingResponse {
     pub backend: String,
 }
 
-/// True for gRPC requests.
+/// True for gRPC requests (`application/grpc`, `+proto` and the like; not gRPC-Web, whose
+/// framing this backend does not speak).
 pub(crate) fn is_grpc<B>(req: &Request<B>) -> bool {
-    req.headers()
-        .get(CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
+    tailguard_http::grpc::is_grpc(req.headers())
 }
 
 /// Routes one gRPC request.

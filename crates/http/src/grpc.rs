@@ -1,5 +1,6 @@
-//! What the proxy reads of gRPC: whether a message is gRPC, its `grpc-status` (in trailers,
-//! or in the headers of a trailers-only response), and the client's `grpc-timeout`.
+//! What tailguard reads of gRPC, one copy for `load`, `serve` and the proxy: whether a message
+//! is gRPC, its `grpc-status` (in trailers, or in the headers of a trailers-only response), and
+//! the client's `grpc-timeout`.
 //!
 //! # Example
 //! ```
@@ -9,9 +10,9 @@
 //! h.insert("content-type", "application/grpc+proto".parse().unwrap());
 //! h.insert("grpc-timeout", "250m".parse().unwrap());
 //! h.insert("grpc-status", "14".parse().unwrap());
-//! assert!(tailguard_proxy::grpc::is_grpc(&h));
-//! assert_eq!(tailguard_proxy::grpc::timeout(&h), Some(Duration::from_millis(250)));
-//! assert_eq!(tailguard_proxy::grpc::status(&h), Some(14));
+//! assert!(tailguard_http::grpc::is_grpc(&h));
+//! assert_eq!(tailguard_http::grpc::timeout(&h), Some(Duration::from_millis(250)));
+//! assert_eq!(tailguard_http::grpc::status(&h), Some(14));
 //! ```
 
 use http::header::CONTENT_TYPE;
@@ -108,6 +109,8 @@ mod tests {
     fn statuses() {
         assert_eq!(status(&headers(&[("grpc-status", "0")])), Some(0));
         assert_eq!(status(&headers(&[("grpc-status", "14")])), Some(14));
+        // load once read this as UNKNOWN and the proxy as 14: one reading now, trimmed.
+        assert_eq!(status(&headers(&[("grpc-status", " 14 ")])), Some(14));
         assert_eq!(
             status(&headers(&[("grpc-status", "x")])),
             Some(MISSING_STATUS)
