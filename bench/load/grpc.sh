@@ -19,8 +19,8 @@ have_ghz=0 have_fortio=0
 install ghz github.com/bojand/ghz/cmd/ghz@v0.93.0 && have_ghz=1
 # fortio's newest releases pull a module the Go proxy here refuses; this one builds.
 install fortio fortio.org/fortio@v1.66.5 && have_fortio=1
-cargo build --release -q -p tailguard
-tg=${CARGO_TARGET_DIR:-target}/release/tailguard
+cargo build --profile dist -q -p tailguard
+tg=${CARGO_TARGET_DIR:-target}/dist/tailguard
 work=$(mktemp -d)
 port=18290
 "$tg" serve --listen 127.0.0.1:$port --no-control --threads 1 >/dev/null 2>&1 &

@@ -10,8 +10,8 @@ rounds=${1:-5} secs=${2:-10} conns=${3:-32} threads=${4:-1}
 for tool in wrk nginx; do
   command -v $tool >/dev/null || { echo "bench/load: $tool is missing (apt-get install -y wrk nginx)" >&2; exit 2; }
 done
-cargo build --release -q -p tailguard
-tg=${CARGO_TARGET_DIR:-target}/release/tailguard
+cargo build --profile dist -q -p tailguard
+tg=${CARGO_TARGET_DIR:-target}/dist/tailguard
 prefix=$(mktemp -d)
 nginx -p "$prefix" -c "$PWD/bench/load/nginx.conf" &
 ngx=$!

@@ -8,7 +8,7 @@
 # Usage: bench/proxy/dashboard-cost.sh [BIN] [RATE] [SECONDS] [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bin=${1:-target/release/tailguard} rate=${2:-10000} secs=${3:-30} rounds=${4:-5}
+bin=${1:-target/dist/tailguard} rate=${2:-10000} secs=${3:-30} rounds=${4:-5}
 dir=$(mktemp -d)
 pids=()
 trap 'for p in "${pids[@]}"; do kill $p 2>/dev/null || true; done; sleep 0.2; rm -rf "$dir"' EXIT

@@ -12,7 +12,7 @@
 # SOAK_DOWN every 20 s (rotating), with the proxy's RSS and descriptors at start and end.
 #
 # Usage: bench/proxy/faults.sh [SOAK_SECONDS]        (default 600; e.g. 60 for a smoke run)
-# Environment: BIN (tailguard binary, default target/release/tailguard), PARTS ("matrix soak"),
+# Environment: BIN (tailguard binary, default target/dist/tailguard), PARTS ("matrix soak"),
 # ARMS ("tailguard haproxy"), FAULTS (default all: none down pause slow fail503 two-down
 # all-down), RATE (1000), RUN_S (30), SOAK_RATE (2000), SOAK_DOWN (3s), OUT (a directory for
 # every run's JSON and logs; default a new one under /tmp, kept). `faults.sh --summary DIR`
@@ -28,8 +28,8 @@ fi
 for tool in curl python3; do
   command -v $tool >/dev/null || { echo "faults.sh: $tool is missing" >&2; exit 2; }
 done
-BIN=${BIN:-target/release/tailguard}
-[[ -x $BIN ]] || { echo "faults.sh: no $BIN: cargo build --release -p tailguard" >&2; exit 2; }
+BIN=${BIN:-target/dist/tailguard}
+[[ -x $BIN ]] || { echo "faults.sh: no $BIN: cargo build --profile dist -p tailguard" >&2; exit 2; }
 SOAK_S=${1:-${SOAK_S:-600}}
 PARTS=${PARTS:-matrix soak} ARMS=${ARMS:-tailguard haproxy}
 FAULTS=${FAULTS:-none down pause slow fail503 two-down all-down}

@@ -3,7 +3,7 @@
 # fixed 200, with the same wrk command, interleaved run by run, medians reported.
 #
 #   apt-get install -y nginx wrk        # once
-#   cargo build --release -p tailguard
+#   cargo build --profile dist -p tailguard
 #   bench/serve/run.sh                  # RUNS=5 DURATION=10s CONNS=32 WRK_THREADS=1 SERVE_THREADS=1
 #
 # nginx runs one worker and `serve` one runtime thread (its default; SERVE_THREADS changes it),
@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-BIN=${TAILGUARD:-target/release/tailguard}
+BIN=${TAILGUARD:-target/dist/tailguard}
 RUNS=${RUNS:-5}
 DURATION=${DURATION:-10s}
 CONNS=${CONNS:-32}
@@ -26,7 +26,7 @@ SERVE_URL=http://127.0.0.1:$SERVE_PORT/
 for tool in nginx wrk curl; do
     command -v "$tool" >/dev/null || { echo "needs $tool (apt-get install -y nginx wrk curl)" >&2; exit 2; }
 done
-[ -x "$BIN" ] || { echo "no $BIN: cargo build --release -p tailguard" >&2; exit 2; }
+[ -x "$BIN" ] || { echo "no $BIN: cargo build --profile dist -p tailguard" >&2; exit 2; }
 
 for url in "$NGINX_URL" "$SERVE_URL"; do
     if curl -s -o /dev/null "$url"; then echo "something already listens at $url" >&2; exit 2; fi
