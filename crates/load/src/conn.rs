@@ -4,12 +4,10 @@
 //! so the driver and its requests share a thread and a request costs no cross-thread wake-up.
 
 use crate::config::{H1Client, Protocol};
-use crate::request::Template;
+use crate::request::{ReqBody, Template};
 use crate::target::Target;
 use crate::tls;
-use bytes::Bytes;
 use http_body_util::BodyExt;
-use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::client::conn::{http1, http2};
 use hyper::{HeaderMap, Request, Response};
@@ -23,9 +21,6 @@ use tailguard_http::{grpc, h1};
 use tailguard_http::{tcp, Nagle};
 use tailguard_record::{ErrorKind, Outcome};
 use tokio::io::{AsyncRead, AsyncWrite};
-
-/// The request body type of every request the generator sends.
-pub(crate) type ReqBody = Full<Bytes>;
 
 /// What a completed exchange gives back.
 pub(crate) struct Reply {

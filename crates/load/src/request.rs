@@ -1,7 +1,6 @@
 //! Request templates: everything about a request decided once, so sending one is a few clones.
 
 use crate::config::Config;
-use crate::conn::ReqBody;
 use crate::target::Target;
 use bytes::Bytes;
 use http::header::{
@@ -10,6 +9,9 @@ use http::header::{
 };
 use http::{HeaderMap, Method, Request, Uri, Version};
 use http_body_util::Full;
+
+/// The request body type of every request the generator sends.
+pub(crate) type ReqBody = Full<Bytes>;
 
 /// The request sent to one target, prepared for both HTTP versions.
 #[derive(Debug)]
