@@ -138,9 +138,10 @@ fn a_server_that_never_answers_cannot_stretch_the_run() {
     assert_eq!(s["unsent"], 0);
     assert_eq!(s["interrupted"], false);
     assert_eq!(s["planned_duration_s"], 2.0);
-    // Every due request waited at least the timeout: the latency says so.
+    // Every due request waited at least the timeout: the latency says so (within the
+    // histogram's 3 significant digits: a 1.000 s wait can read back as 999,936 µs).
     assert!(
-        s["latency_us"]["min"].as_u64().unwrap() >= 1_000_000,
+        s["latency_us"]["min"].as_u64().unwrap() >= 999_000,
         "{}",
         s["latency_us"]
     );
