@@ -1,7 +1,8 @@
-//! Connections to a target: TCP (TCP_NODELAY always), optional TLS with ALPN, then an HTTP/1.1
-//! or HTTP/2 handshake ([`tailguard_http::client`]). The connection's driver runs as its own
-//! task, spawned on the runtime of the worker thread that dials it: a current-thread runtime,
-//! so the driver and its requests share a thread and a request costs no cross-thread wake-up.
+//! Connections to a target: TCP (TCP_NODELAY always), then either the lean HTTP/1.1 client
+//! ([`tailguard_http::h1`], plain TCP, read on the worker's own task) or, over TLS with ALPN, for
+//! HTTP/2 and with `--h1-client hyper`, a hyper handshake ([`tailguard_http::client`]) whose
+//! driver runs as its own task on the worker thread's current-thread runtime, so the driver and
+//! its requests share a thread and a request costs no cross-thread wake-up.
 
 use crate::config::{H1Client, Protocol};
 use crate::request::{ReqBody, Template};
