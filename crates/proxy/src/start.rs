@@ -284,6 +284,12 @@ impl Proxy {
         &self.shared
     }
 
+    /// The admin `/metrics` page's Prometheus text, built on the calling thread (a test on a
+    /// paused clock reads it without waiting on the admin server's thread).
+    pub fn metrics_text(&self) -> String {
+        crate::admin::metrics_text(&self.shared)
+    }
+
     /// The connection limit in force ([`Limits::connections`] under the descriptor limit at
     /// start).
     pub fn max_connections(&self) -> usize {

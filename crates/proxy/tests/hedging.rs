@@ -2,14 +2,13 @@
 //! `BackupRequestFilter`): when an endpoint stalls, a backup to another endpoint answers after
 //! the hedge delay, the stalled attempt is cancelled, and the backups never exceed the budget's
 //! share of the traffic. Linkerd has no hedging; Envoy hedges only on a fixed per-try timeout.
-//! Backends on 127.0.0.1.
+//! Backends on 127.0.0.1, on tokio's paused clock: the delays, the stall and the budget's
+//! window are virtual time, the sockets are real.
 
 mod support;
 
-use serde_json::Value;
-use std::net::SocketAddr;
 use std::time::Duration;
-use support::{client, eventually, send, start, AsUpstream, HttpClient};
+use support::{client, eventually, metric, send, start, views, AsUpstream};
 use tailguard_balance::Policy;
 use tailguard_proxy::config::ServiceConfig;
 use tailguard_resilience::HedgeConfig;
@@ -24,22 +23,7 @@ fn service(backends: &[&TestServer], hedge: HedgeConfig) -> ServiceConfig {
     s
 }
 
-/// The value of the series `name{service="web"}` on the admin `/metrics` page.
-async fn metric(c: &HttpClient, admin: SocketAddr, name: &str) -> f64 {
-    let (_, _, body) = send(c, admin, "GET", "/metrics").await;
-    let text = String::from_utf8(body.to_vec()).unwrap();
-    let prefix = format!("{name}{{service=\"web\"}} ");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .map_or(0.0, |v| v.trim().parse().unwrap())
-}
-
-async fn endpoints(c: &HttpClient, admin: SocketAddr) -> Value {
-    let (_, _, body) = send(c, admin, "GET", "/endpoints").await;
-    serde_json::from_slice::<Value>(&body).unwrap()["web"].clone()
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_backup_wins_when_the_first_endpoint_stalls_and_the_stalled_attempt_is_cancelled() {
     // The 31st request to reach `stalling` stalls it for 10 s (it and all that arrive during).
     let stalling = TestServer::builder()
@@ -57,7 +41,7 @@ async fn a_backup_wins_when_the_first_endpoint_stalls_and_the_stalled_attempt_is
         ..HedgeConfig::default()
     };
     let proxy = start(service(&[&stalling, &fine], hedge)).await;
-    let (addr, admin) = (proxy.addr(), proxy.admin_addr().unwrap());
+    let addr = proxy.addr();
     let c = client(false);
     // Warm-up: 60 fast answers, 30 from each, to learn the delay and fill the budget.
     for _ in 0..60 {
@@ -71,27 +55,28 @@ async fn a_backup_wins_when_the_first_endpoint_stalls_and_the_stalled_attempt_is
         assert_eq!(send(&c, addr, "GET", "/").await.0, 200);
         slowest = slowest.max(started.elapsed());
     }
-    // Without hedging, ten of these would have waited out the 10 s stall.
-    assert!(slowest < Duration::from_secs(2), "slowest {slowest:?}");
-    let sent = metric(&c, admin, "tailguard_proxy_hedges_total").await;
-    let won = metric(&c, admin, "tailguard_proxy_hedge_wins_total").await;
+    // Without hedging, ten of these would have waited out the 10 s stall; with it, each waits
+    // the hedge delay (its 50 ms floor here, in virtual time) and not much more.
+    assert!(slowest < Duration::from_millis(100), "slowest {slowest:?}");
+    let sent = metric(&proxy, "tailguard_proxy_hedges_total");
+    let won = metric(&proxy, "tailguard_proxy_hedge_wins_total");
     assert!(sent >= 10.0, "{sent} backups sent");
     assert!(won >= 10.0 && won <= sent, "{won} of {sent} backups won");
-    let delay = metric(&c, admin, "tailguard_proxy_hedge_delay_seconds").await;
+    let delay = metric(&proxy, "tailguard_proxy_hedge_delay_seconds");
     assert!((0.05..1.0).contains(&delay), "hedge delay {delay} s");
-    let view = endpoints(&c, admin).await;
-    assert!(view[1]["hedge_wins"].as_u64().unwrap() >= 10, "{view}");
-    assert_eq!(view[0]["hedge_wins"].as_u64().unwrap(), 0, "{view}");
+    let view = views(&proxy);
+    assert!(view[1].hedge_wins >= 10, "{view:?}");
+    assert_eq!(view[0].hedge_wins, 0, "{view:?}");
     // The stalled attempts were cancelled when their backups won: none is still pending.
     let drained = eventually(Duration::from_secs(2), async || {
-        endpoints(&c, admin).await[0]["pending"].as_u64() == Some(0)
+        views(&proxy)[0].pending == 0
     })
     .await;
-    assert!(drained, "{}", endpoints(&c, admin).await);
+    assert!(drained, "{:?}", views(&proxy));
     proxy.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn backups_stay_within_the_budget_share_of_requests() {
     let fast = TestServer::start().await;
     let slow = TestServer::start().await;
@@ -102,7 +87,7 @@ async fn backups_stay_within_the_budget_share_of_requests() {
         ..HedgeConfig::default()
     };
     let proxy = start(service(&[&fast, &slow], hedge)).await;
-    let (addr, admin) = (proxy.addr(), proxy.admin_addr().unwrap());
+    let addr = proxy.addr();
     let c = client(false);
     for _ in 0..100 {
         assert_eq!(send(&c, addr, "GET", "/").await.0, 200);
@@ -112,8 +97,8 @@ async fn backups_stay_within_the_budget_share_of_requests() {
     slow.set_delay(Duration::from_millis(100));
     support::load(addr, 8, 25).await;
     let requests = 300.0;
-    let sent = metric(&c, admin, "tailguard_proxy_hedges_total").await;
-    let refused = metric(&c, admin, "tailguard_proxy_hedge_budget_exhausted_total").await;
+    let sent = metric(&proxy, "tailguard_proxy_hedges_total");
+    let refused = metric(&proxy, "tailguard_proxy_hedge_budget_exhausted_total");
     assert!(sent >= 1.0, "no backup sent");
     assert!(
         sent <= requests * 0.05 + 1.0,
@@ -131,8 +116,7 @@ async fn backups_stay_within_the_budget_share_of_requests() {
     proxy.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "tier 2: waits out a 3 s stall on the wall clock"]
+#[tokio::test(start_paused = true)]
 async fn a_stalled_endpoint_does_not_blind_the_hedge_delay() {
     // One endpoint of three stalls for 3 s with round robin sending it a third of the
     // requests; the 5% budget backs up only a few of them, the rest finish at 3 s. Were those
@@ -148,7 +132,7 @@ async fn a_stalled_endpoint_does_not_blind_the_hedge_delay() {
         ..HedgeConfig::default()
     };
     let proxy = start(service(&[&stalling, &fine[0], &fine[1]], hedge)).await;
-    let (addr, admin) = (proxy.addr(), proxy.admin_addr().unwrap());
+    let addr = proxy.addr();
     let c = client(false);
     for _ in 0..90 {
         assert_eq!(send(&c, addr, "GET", "/").await.0, 200);
@@ -157,8 +141,8 @@ async fn a_stalled_endpoint_does_not_blind_the_hedge_delay() {
     for _ in 0..30 {
         assert_eq!(send(&c, addr, "GET", "/").await.0, 200);
     }
-    let delay = metric(&c, admin, "tailguard_proxy_hedge_delay_seconds").await;
-    let sent = metric(&c, admin, "tailguard_proxy_hedges_total").await;
+    let delay = metric(&proxy, "tailguard_proxy_hedge_delay_seconds");
+    let sent = metric(&proxy, "tailguard_proxy_hedges_total");
     eprintln!("hedge delay after the stall: {delay} s, {sent} backups");
     assert!(delay < 0.5, "the stall blinded the hedge delay: {delay} s");
     proxy.shutdown().await;

@@ -103,6 +103,10 @@ pub struct ServeOptions {
     pub nagle: bool,
     /// Honour `?delay=`, `?status=` and friends.
     pub overrides: bool,
+    /// Finish each latency wait on the precise timer thread (the `timer` module, microseconds of
+    /// slack). Off: tokio's timer all the way (1 ms granularity), so that a test on tokio's
+    /// paused clock drives every wait.
+    pub precise_timer: bool,
 }
 
 impl ServeOptions {
@@ -116,6 +120,7 @@ impl ServeOptions {
             control_fallback: false,
             nagle: false,
             overrides: false,
+            precise_timer: true,
         }
     }
 }
@@ -143,6 +148,13 @@ impl Running {
     /// live view of the fleet (as `bench` draws it).
     pub fn tally(&self) -> Tally {
         Tally(self.backends.clone())
+    }
+
+    /// Backend `i` as the control endpoint's `GET /backends/{i}` shows it, read in this
+    /// process: a test on a paused clock reads it without waiting on the control endpoint's
+    /// thread (time would run on while it waits).
+    pub fn describe(&self, i: usize) -> Option<serde_json::Value> {
+        self.backends.get(i).map(|b| control::describe(b))
     }
 
     /// The control endpoint's address.
@@ -240,7 +252,7 @@ pub async fn start(options: ServeOptions) -> Result<Running, ServeError> {
         start: tokio::time::Instant::now(),
         nagle: options.nagle,
         overrides: options.overrides,
-        precise: true,
+        precise: options.precise_timer,
     };
     let metrics = Arc::new(Metrics::default());
     let mut running = Running {

@@ -37,7 +37,7 @@ pub struct Shared {
     /// Whether `?delay=` and friends are honoured.
     pub overrides: bool,
     /// Finish latency waits on the precise timer thread ([`crate::timer`]); off only under a
-    /// paused test clock.
+    /// paused test clock ([`crate::ServeOptions::precise_timer`]).
     pub precise: bool,
 }
 

@@ -1,10 +1,13 @@
 //! A backend with a capacity serves that many requests at once: the others wait their turn in
 //! line (their latency counts from when a worker takes them), and a full line turns requests
 //! away at once with its status. The control endpoint shows the workers and the line.
+//!
+//! On tokio's paused clock (real sockets on 127.0.0.1): the latencies and the windows the
+//! assertions check are virtual time, so a busy machine cannot stretch them.
 
 mod common;
 
-use common::{addr, control_get, serve};
+use common::{addr, backend, serve_paused};
 use std::time::Duration;
 use tailguard_testsupport::client::{raw_get, Raw};
 use tokio::time::Instant;
@@ -15,10 +18,11 @@ async fn timed(target: std::net::SocketAddr, start: Instant) -> (Raw, Duration) 
     (raw, start.elapsed())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn one_worker_serves_in_turn_and_a_full_line_turns_away() {
     let running =
-        serve("backends: [{latency: 300ms, capacity: {workers: 1, queue: 1, status: 503}}]").await;
+        serve_paused("backends: [{latency: 300ms, capacity: {workers: 1, queue: 1, status: 503}}]")
+            .await;
     let target = addr(&running, 0);
     let start = Instant::now();
     let first = tokio::spawn(timed(target, start));
@@ -26,7 +30,7 @@ async fn one_worker_serves_in_turn_and_a_full_line_turns_away() {
     let second = {
         let mut waited = 0;
         loop {
-            let json = control_get(&running, "/backends/0").await;
+            let json = backend(&running, 0);
             if json["capacity"]["busy"] == 1 {
                 break;
             }
@@ -41,7 +45,7 @@ async fn one_worker_serves_in_turn_and_a_full_line_turns_away() {
     };
     let mut waited = 0;
     loop {
-        let json = control_get(&running, "/backends/0").await;
+        let json = backend(&running, 0);
         if json["capacity"]["waiting"] == 1 {
             assert_eq!(json["capacity"]["workers"], 1);
             assert_eq!(
@@ -66,20 +70,20 @@ async fn one_worker_serves_in_turn_and_a_full_line_turns_away() {
         second_at >= first_at + Duration::from_millis(300),
         "first {first_at:?}, second {second_at:?}"
     );
-    let json = control_get(&running, "/backends/0").await;
+    let json = backend(&running, 0);
     assert_eq!(json["requests"]["ok"], 2);
     assert_eq!(json["requests"]["error"], 1);
     assert_eq!(json["capacity"]["busy"], 0);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_client_that_hangs_up_while_waiting_gives_its_turn_away() {
-    let running = serve("backends: [{latency: 200ms, capacity: 1}]").await;
+    let running = serve_paused("backends: [{latency: 200ms, capacity: 1}]").await;
     let target = addr(&running, 0);
     let start = Instant::now();
     let first = tokio::spawn(timed(target, start));
     let mut waited = 0;
-    while control_get(&running, "/backends/0").await["capacity"]["busy"] != 1 {
+    while backend(&running, 0)["capacity"]["busy"] != 1 {
         waited += 1;
         assert!(waited < 200, "the first request never took the worker");
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -87,7 +91,7 @@ async fn a_client_that_hangs_up_while_waiting_gives_its_turn_away() {
     // A client queues, then hangs up before its turn.
     let quitter = tokio::spawn(raw_get(target));
     let mut waited = 0;
-    while control_get(&running, "/backends/0").await["capacity"]["waiting"] != 1 {
+    while backend(&running, 0)["capacity"]["waiting"] != 1 {
         waited += 1;
         assert!(waited < 200, "the quitter never queued");
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -119,13 +123,13 @@ async fn probe(running: &tailguard_serve::Running, i: usize) -> (u64, u64) {
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_probe_reads_requests_in_flight_and_the_latency_they_see() {
-    let running = serve("backends: [{latency: 100ms, capacity: 1}]").await;
+    let running = serve_paused("backends: [{latency: 100ms, capacity: 1}]").await;
     let target = addr(&running, 0);
     // Nothing known yet, and the probe is not a request of the backend's.
     assert_eq!(probe(&running, 0).await, (0, 0));
-    let json = control_get(&running, "/backends/0").await;
+    let json = backend(&running, 0);
     assert_eq!(json["requests"]["ok"], 0);
     // Three requests at once on one worker: 100, 200 and 300 ms, all found 0-2 in flight.
     let start = Instant::now();
@@ -151,14 +155,14 @@ async fn a_probe_reads_requests_in_flight_and_the_latency_they_see() {
         (195_000..290_000).contains(&latency_us),
         "estimate {latency_us} µs"
     );
-    let json = control_get(&running, "/backends/0").await;
+    let json = backend(&running, 0);
     assert_eq!(json["requests"]["ok"], 3, "probes are not counted");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn grpc_calls_feed_the_latency_estimate_too() {
     use tailguard_serve::grpc::{PingRequest, PingResponse, PING_PATH};
-    let running = serve("backends: [{latency: 40ms, capacity: 2}]").await;
+    let running = serve_paused("backends: [{latency: 40ms, capacity: 2}]").await;
     assert_eq!(probe(&running, 0).await, (0, 0)); // the first probe starts the estimate
     let url = format!("http://{}", addr(&running, 0));
     let channel = tailguard_testsupport::bounded(

@@ -1,16 +1,19 @@
-//! Scheduled faults and run-time changes, in real time on loopback.
+//! Scheduled faults and run-time changes on loopback. The schedule's windows run on tokio's
+//! paused clock; the run-time changes go through the control endpoint's own thread, in real
+//! time, with wide margins.
 
 mod common;
 
-use common::{addr, control_get, control_post, ms, serve};
+use common::{addr, control_get, control_post, ms, serve, serve_paused};
 use std::time::Duration;
 use tailguard_testsupport::client::{get, H1};
 use tokio::time::Instant;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_slow_window_starts_and_ends_on_time() {
     let running =
-        serve("backends: [{latency: 2ms, schedule: ['from 300ms to 600ms latency x25']}]").await;
+        serve_paused("backends: [{latency: 2ms, schedule: ['from 300ms to 600ms latency x25']}]")
+            .await;
     // The fleet's clock started inside `serve`, a little before t0: offsets from t0 are at
     // most the backend's own elapsed time.
     let t0 = Instant::now();

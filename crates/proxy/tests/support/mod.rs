@@ -103,6 +103,24 @@ pub async fn eventually(limit: Duration, mut check: impl AsyncFnMut() -> bool) -
     false
 }
 
+/// The first service's endpoints as the admin `/endpoints` page shows them, read in process.
+/// A test on tokio's paused clock reads these rather than the page: the admin server answers
+/// from a thread of its own, and the paused clock runs on while a test waits for it.
+pub fn views(proxy: &Proxy) -> Vec<tailguard_proxy::EndpointView> {
+    let shared = proxy.shared();
+    shared.services()[0].endpoints().views(shared.clock.now())
+}
+
+/// The value of the series `name{service="web"}` in the proxy's metrics, read in process (as
+/// [`views`], for paused clocks); 0 when absent.
+pub fn metric(proxy: &Proxy, name: &str) -> f64 {
+    let text = proxy.metrics_text();
+    let prefix = format!("{name}{{service=\"web\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map_or(0.0, |v| v.trim().parse().unwrap())
+}
+
 /// A gRPC call (`content-type: application/grpc`, over HTTP/2 with `c`) through `proxy` to the
 /// test backend's `/trailers`, which answers a body, then `grpc-status: code` in its trailers
 /// (not trailers-only); returns the status the client read.

@@ -22,6 +22,18 @@ pub async fn serve_with(yaml: &str, tweak: impl FnOnce(&mut ServeOptions)) -> Ru
     start(options).await.expect("fleet starts")
 }
 
+/// Like [`serve`], for a test on tokio's paused clock: every latency wait on tokio's timer
+/// (not the precise timer thread, whose real clock the paused one cannot drive).
+pub async fn serve_paused(yaml: &str) -> Running {
+    serve_with(yaml, |o| o.precise_timer = false).await
+}
+
+/// Backend `i` as `GET /backends/{i}` shows it, read in process: the control endpoint answers
+/// from a thread of its own, and a paused clock runs on while a test waits for it.
+pub fn backend(running: &Running, i: usize) -> serde_json::Value {
+    running.describe(i).expect("a backend with that index")
+}
+
 /// The address of backend `i`.
 pub fn addr(running: &Running, i: usize) -> SocketAddr {
     running.backends()[i].1
