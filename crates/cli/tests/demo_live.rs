@@ -8,11 +8,10 @@
 //! the test ends however it ends.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 use tailguard_testsupport::process::wait_or_kill;
 use tailguard_testsupport::{browser, Deadline};
@@ -116,15 +115,7 @@ fn the_demo_page_shows_both_arms_moving_side_by_side() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let (tx, lines) = mpsc::channel();
-    let stdout = child.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
+    let lines = tailguard_testsupport::process::lines(child.stdout.take().unwrap());
     let mut demo = Demo(child);
     let mut said = Vec::new();
     let page: SocketAddr = loop {

@@ -3,10 +3,8 @@
 //! naming a server that is not gRPC or lacks the method; and the delayed-ACK note against a
 //! `serve --nagle`.
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 use tailguard_testsupport::{Deadline, TestServer};
 
@@ -40,14 +38,7 @@ fn start(args: &[&str], marker: &str, on_stderr: bool) -> (Running, String) {
     } else {
         Box::new(child.stdout.take().unwrap())
     };
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stream).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
+    let rx = tailguard_testsupport::process::lines(stream);
     let running = Running { child };
     let until = Deadline::after(DEADLINE);
     loop {
