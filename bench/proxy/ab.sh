@@ -6,6 +6,7 @@
 # Usage: bench/proxy/ab.sh BEFORE_BIN AFTER_BIN [SECONDS] [ROUNDS] [CONNS]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. bench/lib.sh
 before=$1 after=$2 secs=${3:-10} rounds=${4:-3} conns=${5:-32}
 load=${LOAD:-$after}
 dir=$(mktemp -d)
@@ -17,9 +18,7 @@ nginx -p "$dir" -c "$PWD/bench/proxy/nginx-backend.conf" & pids+=($!)
 "$after" proxy --listen 127.0.0.1:18351 --admin 127.0.0.1:18352 --upstream 127.0.0.1:18301 \
   --threads 1 2>"$dir/b.log" & b_pid=$!; pids+=($b_pid)
 haproxy -f bench/proxy/haproxy.cfg -db 2>"$dir/haproxy.log" & ha_pid=$!; pids+=($ha_pid)
-for port in 18301 18341 18351 18321; do # readiness: bounded polling
-  for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/" >/dev/null 2>&1 && break; sleep 0.1; done
-done
+wait_ready 18301 18341 18351 18321
 declare -A port=([before]=18341 [after]=18351 [haproxy]=18321)
 declare -A pid=([before]=$a_pid [after]=$b_pid [haproxy]=$ha_pid)
 ticks() { awk '{print $14, $15}' "/proc/$1/stat"; } # user and system
@@ -41,14 +40,6 @@ print(f"round {r} {arm:8} {rate:9.0f} req/s  cpu {us(user + system):5.1f} us/req
 PY
   done
 done
-python3 - "$dir/rows" <<'PY'
-import sys, statistics, collections
-by = collections.defaultdict(list)
-for line in open(sys.argv[1]):
-    f = line.split()
-    by[f[2]].append((float(f[3]), float(f[6]), float(f[9]), float(f[11].rstrip(")"))))
-for arm, v in by.items():
-    m = [statistics.median(x[i] for x in v) for i in range(4)]
-    print(f"median {arm:8} {m[0]:9.0f} req/s  cpu {m[1]:5.1f} us/req"
-          f" (user {m[2]:4.1f} sys {m[3]:4.1f}) over {len(v)} runs")
-PY
+medians "$dir/rows" \
+  'median {arm:8} {m[0]:9.0f} req/s  cpu {m[1]:5.1f} us/req (user {m[2]:4.1f} sys {m[3]:4.1f}) over {runs} runs' \
+  3 6 9 11

@@ -6,6 +6,7 @@
 # Usage: bench/proxy/cpu.sh BEFORE_BIN AFTER_BIN [RATE] [SECONDS] [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. bench/lib.sh
 before=$1 after=$2 rate=${3:-4000} secs=${4:-5} rounds=${5:-2}
 dir=$(mktemp -d)
 pids=()
@@ -15,9 +16,7 @@ nginx -p "$dir" -c "$PWD/bench/proxy/nginx-backend.conf" & pids+=($!)
   --threads 1 2>/dev/null & a_pid=$!; pids+=($a_pid)
 "$after" proxy --listen 127.0.0.1:18351 --admin 127.0.0.1:18352 --upstream 127.0.0.1:18301 \
   --threads 1 2>/dev/null & b_pid=$!; pids+=($b_pid)
-for port in 18301 18341 18351; do # readiness: bounded polling
-  for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/" >/dev/null 2>&1 && break; sleep 0.1; done
-done
+wait_ready 18301 18341 18351
 declare -A port=([before]=18341 [after]=18351) pid=([before]=$a_pid [after]=$b_pid)
 served() { curl -s "http://127.0.0.1:$(( $1 + 1 ))/metrics" | awk '/^tailguard_proxy_requests_total/ {n += $2} END {print n + 0}'; }
 for r in $(seq "$rounds"); do
@@ -34,12 +33,4 @@ for r in $(seq "$rounds"); do
       | tee -a "$dir/rows"
   done
 done
-python3 - "$dir/rows" <<'PY'
-import sys, statistics, collections
-by = collections.defaultdict(list)
-for line in open(sys.argv[1]):
-    f = line.split()
-    by[f[2]].append(float(f[5]))
-for arm, v in by.items():
-    print(f"median {arm:7} {statistics.median(v):6.2f} CPU us/request over {len(v)} runs")
-PY
+medians "$dir/rows" 'median {arm:7} {m[0]:6.2f} CPU us/request over {runs} runs' 5

@@ -9,33 +9,24 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-const FILE: &str = "\
-seed: 7
-backends:
-  - name: fast
-    latency: 10ms
-  - name: flaky
-    replicas: 2
-    latency: {normal: {mean: 167ms, sd: 5ms, max: 200ms}}
-    fail: {error: 0.1, status: 503, close: 0.01, reset: 0.01}
-    schedule: ['from 15s to 45s latency x10', 'every 10s pause 5s']
-    body: echo
-  - body: {size: 1024}
-";
+/// A fleet file using every field (the fuzz tests mutate the same file).
+const FILE: &str = include_str!("../tests/full.yaml");
 
 #[test]
 fn parses_a_full_file() {
     let fleet = Fleet::from_yaml_str(FILE, "fleet.yaml").unwrap();
     assert_eq!(fleet.seed, 7);
     let names: Vec<&str> = fleet.backends.iter().map(|b| b.name.as_str()).collect();
-    assert_eq!(names, ["fast", "flaky-0", "flaky-1", "b3"]);
+    assert_eq!(names, ["fast", "flaky-0", "flaky-1", "busy", "b4", "b5"]);
     let flaky = &fleet.backends[1];
     assert_eq!(flaky.failure.status(), 503);
-    assert_eq!(flaky.schedule.faults().len(), 2);
+    assert_eq!(flaky.schedule.faults().len(), 3);
     assert_eq!(flaky.body, Body::Echo);
-    assert_eq!(fleet.backends[3].body, Body::Size(1024));
+    assert!(fleet.backends[3].capacity.is_some());
+    assert_eq!(fleet.backends[4].body, Body::Size(1024));
+    assert_eq!(fleet.backends[5].body, Body::Name);
     assert_eq!(
-        fleet.backends[3].latency,
+        fleet.backends[5].latency,
         LatencyDist::Fixed(Duration::ZERO)
     );
 }

@@ -15,24 +15,8 @@ fn timed<T>(f: impl FnOnce() -> T) -> T {
     tailguard_fuzzkit::timed(CASE_BOUND, f)
 }
 
-const FILE: &str = "\
-seed: 7
-backends:
-  - name: fast
-    latency: 10ms
-  - name: flaky
-    replicas: 2
-    latency: {normal: {mean: 167ms, sd: 5ms, max: 200ms}}
-    fail: {error: 0.1, status: 503, close: 0.01, reset: 0.01}
-    schedule: ['from 15s to 45s latency x10', 'every 10s pause 5s', 'at 30s down', 'at 40s up']
-    body: echo
-  - name: busy
-    latency: {lognormal: {median: 20ms, sigma: 0.5, max: 1s}}
-    capacity: {workers: 8, queue: 64, status: 503}
-    schedule: ['from 20s to 40s capacity x0.25']
-  - latency: {percentiles: {p0: 1ms, p50: 2ms, p100: 9ms}}
-    body: {size: 1024}
-";
+/// A fleet file using every field (the unit tests check how it parses).
+const FILE: &str = include_str!("full.yaml");
 
 /// This parser's own tricky values, besides the shared ones (`tailguard_fuzzkit::TRICKY`).
 const EXTRA: &[&str] = &[

@@ -106,6 +106,11 @@ fn ramped(arrivals: Arrivals, from: f64, rate: f64, over_ms: u64, seed: u64) -> 
         .unwrap()
 }
 
+/// The ramps the exact checks of constant arrivals run over: `(from, rate, over_ms)`.
+fn constant_ramp() -> impl Strategy<Value = (f64, f64, u64)> {
+    (1.0f64..20_000.0, 1.0f64..20_000.0, 1u64..60_000)
+}
+
 #[test]
 fn rejects_bad_ramps_naming_the_constraint() {
     let s = Schedule::new(Arrivals::Constant, 100.0, 1).unwrap();
@@ -254,9 +259,7 @@ proptest! {
     /// and counts exactly the offsets not after `t`.
     #[test]
     fn ramped_due_by_matches_the_intensity(
-        from in 1.0f64..20_000.0,
-        rate in 1.0f64..20_000.0,
-        over_ms in 1u64..60_000,
+        (from, rate, over_ms) in constant_ramp(),
         ms in 0u64..120_000,
     ) {
         let mut s = ramped(Arrivals::Constant, from, rate, over_ms, 0);
@@ -271,9 +274,7 @@ proptest! {
     /// After the ramp, constant arrivals are `1 / rate` apart.
     #[test]
     fn after_the_ramp_gaps_are_one_over_rate(
-        from in 1.0f64..20_000.0,
-        rate in 1.0f64..20_000.0,
-        over_ms in 1u64..60_000,
+        (from, rate, over_ms) in constant_ramp(),
         k in 2u64..1_000,
     ) {
         let mut s = ramped(Arrivals::Constant, from, rate, over_ms, 0);

@@ -173,14 +173,17 @@ pub async fn run(
         .hedgeable(service)
         .then(|| endpoints.hedge_delay(clock.now()))
         .flatten();
+    let attempts = Attempts {
+        shared,
+        service,
+        endpoints: &endpoints,
+        request: &request,
+    };
     let (mut avoid, mut tries) = (None, 0u32);
     loop {
         let (slot, class, ended) = match hedge.filter(|_| tries == 0) {
-            Some(delay) => hedged(shared, service, &endpoints, &request, delay).await,
-            None => {
-                let pending = pick(shared, service, &endpoints, &request, avoid);
-                once(shared, service, &endpoints, &request, pending).await
-            }
+            Some(delay) => attempts.hedged(delay).await,
+            None => attempts.once(attempts.pick(avoid)).await,
         };
         let may = !class.success
             && class.retryable
@@ -208,83 +211,167 @@ pub async fn run(
     }
 }
 
-/// The first attempt of a hedged request: a backup to another endpoint when the first is
-/// still out after `delay` and the budget allows; the first success wins, and dropping the
-/// other attempt cancels it. When one fails, the other's answer decides.
-async fn hedged(
-    shared: &Arc<Shared>,
-    service: &Arc<Service>,
-    endpoints: &Arc<Endpoints>,
-    request: &Outgoing,
-    delay: Duration,
-) -> Done {
-    let pending = pick(shared, service, endpoints, request, None);
-    let first_slot = pending.slot;
-    let first = once(shared, service, endpoints, request, pending);
-    tokio::pin!(first);
-    tokio::select! {
-        done = &mut first => return done,
-        () = tokio::time::sleep(delay) => {}
-    }
-    let handles = service.handles(&shared.metrics);
-    // A backup sends the body alongside the first attempt: all of it must be in the copy.
-    if !request.body().complete() {
-        return first.await;
-    }
-    if !endpoints.may_hedge(shared.clock.now()) {
-        handles.hedge_budget_exhausted.inc();
-        return first.await;
-    }
-    handles.hedges.inc();
-    let pending = pick(shared, service, endpoints, request, Some(first_slot));
-    endpoints.hedged(pending.slot);
-    let backup = once(shared, service, endpoints, request, pending);
-    tokio::pin!(backup);
-    let (done, backup_first) = tokio::select! {
-        done = &mut first => (done, false),
-        done = &mut backup => (done, true),
-    };
-    let (done, from_backup) = if done.1.success {
-        (done, backup_first)
-    } else if backup_first {
-        (first.await, false)
-    } else {
-        (backup.await, true)
-    };
-    if from_backup && done.1.success {
-        handles.hedge_wins.inc();
-        endpoints.hedge_won(done.0);
-    }
-    done
+/// What every attempt of one request works with.
+#[derive(Clone, Copy)]
+struct Attempts<'a> {
+    shared: &'a Arc<Shared>,
+    service: &'a Arc<Service>,
+    endpoints: &'a Arc<Endpoints>,
+    request: &'a Outgoing,
 }
 
-/// Picks the endpoint of the next attempt (avoiding `avoid` when another exists) and sends the
-/// probes a probing balancer asks for with it; the attempt is in flight from here.
-fn pick(
-    shared: &Arc<Shared>,
-    service: &Arc<Service>,
-    endpoints: &Arc<Endpoints>,
-    request: &Outgoing,
-    avoid: Option<usize>,
-) -> InFlight {
-    let clock = shared.clock;
-    let now = clock.now();
-    let mut probes = Vec::new();
-    let (slot, ticket) = endpoints
-        .send(now, avoid, &mut probes)
-        .expect("checked non-empty");
-    if !probes.is_empty() {
-        crate::probe::send(shared, service, endpoints, probes, request.h2);
+impl Attempts<'_> {
+    /// The first attempt of a hedged request: a backup to another endpoint when the first is
+    /// still out after `delay` and the budget allows; the first success wins, and dropping the
+    /// other attempt cancels it. When one fails, the other's answer decides.
+    async fn hedged(self, delay: Duration) -> Done {
+        let pending = self.pick(None);
+        let first_slot = pending.slot;
+        let first = self.once(pending);
+        tokio::pin!(first);
+        tokio::select! {
+            done = &mut first => return done,
+            () = tokio::time::sleep(delay) => {}
+        }
+        let (shared, endpoints) = (self.shared, self.endpoints);
+        let handles = self.service.handles(&shared.metrics);
+        // A backup sends the body alongside the first attempt: all of it must be in the copy.
+        if !self.request.body().complete() {
+            return first.await;
+        }
+        if !endpoints.may_hedge(shared.clock.now()) {
+            handles.hedge_budget_exhausted.inc();
+            return first.await;
+        }
+        handles.hedges.inc();
+        let pending = self.pick(Some(first_slot));
+        endpoints.hedged(pending.slot);
+        let backup = self.once(pending);
+        tokio::pin!(backup);
+        let (done, backup_first) = tokio::select! {
+            done = &mut first => (done, false),
+            done = &mut backup => (done, true),
+        };
+        let (done, from_backup) = if done.1.success {
+            (done, backup_first)
+        } else if backup_first {
+            (first.await, false)
+        } else {
+            (backup.await, true)
+        };
+        if from_backup && done.1.success {
+            handles.hedge_wins.inc();
+            endpoints.hedge_won(done.0);
+        }
+        done
     }
-    InFlight {
-        shared: Arc::clone(shared),
-        service: Arc::clone(service),
-        endpoints: Arc::clone(endpoints),
-        attempt: Some((slot, ticket)),
-        slot,
-        method: request.method,
-        sent: now,
-        clock,
+
+    /// Picks the endpoint of the next attempt (avoiding `avoid` when another exists) and sends
+    /// the probes a probing balancer asks for with it; the attempt is in flight from here.
+    fn pick(self, avoid: Option<usize>) -> InFlight {
+        let (shared, service, endpoints) = (self.shared, self.service, self.endpoints);
+        let clock = shared.clock;
+        let now = clock.now();
+        let mut probes = Vec::new();
+        let (slot, ticket) = endpoints
+            .send(now, avoid, &mut probes)
+            .expect("checked non-empty");
+        if !probes.is_empty() {
+            crate::probe::send(shared, service, endpoints, probes, self.request.h2);
+        }
+        InFlight {
+            shared: Arc::clone(shared),
+            service: Arc::clone(service),
+            endpoints: Arc::clone(endpoints),
+            attempt: Some((slot, ticket)),
+            slot,
+            method: self.request.method,
+            sent: now,
+            clock,
+        }
+    }
+
+    /// One attempt, picked: send, classify, report.
+    async fn once(self, pending: InFlight) -> Done {
+        let Attempts {
+            shared,
+            service,
+            endpoints,
+            request,
+        } = self;
+        let clock = shared.clock;
+        let (slot, now) = (pending.slot, pending.sent);
+        let addr = endpoints.addr(slot);
+        // The connection first, then the request: a request whose connection could not be made
+        // keeps its body, so even a streamed body may go to another endpoint.
+        let deadline = service
+            .config
+            .arm
+            .timeouts
+            .attempt
+            .map(|t| tokio::time::Instant::now() + t);
+        let result = match within(deadline, service.upstreams.checkout(request.h2, addr)).await {
+            None => None,
+            Some(Err(e)) => Some(Err(e)),
+            Some(Ok(conn)) => {
+                let body = request.body().take();
+                let req = build(&request.parts, body, endpoints, slot, request.h2);
+                within(deadline, conn.send(req)).await
+            }
+        };
+        let rtt = || clock.now().saturating_sub(now);
+        // The client's body failed, so the upstream request did, or the endpoint answered a
+        // request it never got whole: the client's fault either way.
+        if let (Some(_), Some(fault)) = (&result, client_fault(request)) {
+            drop(pending);
+            shared
+                .metrics
+                .client_error(&service.config.name, fault.kind());
+            let answer = request
+                .reply
+                .client_fault(fault.status(), &fault.to_string());
+            return (slot, FAILED_HERE, Ended::Response(answer));
+        }
+        let (outcome, ended) = match result {
+            None => (
+                AttemptOutcome::Timeout,
+                Ended::Failed(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    format!("upstream {addr}: attempt timeout"),
+                ),
+            ),
+            Some(Ok(resp)) => {
+                let rtt = rtt();
+                return respond(service, request, slot, resp, pending, rtt);
+            }
+            Some(Err(e @ SendError::Exhausted(_))) => {
+                // Nothing was sent: not the endpoint's failure, so the attempt is cancelled (the
+                // balancer sees it end, accrual sees nothing), and the request gets a 503.
+                let reason = format!("upstream {addr}: {e}");
+                drop(pending);
+                return (
+                    slot,
+                    FAILED_HERE,
+                    Ended::Failed(StatusCode::SERVICE_UNAVAILABLE, reason),
+                );
+            }
+            Some(Err(e)) if e.is_connect() => (
+                AttemptOutcome::Refused,
+                Ended::Failed(
+                    StatusCode::BAD_GATEWAY,
+                    format!("upstream {addr}: {}", connect_failure(&e)),
+                ),
+            ),
+            Some(Err(e)) => (
+                AttemptOutcome::Reset,
+                Ended::Failed(
+                    StatusCode::BAD_GATEWAY,
+                    format!("upstream {addr}: {}", tailguard_http::error_chain(&e)),
+                ),
+            ),
+        };
+        let class = pending.finish(outcome, rtt());
+        (slot, class, ended)
     }
 }
 
@@ -293,89 +380,6 @@ fn finish(ended: Ended, reply: Reply) -> Response<ProxyBody> {
         Ended::Failed(status, reason) => reply.error(status, &reason),
         Ended::Response(resp) => resp,
     }
-}
-
-/// One attempt, picked: send, classify, report.
-async fn once(
-    shared: &Arc<Shared>,
-    service: &Arc<Service>,
-    endpoints: &Arc<Endpoints>,
-    request: &Outgoing,
-    pending: InFlight,
-) -> Done {
-    let clock = shared.clock;
-    let (slot, now) = (pending.slot, pending.sent);
-    let addr = endpoints.addr(slot);
-    // The connection first, then the request: a request whose connection could not be made
-    // keeps its body, so even a streamed body may go to another endpoint.
-    let deadline = service
-        .config
-        .arm
-        .timeouts
-        .attempt
-        .map(|t| tokio::time::Instant::now() + t);
-    let result = match within(deadline, service.upstreams.checkout(request.h2, addr)).await {
-        None => None,
-        Some(Err(e)) => Some(Err(e)),
-        Some(Ok(conn)) => {
-            let body = request.body().take();
-            let req = build(&request.parts, body, endpoints, slot, request.h2);
-            within(deadline, conn.send(req)).await
-        }
-    };
-    let rtt = || clock.now().saturating_sub(now);
-    // The client's body failed, so the upstream request did, or the endpoint answered a
-    // request it never got whole: the client's fault either way.
-    if let (Some(_), Some(fault)) = (&result, client_fault(request)) {
-        drop(pending);
-        shared
-            .metrics
-            .client_error(&service.config.name, fault.kind());
-        let answer = request
-            .reply
-            .client_fault(fault.status(), &fault.to_string());
-        return (slot, FAILED_HERE, Ended::Response(answer));
-    }
-    let (outcome, ended) = match result {
-        None => (
-            AttemptOutcome::Timeout,
-            Ended::Failed(
-                StatusCode::GATEWAY_TIMEOUT,
-                format!("upstream {addr}: attempt timeout"),
-            ),
-        ),
-        Some(Ok(resp)) => {
-            let rtt = rtt();
-            return respond(service, request, slot, resp, pending, rtt);
-        }
-        Some(Err(e @ SendError::Exhausted(_))) => {
-            // Nothing was sent: not the endpoint's failure, so the attempt is cancelled (the
-            // balancer sees it end, accrual sees nothing), and the request gets a 503.
-            let reason = format!("upstream {addr}: {e}");
-            drop(pending);
-            return (
-                slot,
-                FAILED_HERE,
-                Ended::Failed(StatusCode::SERVICE_UNAVAILABLE, reason),
-            );
-        }
-        Some(Err(e)) if e.is_connect() => (
-            AttemptOutcome::Refused,
-            Ended::Failed(
-                StatusCode::BAD_GATEWAY,
-                format!("upstream {addr}: {}", connect_failure(&e)),
-            ),
-        ),
-        Some(Err(e)) => (
-            AttemptOutcome::Reset,
-            Ended::Failed(
-                StatusCode::BAD_GATEWAY,
-                format!("upstream {addr}: {}", tailguard_http::error_chain(&e)),
-            ),
-        ),
-    };
-    let class = pending.finish(outcome, rtt());
-    (slot, class, ended)
 }
 
 /// Not a success, not retryable: a request the proxy answers itself.

@@ -135,69 +135,31 @@ impl Metrics {
             hedge_delay: Family::default(),
             registry: Registry::with_prefix("tailguard_proxy"),
         };
-        let r = &mut m.registry;
-        r.register("requests", "Responses sent downstream", m.requests.clone());
-        r.register(
-            "request_latency_seconds",
-            "Request latency",
-            m.latency.clone(),
-        );
-        r.register("attempts", "Upstream attempts", m.attempts.clone());
-        let al = m.attempt_latency.clone();
-        r.register("attempt_latency_seconds", "Upstream attempt latency", al);
-        r.register("retries", "Retries sent", m.retries.clone());
-        let be = m.budget_exhausted.clone();
-        r.register(
-            "retry_budget_exhausted",
-            "Retries refused by the budget",
-            be,
-        );
-        r.register(
-            "accrual_transitions",
-            "Accrual state changes",
-            m.accrual.clone(),
-        );
-        r.register("endpoint_pending", "Attempts in flight", m.pending.clone());
-        r.register(
-            "grpc_attempts",
-            "Upstream gRPC attempts by grpc-status code",
-            m.grpc_attempts.clone(),
-        );
-        r.register(
-            "client_errors",
-            "Requests failed by the client (malformed, aborted, idle or too slow body; refused request)",
-            m.client_errors.clone(),
-        );
-        r.register(
-            "probes",
-            "Load probes of a probing balancer, by result (ok; failed: no answer, an error or bad JSON; distrusted: the answer contradicted what the proxy saw there; skipped: not sent, the endpoint had the most probes out already)",
-            m.probes.clone(),
-        );
-        r.register(
-            "hedges",
-            "Backup requests sent after the hedge delay",
-            m.hedges.clone(),
-        );
-        r.register(
-            "hedge_wins",
-            "Backup requests that answered first with a success",
-            m.hedge_wins.clone(),
-        );
-        r.register(
-            "hedge_budget_exhausted",
-            "Backup requests refused by the hedge budget",
-            m.hedge_budget_exhausted.clone(),
-        );
-        r.register(
-            "hedge_delay_seconds",
-            "How long a hedged request waits before its backup (the live quantile of attempt latency)",
-            m.hedge_delay.clone(),
-        );
-        r.register(
-            "endpoint_cost",
-            "Balancer cost (pending requests, or peak EWMA nanoseconds x (pending + 1))",
-            m.cost.clone(),
-        );
+        // A macro so that each family is one line (name, help, field); the order is the
+        // exposition's.
+        macro_rules! register {
+            ($($name:literal, $help:literal, $family:ident;)*) => {
+                $(m.registry.register($name, $help, m.$family.clone());)*
+            };
+        }
+        register! {
+            "requests", "Responses sent downstream", requests;
+            "request_latency_seconds", "Request latency", latency;
+            "attempts", "Upstream attempts", attempts;
+            "attempt_latency_seconds", "Upstream attempt latency", attempt_latency;
+            "retries", "Retries sent", retries;
+            "retry_budget_exhausted", "Retries refused by the budget", budget_exhausted;
+            "accrual_transitions", "Accrual state changes", accrual;
+            "endpoint_pending", "Attempts in flight", pending;
+            "grpc_attempts", "Upstream gRPC attempts by grpc-status code", grpc_attempts;
+            "client_errors", "Requests failed by the client (malformed, aborted, idle or too slow body; refused request)", client_errors;
+            "probes", "Load probes of a probing balancer, by result (ok; failed: no answer, an error or bad JSON; distrusted: the answer contradicted what the proxy saw there; skipped: not sent, the endpoint had the most probes out already)", probes;
+            "hedges", "Backup requests sent after the hedge delay", hedges;
+            "hedge_wins", "Backup requests that answered first with a success", hedge_wins;
+            "hedge_budget_exhausted", "Backup requests refused by the hedge budget", hedge_budget_exhausted;
+            "hedge_delay_seconds", "How long a hedged request waits before its backup (the live quantile of attempt latency)", hedge_delay;
+            "endpoint_cost", "Balancer cost (pending requests, or peak EWMA nanoseconds x (pending + 1))", cost;
+        }
         m
     }
 

@@ -173,6 +173,20 @@ fleet:
     };
 }
 
+/// The arms `capacity` and `antagonist` compare: the load-blind baseline, P2C on two load
+/// signals, and probing (a macro, like the fleet above).
+macro_rules! probing_arms {
+    () => {
+        "\
+arms:
+  - {name: round-robin, balancer: {kind: round-robin}}
+  - {name: p2c-least-loaded, balancer: {kind: p2c, load: least-loaded}}
+  - {name: p2c-peak-ewma, balancer: {kind: p2c, load: peak-ewma}}
+  - {name: prequal, balancer: {kind: prequal}}
+"
+    };
+}
+
 const CAPACITY: &str = concat!(
     "\
 name: capacity
@@ -185,12 +199,9 @@ description: >-
     "\
 load: {loop: open, arrivals: poisson, rate: 2610, duration: 30s, clients: 10}
 deadline: 200ms
-arms:
-  - {name: round-robin, balancer: {kind: round-robin}}
-  - {name: p2c-least-loaded, balancer: {kind: p2c, load: least-loaded}}
-  - {name: p2c-peak-ewma, balancer: {kind: p2c, load: peak-ewma}}
-  - {name: prequal, balancer: {kind: prequal}}
-  # Extras: the paper's other end of the RIF band, and reuse.
+",
+    probing_arms!(),
+    "  # Extras: the paper's other end of the RIF band, and reuse.
   - {name: prequal-q0.6, balancer: {kind: prequal, q_rif: 0.6}}
   - {name: prequal-reuse3, balancer: {kind: prequal, max_uses: 3}}
 "
@@ -220,7 +231,8 @@ arms:
 "
 );
 
-const ANTAGONIST: &str = "\
+const ANTAGONIST: &str = concat!(
+    "\
 name: antagonist
 description: >-
   20 backends of 4 workers (service about 20 ms) at 85% load from 10 clients; from 10 s to 20 s
@@ -232,9 +244,6 @@ fleet:
     - {name: shared, replicas: 2, latency: *svc, capacity: 4, schedule: ['from 10s to 20s capacity x0.25']}
 load: {loop: open, arrivals: poisson, rate: 3400, duration: 30s, clients: 10}
 deadline: 200ms
-arms:
-  - {name: round-robin, balancer: {kind: round-robin}}
-  - {name: p2c-least-loaded, balancer: {kind: p2c, load: least-loaded}}
-  - {name: p2c-peak-ewma, balancer: {kind: p2c, load: peak-ewma}}
-  - {name: prequal, balancer: {kind: prequal}}
-";
+",
+    probing_arms!()
+);

@@ -1,0 +1,29 @@
+# Helpers the bench scripts share. Source it from the repository root: `. bench/lib.sh`.
+
+# Waits until each of PORTS on 127.0.0.1 answers HTTP, five seconds at most each (readiness:
+# bounded polling; a port still down shows in the run that follows).
+# Usage: wait_ready PORT...
+wait_ready() {
+  local port
+  for port in "$@"; do
+    for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/" >/dev/null 2>&1 && break; sleep 0.1; done
+  done
+}
+
+# Prints the medians per arm of the rows in FILE, lines of `round R ARM ...` as the scripts
+# tee them: the numbers in COLUMNS (0-based, split on white space, brackets stripped), through
+# the Python format string FORMAT, which sees `arm`, `runs` and the medians `m[0]`, `m[1]`...
+# Usage: medians FILE FORMAT COLUMN...
+medians() {
+  python3 - "$@" <<'PY'
+import sys, statistics, collections
+rows, fmt, cols = sys.argv[1], sys.argv[2], [int(c) for c in sys.argv[3:]]
+by = collections.defaultdict(list)
+for line in open(rows):
+    f = line.split()
+    by[f[2]].append([float(f[c].strip("()")) for c in cols])
+for arm, v in by.items():
+    m = [statistics.median(x[i] for x in v) for i in range(len(cols))]
+    print(fmt.format(arm=arm, runs=len(v), m=m))
+PY
+}
