@@ -35,7 +35,7 @@
 
 use crate::load::{Estimator, Load, Snapshot};
 use crate::pair::distinct_pair;
-use crate::{Balance, MAX_EFFORT};
+use crate::{Balance, Ready, MAX_EFFORT};
 use rand::seq::SliceRandom;
 use rand::{Rng, RngCore};
 use std::time::Duration;
@@ -161,12 +161,7 @@ impl<E: Load> Aperture<E> {
     }
 
     /// Step 2: P2C over ring positions `0..aperture`, ready endpoints only.
-    fn draw(
-        &mut self,
-        now: Duration,
-        ready: &dyn Fn(usize) -> bool,
-        rng: &mut dyn RngCore,
-    ) -> Option<usize> {
+    fn draw(&mut self, now: Duration, ready: Ready<'_>, rng: &mut dyn RngCore) -> Option<usize> {
         let a = self.aperture();
         if a == 1 {
             let only = rng.random_range(0..a);
@@ -192,12 +187,7 @@ impl<E: Estimator + std::fmt::Debug> Balance for Aperture<E> {
         self.loads.len()
     }
 
-    fn pick(
-        &mut self,
-        now: Duration,
-        ready: &dyn Fn(usize) -> bool,
-        rng: &mut dyn RngCore,
-    ) -> Option<usize> {
+    fn pick(&mut self, now: Duration, ready: Ready<'_>, rng: &mut dyn RngCore) -> Option<usize> {
         if self.loads.is_empty() {
             return None;
         }

@@ -60,6 +60,10 @@ pub enum ProbeVerdict {
     Ignored,
 }
 
+/// Which endpoints may take a request now (`ready(i)`: endpoint `i` is in rotation, by the
+/// caller's failure accrual and ejection), as every pick asks it.
+pub type Ready<'a> = &'a dyn Fn(usize) -> bool;
+
 /// Chooses an endpoint per request and tracks the load it creates.
 pub trait Balance: std::fmt::Debug {
     /// Number of endpoints.
@@ -73,12 +77,7 @@ pub trait Balance: std::fmt::Debug {
     /// Picks an endpoint for a request at `now`: a ready one if any is ready, otherwise one of
     /// all. `None` only when there are no endpoints. Picking does not count as sending: call
     /// [`Balance::start`] when the request goes out.
-    fn pick(
-        &mut self,
-        now: Duration,
-        ready: &dyn Fn(usize) -> bool,
-        rng: &mut dyn RngCore,
-    ) -> Option<usize>;
+    fn pick(&mut self, now: Duration, ready: Ready<'_>, rng: &mut dyn RngCore) -> Option<usize>;
 
     /// A request was sent to `endpoint` at `now`.
     fn start(&mut self, endpoint: usize, now: Duration);
@@ -107,7 +106,7 @@ pub trait Balance: std::fmt::Debug {
     fn probe_targets(
         &mut self,
         now: Duration,
-        ready: &dyn Fn(usize) -> bool,
+        ready: Ready<'_>,
         rng: &mut dyn RngCore,
         out: &mut Vec<usize>,
     ) {

@@ -31,7 +31,7 @@
 
 use crate::load::{Estimator, Load, Snapshot};
 use crate::pair::distinct_pair;
-use crate::{all_ready, Balance, MAX_EFFORT};
+use crate::{all_ready, Balance, Ready, MAX_EFFORT};
 use rand::{Rng, RngCore};
 use std::time::Duration;
 
@@ -107,12 +107,7 @@ impl<E: Load> BestOf<E> {
     }
 
     /// Steps 1 and 2: the cheapest ready endpoint among `d` random ones, if any is ready.
-    fn draw(
-        &mut self,
-        now: Duration,
-        ready: &dyn Fn(usize) -> bool,
-        rng: &mut dyn RngCore,
-    ) -> Option<usize> {
+    fn draw(&mut self, now: Duration, ready: Ready<'_>, rng: &mut dyn RngCore) -> Option<usize> {
         let n = self.loads.len();
         match self.d {
             1 => Some(rng.random_range(0..n)).filter(|&i| ready(i)),
@@ -138,12 +133,7 @@ impl<E: Load> BestOf<E> {
     }
 
     /// The cheapest ready endpoint of all, scanning from a random offset.
-    fn scan(
-        &mut self,
-        now: Duration,
-        ready: &dyn Fn(usize) -> bool,
-        rng: &mut dyn RngCore,
-    ) -> Option<usize> {
+    fn scan(&mut self, now: Duration, ready: Ready<'_>, rng: &mut dyn RngCore) -> Option<usize> {
         let n = self.loads.len();
         let offset = rng.random_range(0..n);
         self.cheapest(now, (0..n).map(|k| (offset + k) % n).filter(|&i| ready(i)))
@@ -175,12 +165,7 @@ impl<E: Estimator + std::fmt::Debug> Balance for BestOf<E> {
         self.loads.len()
     }
 
-    fn pick(
-        &mut self,
-        now: Duration,
-        ready: &dyn Fn(usize) -> bool,
-        rng: &mut dyn RngCore,
-    ) -> Option<usize> {
+    fn pick(&mut self, now: Duration, ready: Ready<'_>, rng: &mut dyn RngCore) -> Option<usize> {
         let n = self.loads.len();
         if n <= 1 {
             return (n == 1).then_some(0);

@@ -32,7 +32,7 @@
 //! ```
 
 use crate::load::Snapshot;
-use crate::Balance;
+use crate::{Balance, Ready};
 use rand::RngCore;
 use std::time::Duration;
 
@@ -82,7 +82,7 @@ impl HeapLeastLoaded {
     }
 
     /// Step 1: lift the penalty of endpoints that are ready again.
-    fn revive(&mut self, ready: &dyn Fn(usize) -> bool) {
+    fn revive(&mut self, ready: Ready<'_>) {
         let mut k = 0;
         while k < self.down.len() {
             let endpoint = self.down[k];
@@ -136,12 +136,7 @@ impl Balance for HeapLeastLoaded {
         self.heap.len()
     }
 
-    fn pick(
-        &mut self,
-        _now: Duration,
-        ready: &dyn Fn(usize) -> bool,
-        _rng: &mut dyn RngCore,
-    ) -> Option<usize> {
+    fn pick(&mut self, _now: Duration, ready: Ready<'_>, _rng: &mut dyn RngCore) -> Option<usize> {
         if self.heap.is_empty() {
             return None;
         }

@@ -45,7 +45,7 @@ pub mod random;
 pub mod round_robin;
 
 pub use aperture::{Aperture, ApertureConfig, ApertureError};
-pub use balancer::{all_ready, Balance, ProbeReply, ProbeVerdict, MAX_EFFORT};
+pub use balancer::{all_ready, Balance, ProbeReply, ProbeVerdict, Ready, MAX_EFFORT};
 pub use best_of::{BestOf, Choices, ChoicesError};
 pub use heap::HeapLeastLoaded;
 pub use policy::{LoadKind, Policy, PolicyError};

@@ -83,7 +83,7 @@
 
 pub use crate::balancer::{ProbeReply, ProbeVerdict};
 use crate::load::{PeakEwma, PeakEwmaConfig, Snapshot};
-use crate::{Balance, BestOf, Choices};
+use crate::{Balance, BestOf, Choices, Ready};
 use rand::{Rng, RngCore};
 use std::time::Duration;
 
@@ -420,12 +420,7 @@ impl Balance for Prequal {
         self.local.len()
     }
 
-    fn pick(
-        &mut self,
-        now: Duration,
-        ready: &dyn Fn(usize) -> bool,
-        rng: &mut dyn RngCore,
-    ) -> Option<usize> {
+    fn pick(&mut self, now: Duration, ready: Ready<'_>, rng: &mut dyn RngCore) -> Option<usize> {
         if self.local.is_empty() {
             return None;
         }
@@ -486,7 +481,7 @@ impl Balance for Prequal {
     fn probe_targets(
         &mut self,
         _now: Duration,
-        ready: &dyn Fn(usize) -> bool,
+        ready: Ready<'_>,
         rng: &mut dyn RngCore,
         out: &mut Vec<usize>,
     ) {

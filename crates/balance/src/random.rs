@@ -17,7 +17,7 @@
 //! assert_eq!(random.pick(Duration::ZERO, &only_3, &mut rng), Some(3));
 //! ```
 
-use crate::{Balance, MAX_EFFORT};
+use crate::{Balance, Ready, MAX_EFFORT};
 use rand::{Rng, RngCore};
 use std::time::Duration;
 
@@ -39,12 +39,7 @@ impl Balance for Random {
         self.n
     }
 
-    fn pick(
-        &mut self,
-        _now: Duration,
-        ready: &dyn Fn(usize) -> bool,
-        rng: &mut dyn RngCore,
-    ) -> Option<usize> {
+    fn pick(&mut self, _now: Duration, ready: Ready<'_>, rng: &mut dyn RngCore) -> Option<usize> {
         if self.n == 0 {
             return None;
         }

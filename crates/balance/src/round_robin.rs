@@ -16,7 +16,7 @@
 //! assert_eq!(picks, [Some(0), Some(1), Some(0), Some(1)]);
 //! ```
 
-use crate::Balance;
+use crate::{Balance, Ready};
 use rand::RngCore;
 use std::time::Duration;
 
@@ -48,12 +48,7 @@ impl Balance for RoundRobin {
         self.n
     }
 
-    fn pick(
-        &mut self,
-        _now: Duration,
-        ready: &dyn Fn(usize) -> bool,
-        _rng: &mut dyn RngCore,
-    ) -> Option<usize> {
+    fn pick(&mut self, _now: Duration, ready: Ready<'_>, _rng: &mut dyn RngCore) -> Option<usize> {
         if self.n == 0 {
             return None;
         }

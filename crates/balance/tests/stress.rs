@@ -6,7 +6,7 @@ use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use std::time::Duration;
 use tailguard_balance::{
-    ApertureConfig, Balance, Choices, LoadKind, Policy, PrequalConfig, ProbeReply,
+    ApertureConfig, Balance, Choices, LoadKind, Policy, PrequalConfig, ProbeReply, Ready,
 };
 
 fn policies() -> Vec<Policy> {
@@ -42,7 +42,7 @@ fn policies() -> Vec<Policy> {
 fn answer_probes(
     b: &mut dyn Balance,
     in_flight: &[InFlight],
-    ready: &dyn Fn(usize) -> bool,
+    ready: Ready<'_>,
     now: Duration,
     rng: &mut Xoshiro256PlusPlus,
 ) {
