@@ -124,6 +124,9 @@ fn traffic(scenario: &Scenario, opts: &Options) -> Traffic {
     t
 }
 
+/// The simulator's figures per arm name, or why there are none.
+type Prediction = Result<Vec<(String, SimPrediction)>, String>;
+
 /// Runs `scenario` live.
 pub(crate) fn run(
     scenario: &Scenario,
@@ -137,7 +140,33 @@ pub(crate) fn run(
         fleet: scenario.fleet.clone(),
         nagle: false,
     };
-    run.report.load = describe(scenario, &traffic);
+    describe_load(scenario, &traffic, run);
+    let together = opts.together && arms.len() > 1;
+    plan_progress(scenario, &arms, &traffic, together, rts, run);
+    if together {
+        run.report.notes.push(
+            "the arms ran at the same time, each on its own fleet (as seed 000's two clusters did)"
+                .to_owned(),
+        );
+    }
+    let prediction = opts.predict.then(|| predict(scenario, &arms, &traffic));
+    let plans = plan_arms(scenario, &arms, &fleet, &traffic, together);
+    if together {
+        run_together(rts, run, &plans, prediction.as_ref())?;
+    } else {
+        run_in_turn(rts, run, &plans, prediction.as_ref())?;
+    }
+    if let Some(Err(e)) = prediction {
+        run.report
+            .notes
+            .push(format!("no simulator prediction: {e}"));
+    }
+    Ok(())
+}
+
+/// Puts the load, the deadline and how many clients it models in the report.
+fn describe_load(scenario: &Scenario, traffic: &Traffic, run: &mut Run<'_>) {
+    run.report.load = describe(scenario, traffic);
     run.report.deadline_ms = scenario.deadline.as_secs_f64() * 1e3;
     if scenario.load.clients > 1 {
         let clients = scenario.load.clients;
@@ -148,7 +177,17 @@ pub(crate) fn run(
              round robin is one client whatever their number)"
         ));
     }
-    let together = opts.together && arms.len() > 1;
+}
+
+/// Tells the console's bar and the live page which arms will run, and for how long.
+fn plan_progress(
+    scenario: &Scenario,
+    arms: &[ArmConfig],
+    traffic: &Traffic,
+    together: bool,
+    rts: &Runtimes,
+    run: &mut Run<'_>,
+) {
     run.console
         .plan(traffic.duration.as_secs().saturating_mul(arms.len() as u64));
     rts.board.plan(
@@ -158,15 +197,17 @@ pub(crate) fn run(
             .collect(),
         together,
     );
-    if together {
-        run.report.notes.push(
-            "the arms ran at the same time, each on its own fleet (as seed 000's two clusters did)"
-                .to_owned(),
-        );
-    }
-    let prediction = opts.predict.then(|| predict(scenario, &arms, &traffic));
-    let plans: Vec<ArmPlan<'_>> = arms
-        .iter()
+}
+
+/// One plan per arm: client round robin runs in the load generator, the rest through proxies.
+fn plan_arms<'a>(
+    scenario: &Scenario,
+    arms: &[ArmConfig],
+    fleet: &'a FleetSpec,
+    traffic: &Traffic,
+    together: bool,
+) -> Vec<ArmPlan<'a>> {
+    arms.iter()
         .map(|arm| ArmPlan {
             name: arm.name.clone(),
             group: scenario.name.clone(),
@@ -175,7 +216,7 @@ pub(crate) fn run(
             } else {
                 Path::Proxy(Box::new(arm.clone()))
             },
-            fleet: &fleet,
+            fleet,
             traffic: traffic.clone(),
             prefix: if together {
                 format!("{} | ", arm.name)
@@ -183,78 +224,93 @@ pub(crate) fn run(
                 String::new()
             },
         })
-        .collect();
-    let finish = |run: &mut Run<'_>, mut done: live::Outcome| {
-        if let Some(Ok(p)) = &prediction {
-            done.arm.sim = p
-                .iter()
-                .find(|(n, _)| *n == done.arm.name)
-                .map(|(_, s)| s.clone());
-        }
-        if let Some(note) = hidden_by_totals(&done.arm) {
-            run.report.notes.push(note);
-        }
-        run.record(done)
-    };
-    if together {
-        if run.halt() {
-            return Ok(());
-        }
-        let console = run.console;
-        let outcomes: Vec<Result<live::Outcome, BenchError>> = std::thread::scope(|s| {
-            let handles: Vec<_> = plans
-                .iter()
-                .map(|plan| s.spawn(move || live::run_arm(rts, console, plan)))
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(BenchError::Invalid("an arm panicked".into())))
-                })
-                .collect()
-        });
-        let proxies = plans
+        .collect()
+}
+
+/// Runs every arm at the same time, each on its own thread and fleet, then records them in
+/// order; fails with the first arm's error, after recording the others.
+fn run_together(
+    rts: &Runtimes,
+    run: &mut Run<'_>,
+    plans: &[ArmPlan<'_>],
+    prediction: Option<&Prediction>,
+) -> Result<(), BenchError> {
+    if run.halt() {
+        return Ok(());
+    }
+    let console = run.console;
+    let outcomes: Vec<Result<live::Outcome, BenchError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = plans
             .iter()
-            .filter(|p| matches!(p.path, Path::Proxy(_)))
-            .count();
-        let mut first_error = None;
-        for outcome in outcomes {
-            match outcome {
-                Ok(mut done) => {
-                    // Proxies in this process share one runtime thread: its CPU is theirs
-                    // together, not one arm's.
-                    if proxies > 1 {
-                        done.arm.proxy = None;
-                    }
-                    finish(run, done);
+            .map(|plan| s.spawn(move || live::run_arm(rts, console, plan)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(BenchError::Invalid("an arm panicked".into())))
+            })
+            .collect()
+    });
+    let proxies = plans
+        .iter()
+        .filter(|p| matches!(p.path, Path::Proxy(_)))
+        .count();
+    let mut first_error = None;
+    for outcome in outcomes {
+        match outcome {
+            Ok(mut done) => {
+                // Proxies in this process share one runtime thread: its CPU is theirs
+                // together, not one arm's.
+                if proxies > 1 {
+                    done.arm.proxy = None;
                 }
-                Err(e) => {
-                    first_error.get_or_insert(e);
-                }
+                finish(run, done, prediction);
             }
-        }
-        if let Some(e) = first_error {
-            return Err(e);
-        }
-    } else {
-        for plan in &plans {
-            if run.halt() {
-                break;
-            }
-            let done = live::run_arm(rts, run.console, plan)?;
-            if finish(run, done) {
-                run.report.interrupted = true;
-                break;
+            Err(e) => {
+                first_error.get_or_insert(e);
             }
         }
     }
-    if let Some(Err(e)) = prediction {
-        run.report
-            .notes
-            .push(format!("no simulator prediction: {e}"));
+    if let Some(e) = first_error {
+        return Err(e);
     }
     Ok(())
+}
+
+/// Runs the arms one after another until one fails or Ctrl-C stops the run.
+fn run_in_turn(
+    rts: &Runtimes,
+    run: &mut Run<'_>,
+    plans: &[ArmPlan<'_>],
+    prediction: Option<&Prediction>,
+) -> Result<(), BenchError> {
+    for plan in plans {
+        if run.halt() {
+            break;
+        }
+        let done = live::run_arm(rts, run.console, plan)?;
+        if finish(run, done, prediction) {
+            run.report.interrupted = true;
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Records an arm with the simulator's figures for it and any note its intervals call for;
+/// true when the run is to stop.
+fn finish(run: &mut Run<'_>, mut done: live::Outcome, prediction: Option<&Prediction>) -> bool {
+    if let Some(Ok(p)) = prediction {
+        done.arm.sim = p
+            .iter()
+            .find(|(n, _)| *n == done.arm.name)
+            .map(|(_, s)| s.clone());
+    }
+    if let Some(note) = hidden_by_totals(&done.arm) {
+        run.report.notes.push(note);
+    }
+    run.record(done)
 }
 
 /// Seed 004's point, when an arm shows it: intervals far apart that one end-of-run figure
@@ -306,11 +362,7 @@ fn describe(scenario: &Scenario, t: &Traffic) -> String {
 }
 
 /// The simulator on the same arms and load length.
-fn predict(
-    scenario: &Scenario,
-    arms: &[ArmConfig],
-    t: &Traffic,
-) -> Result<Vec<(String, SimPrediction)>, String> {
+fn predict(scenario: &Scenario, arms: &[ArmConfig], t: &Traffic) -> Prediction {
     let mut s = scenario.clone();
     s.arms = arms.to_vec();
     s.load.duration = t.duration;

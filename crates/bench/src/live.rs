@@ -16,7 +16,7 @@ use tailguard_histogram::{duration_us, Histogram};
 use tailguard_load::{Config as LoadConfig, Target};
 use tailguard_pacing::{Arrivals, Ramp};
 use tailguard_proxy::config::{Config as ProxyConfig, ServiceConfig, Upstream};
-use tailguard_record::{Class, Classifier, Record};
+use tailguard_record::{Class, Classifier, Record, RunSummary};
 use tailguard_report::Unit;
 
 /// Thread name of the in-process proxy's runtime: its CPU is read per thread.
@@ -229,106 +229,251 @@ pub(crate) fn run_arm(
     console: &Console,
     plan: &ArmPlan<'_>,
 ) -> Result<Outcome, BenchError> {
+    let fleet = start_fleet(rts, plan.fleet)?;
+    let backends: Vec<SocketAddr> = fleet.backends().iter().map(|(_, a)| *a).collect();
+    let proxy_count = plan.traffic.clients.clamp(1, MAX_PROXIES);
+    let via = announce(console, plan, backends.len(), proxy_count);
+    let live = rts.board.start(
+        (&plan.group, &plan.name, &via),
+        plan.traffic.duration,
+        fleet.tally(),
+        backend_specs(plan.fleet),
+    );
+    let path = start_path(rts, console, plan, &backends, proxy_count)?;
+    let sent = send_load(console, plan, &path, live.clone())?;
+    path.shut_down(rts);
+    drop(fleet);
+    let report = sent.report?;
+    let mut arm = arm_run(plan, via, &sent.tally, sent.usage, report.summary);
+    arm.seconds = rts.board.finish(&live, &arm);
+    let note = unsent_note(plan, sent.scheduled, arm.requests, report.interrupted);
+    Ok(Outcome {
+        arm,
+        interrupted: report.interrupted,
+        note,
+    })
+}
+
+/// Starts the arm's fleet on any free local port.
+fn start_fleet(rts: &Runtimes, spec: &FleetSpec) -> Result<tailguard_serve::Running, BenchError> {
     let fleet = rts.fleet.block_on(async {
-        let mut opts = tailguard_serve::ServeOptions::new(plan.fleet.fleet.clone());
+        let mut opts = tailguard_serve::ServeOptions::new(spec.fleet.clone());
         opts.listen = SocketAddr::from(([127, 0, 0, 1], 0));
         opts.control = None;
-        opts.nagle = plan.fleet.nagle;
+        opts.nagle = spec.nagle;
         tailguard_serve::start(opts).await
     })?;
-    let backends: Vec<SocketAddr> = fleet.backends().iter().map(|(_, a)| *a).collect();
-    let mut via = plan.path.via(backends.len());
-    let proxy_count = plan.traffic.clients.clamp(1, MAX_PROXIES);
+    Ok(fleet)
+}
+
+/// Says on the console which arm runs and how its traffic goes; returns the how.
+fn announce(console: &Console, plan: &ArmPlan<'_>, backends: usize, proxy_count: usize) -> String {
+    let mut via = plan.path.via(backends);
     if matches!(plan.path, Path::Proxy(_)) && proxy_count > 1 {
         via.push_str(&format!(", {proxy_count} proxies (one per client)"));
     }
     console.status(&format!("{} {}", plan.group, plan.name));
     console.line(&format!("## {} [{}]: {via}", plan.name, plan.group));
-    let specs = plan
-        .fleet
-        .fleet
+    via
+}
+
+/// Each backend's name and how the live page describes it.
+fn backend_specs(spec: &FleetSpec) -> Vec<(String, String)> {
+    spec.fleet
         .backends
         .iter()
         .map(|b| (b.name.clone(), describe_backend(b)))
-        .collect();
-    let live = rts.board.start(
-        (&plan.group, &plan.name, &via),
-        plan.traffic.duration,
-        fleet.tally(),
-        specs,
-    );
+        .collect()
+}
 
-    let mut proxies = Vec::new();
-    let mut child = None;
-    let targets: Vec<SocketAddr> = match &plan.path {
-        Path::ClientRoundRobin => backends.clone(),
+/// The path the traffic takes, started: in-process proxies or a proxy process (or neither),
+/// and the addresses the load generator sends to.
+struct PathUnderTest {
+    proxies: Vec<tailguard_proxy::Proxy>,
+    child: Option<peers::Child>,
+    targets: Vec<SocketAddr>,
+}
+
+impl PathUnderTest {
+    /// A path through a proxy process.
+    fn child(c: peers::Child) -> Self {
+        PathUnderTest {
+            proxies: Vec::new(),
+            targets: vec![c.addr],
+            child: Some(c),
+        }
+    }
+
+    /// CPU used so far by the proxy process, or by the in-process proxies' runtime thread.
+    fn cpu_ticks(&self) -> Option<peers::Ticks> {
+        match (&self.child, self.proxies.is_empty()) {
+            (Some(c), _) => peers::cpu_ticks(c.pid()),
+            (None, false) => peers::thread_cpu_ticks(PROXY_THREAD),
+            (None, true) => None,
+        }
+    }
+
+    /// The proxy process's resident memory (in-process proxies share the bench's).
+    fn rss_kib(&self) -> Option<u64> {
+        self.child.as_ref().and_then(|c| peers::rss_kib(c.pid()))
+    }
+
+    /// Shuts the in-process proxies down, then ends the proxy process.
+    fn shut_down(self, rts: &Runtimes) {
+        for p in self.proxies {
+            rts.proxy.block_on(p.shutdown());
+        }
+        drop(self.child);
+    }
+}
+
+/// Starts what the plan's path puts between the load generator and the backends.
+fn start_path(
+    rts: &Runtimes,
+    console: &Console,
+    plan: &ArmPlan<'_>,
+    backends: &[SocketAddr],
+    proxy_count: usize,
+) -> Result<PathUnderTest, BenchError> {
+    Ok(match &plan.path {
+        Path::ClientRoundRobin => PathUnderTest {
+            proxies: Vec::new(),
+            child: None,
+            targets: backends.to_vec(),
+        },
         Path::Proxy(arm) => {
-            // One proxy per independent client, each balancing on what it sees alone.
-            for _ in 0..proxy_count {
-                let upstreams = backends.iter().map(|a| Upstream::new(*a)).collect();
-                let mut service = ServiceConfig::new("bench", upstreams);
-                service.arm = (**arm).clone();
-                let listen = SocketAddr::from(([127, 0, 0, 1], 0));
-                let mut cfg = ProxyConfig::new(listen, vec![service]);
-                cfg.admin = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
-                proxies.push(rts.proxy.block_on(tailguard_proxy::start(cfg))?);
+            let proxies = start_proxies(rts, arm, backends, proxy_count)?;
+            show_admin(console, &proxies);
+            let targets = proxies.iter().map(tailguard_proxy::Proxy::addr).collect();
+            PathUnderTest {
+                proxies,
+                child: None,
+                targets,
             }
-            if let Some(admin) = proxies[0].admin_addr() {
-                let which = if proxies.len() > 1 {
-                    "first proxy"
-                } else {
-                    "proxy"
-                };
-                console.line(&format!(
-                    "# {which} admin: http://{admin}/ (metrics: http://{admin}/metrics)"
-                ));
-            }
-            proxies.iter().map(tailguard_proxy::Proxy::addr).collect()
         }
-        Path::ProxyProcess(exe) => {
-            let c = peers::spawn_tailguard(exe, backends[0])?;
-            let addr = c.addr;
-            child = Some(c);
-            vec![addr]
-        }
+        Path::ProxyProcess(exe) => PathUnderTest::child(peers::spawn_tailguard(exe, backends[0])?),
         Path::Peer(peer) => {
-            let c = peers::spawn(*peer, backends[0], plan.traffic.grpc)?;
-            let addr = c.addr;
-            child = Some(c);
-            vec![addr]
+            PathUnderTest::child(peers::spawn(*peer, backends[0], plan.traffic.grpc)?)
         }
-    };
+    })
+}
 
-    let cpu_before = match (&child, proxies.is_empty()) {
-        (Some(c), _) => peers::cpu_ticks(c.pid()),
-        (None, false) => peers::thread_cpu_ticks(PROXY_THREAD),
-        (None, true) => None,
-    };
+/// Starts one in-process proxy per independent client, each balancing on what it sees alone.
+fn start_proxies(
+    rts: &Runtimes,
+    arm: &ArmConfig,
+    backends: &[SocketAddr],
+    count: usize,
+) -> Result<Vec<tailguard_proxy::Proxy>, BenchError> {
+    let mut proxies = Vec::new();
+    for _ in 0..count {
+        let upstreams = backends.iter().map(|a| Upstream::new(*a)).collect();
+        let mut service = ServiceConfig::new("bench", upstreams);
+        service.arm = arm.clone();
+        let listen = SocketAddr::from(([127, 0, 0, 1], 0));
+        let mut cfg = ProxyConfig::new(listen, vec![service]);
+        cfg.admin = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
+        proxies.push(rts.proxy.block_on(tailguard_proxy::start(cfg))?);
+    }
+    Ok(proxies)
+}
+
+/// Says where the (first) proxy's admin page is.
+fn show_admin(console: &Console, proxies: &[tailguard_proxy::Proxy]) {
+    if let Some(admin) = proxies[0].admin_addr() {
+        let which = if proxies.len() > 1 {
+            "first proxy"
+        } else {
+            "proxy"
+        };
+        console.line(&format!(
+            "# {which} admin: http://{admin}/ (metrics: http://{admin}/metrics)"
+        ));
+    }
+}
+
+/// What sending an arm's load gave.
+struct Sent {
+    /// The load generator's own report.
+    report: Result<tailguard_load::Report, tailguard_load::LoadError>,
+    /// Every record the load generator completed.
+    tally: Arc<Tally>,
+    /// The schedule's own count (a Poisson draw is not `rate x duration`).
+    scheduled: Option<u64>,
+    usage: Usage,
+}
+
+/// What the proxy in the path used while the load ran, where it could be read.
+struct Usage {
+    cpu_before: Option<peers::Ticks>,
+    cpu_after: Option<peers::Ticks>,
+    rss_kib: Option<u64>,
+}
+
+impl Usage {
+    /// The proxy's cost over `requests`; CPU only when both readings exist and requests were
+    /// sent.
+    fn cost(self, requests: u64) -> Option<ProxyCost> {
+        let rss_kib = self.rss_kib;
+        match (self.cpu_before, self.cpu_after) {
+            (Some(a), Some(b)) if requests > 0 => {
+                let used = b.since(a);
+                let per_request =
+                    |ticks: u64| ticks as f64 * 1e6 / peers::TICKS_PER_SEC as f64 / requests as f64;
+                Some(ProxyCost {
+                    cpu_us_per_request: Some(per_request(used.total())),
+                    cpu_user_us_per_request: Some(per_request(used.user)),
+                    rss_kib,
+                })
+            }
+            _ if rss_kib.is_some() => Some(ProxyCost {
+                cpu_us_per_request: None,
+                cpu_user_us_per_request: None,
+                rss_kib,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// Runs the load generator through the started path, reading the path's CPU either side.
+fn send_load(
+    console: &Console,
+    plan: &ArmPlan<'_>,
+    path: &PathUnderTest,
+    live: Arc<Arm>,
+) -> Result<Sent, BenchError> {
+    let cpu_before = path.cpu_ticks();
     let tally = Arc::new(Tally::default());
-    let cfg = load_config(&plan.traffic, &targets, tally.clone(), live.clone())?;
-    // The schedule's own count (a Poisson draw is not `rate x duration`).
+    let cfg = load_config(&plan.traffic, &path.targets, tally.clone(), live)?;
     let scheduled = cfg.scheduled();
     let mut lines = LoadLines::new(console, &plan.prefix, plan.traffic.interval);
     let report = tailguard_load::run(cfg, &mut lines);
-    let cpu_after = match (&child, proxies.is_empty()) {
-        (Some(c), _) => peers::cpu_ticks(c.pid()),
-        (None, false) => peers::thread_cpu_ticks(PROXY_THREAD),
-        (None, true) => None,
+    let usage = Usage {
+        cpu_before,
+        cpu_after: path.cpu_ticks(),
+        rss_kib: path.rss_kib(),
     };
-    let rss_kib = child.as_ref().and_then(|c| peers::rss_kib(c.pid()));
     // Bring the bar to the planned end of this arm (the last interval may be partial).
     let planned = plan.traffic.duration.as_secs();
     console.advance(planned.saturating_sub(lines.advanced));
     drop(lines);
+    Ok(Sent {
+        report,
+        tally,
+        scheduled,
+        usage,
+    })
+}
 
-    for p in proxies {
-        rts.proxy.block_on(p.shutdown());
-    }
-    drop(child);
-    drop(fleet);
-    let report = report?;
-
-    let summary = report.summary;
+/// The arm's measurements: every request the tally counted, with the load generator's summary.
+fn arm_run(
+    plan: &ArmPlan<'_>,
+    via: String,
+    tally: &Tally,
+    usage: Usage,
+    summary: RunSummary,
+) -> ArmRun {
     let latency = tally
         .latency
         .lock()
@@ -344,26 +489,8 @@ pub(crate) fn run_arm(
             n as f64 / requests as f64
         }
     };
-    let cost = match (cpu_before, cpu_after) {
-        (Some(a), Some(b)) if requests > 0 => {
-            let used = b.since(a);
-            let per_request =
-                |ticks: u64| ticks as f64 * 1e6 / peers::TICKS_PER_SEC as f64 / requests as f64;
-            Some(ProxyCost {
-                cpu_us_per_request: Some(per_request(used.total())),
-                cpu_user_us_per_request: Some(per_request(used.user)),
-                rss_kib,
-            })
-        }
-        _ if rss_kib.is_some() => Some(ProxyCost {
-            cpu_us_per_request: None,
-            cpu_user_us_per_request: None,
-            rss_kib,
-        }),
-        _ => None,
-    };
     let intervals = IntervalPoint::of_run(&summary);
-    let mut arm = ArmRun {
+    ArmRun {
         name: plan.name.clone(),
         group: plan.group.clone(),
         via,
@@ -381,27 +508,30 @@ pub(crate) fn run_arm(
         mean_us: latency.mean_us(),
         curve: curve(&latency),
         intervals,
-        proxy: cost,
+        proxy: usage.cost(requests),
         sim: None,
         load: summary,
         seconds: Vec::new(),
-    };
-    arm.seconds = rts.board.finish(&live, &arm);
+    }
+}
+
+/// Says how many scheduled requests an open loop never sent, when the drain limit ended it
+/// with some unsent (one short is the schedule's rounding).
+fn unsent_note(
+    plan: &ArmPlan<'_>,
+    scheduled: Option<u64>,
+    requests: u64,
+    interrupted: bool,
+) -> Option<String> {
     let scheduled = scheduled.unwrap_or_else(|| plan.traffic.offered().floor() as u64);
-    let note =
-        (plan.traffic.rate > 0.0 && !report.interrupted && requests + 1 < scheduled).then(|| {
-            format!(
-                "{} [{}]: {} of {scheduled} scheduled requests were not sent: the path could not \
+    (plan.traffic.rate > 0.0 && !interrupted && requests + 1 < scheduled).then(|| {
+        format!(
+            "{} [{}]: {} of {scheduled} scheduled requests were not sent: the path could not \
              keep up and the drain limit ended the arm",
-                plan.name,
-                plan.group,
-                scheduled - requests
-            )
-        });
-    Ok(Outcome {
-        arm,
-        interrupted: report.interrupted,
-        note,
+            plan.name,
+            plan.group,
+            scheduled - requests
+        )
     })
 }
 

@@ -28,48 +28,10 @@ pub(crate) const RATES: [f64; 4] = [10.0, 100.0, 1_000.0, 10_000.0];
 pub(crate) const STREAMS: usize = 100;
 
 pub(crate) fn run(opts: &Options, rts: &Runtimes, run: &mut Run<'_>) -> Result<(), BenchError> {
-    let rates = opts.rates.clone().unwrap_or_else(|| RATES.to_vec());
-    if let Some(bad) = rates.iter().find(|r| !tailguard_pacing::rate_in_range(**r)) {
-        return Err(BenchError::Invalid(format!(
-            "--rates: each rate must be from {} to {}, got {}",
-            tailguard_pacing::MIN_RATE,
-            tailguard_pacing::MAX_RATE,
-            tailguard_pacing::show_rate(*bad)
-        )));
-    }
-    // A small body after the headers: the second write Nagle holds back.
-    let echo = Fleet::from_yaml_str(
-        "backends: [{name: small, latency: 0s, body: {size: 200}}]",
-        "nagle",
-    )
-    .expect("the nagle fleet is valid");
-    let arms = [
-        (
-            "nodelay",
-            FleetSpec {
-                fleet: echo.clone(),
-                nagle: false,
-            },
-        ),
-        (
-            "nagle",
-            FleetSpec {
-                fleet: echo,
-                nagle: true,
-            },
-        ),
-    ];
+    let rates = rates(opts)?;
+    let arms = arms();
     let len = opts.duration.unwrap_or(Duration::from_secs(5));
-    run.report.load = format!(
-        "open loop at {} req/s, {}s each, one backend writing responses in two parts; HTTP/1.1 \
-         on {CONNECTIONS} connections, then gRPC on one HTTP/2 connection",
-        rates
-            .iter()
-            .map(|r| r.to_string())
-            .collect::<Vec<_>>()
-            .join(", "),
-        len.as_secs_f64()
-    );
+    run.report.load = describe_load(&rates, len);
     run.console
         .plan(len.as_secs().saturating_mul(4 * rates.len() as u64));
     for (grpc, rate) in [false, true]
@@ -86,23 +48,7 @@ pub(crate) fn run(opts: &Options, rts: &Runtimes, run: &mut Run<'_>) -> Result<(
                 },
                 path: Path::ClientRoundRobin,
                 fleet,
-                traffic: Traffic {
-                    rate,
-                    closed_interval: None,
-                    concurrency: if grpc { STREAMS } else { CONNECTIONS },
-                    duration: len,
-                    arrivals: tailguard_pacing::Arrivals::Constant,
-                    ramp: None,
-                    method: "GET".to_owned(),
-                    timeout: Duration::from_secs(10),
-                    interval: opts.interval.unwrap_or(len),
-                    deadline: Duration::from_secs(1),
-                    unit: opts.unit,
-                    // A path with Nagle on may fall far behind: bound the wait.
-                    drain_limit: Some(Duration::from_secs(3)),
-                    grpc,
-                    clients: 1,
-                },
+                traffic: traffic(opts, grpc, rate, len),
                 prefix: String::new(),
             };
             if run.halt() {
@@ -114,4 +60,79 @@ pub(crate) fn run(opts: &Options, rts: &Runtimes, run: &mut Run<'_>) -> Result<(
         }
     }
     Ok(())
+}
+
+/// The rates to run (`--rates` or the seed's), each checked to be one the pacer can keep.
+fn rates(opts: &Options) -> Result<Vec<f64>, BenchError> {
+    let rates = opts.rates.clone().unwrap_or_else(|| RATES.to_vec());
+    if let Some(bad) = rates.iter().find(|r| !tailguard_pacing::rate_in_range(**r)) {
+        return Err(BenchError::Invalid(format!(
+            "--rates: each rate must be from {} to {}, got {}",
+            tailguard_pacing::MIN_RATE,
+            tailguard_pacing::MAX_RATE,
+            tailguard_pacing::show_rate(*bad)
+        )));
+    }
+    Ok(rates)
+}
+
+/// The two arms: the same small-body backend with TCP_NODELAY on and off.
+fn arms() -> [(&'static str, FleetSpec); 2] {
+    // A small body after the headers: the second write Nagle holds back.
+    let echo = Fleet::from_yaml_str(
+        "backends: [{name: small, latency: 0s, body: {size: 200}}]",
+        "nagle",
+    )
+    .expect("the nagle fleet is valid");
+    [
+        (
+            "nodelay",
+            FleetSpec {
+                fleet: echo.clone(),
+                nagle: false,
+            },
+        ),
+        (
+            "nagle",
+            FleetSpec {
+                fleet: echo,
+                nagle: true,
+            },
+        ),
+    ]
+}
+
+/// The report's description of the load.
+fn describe_load(rates: &[f64], len: Duration) -> String {
+    format!(
+        "open loop at {} req/s, {}s each, one backend writing responses in two parts; HTTP/1.1 \
+         on {CONNECTIONS} connections, then gRPC on one HTTP/2 connection",
+        rates
+            .iter()
+            .map(|r| r.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        len.as_secs_f64()
+    )
+}
+
+/// One arm's traffic: `rate` for `len`, over the HTTP/1.1 pool or as gRPC calls.
+fn traffic(opts: &Options, grpc: bool, rate: f64, len: Duration) -> Traffic {
+    Traffic {
+        rate,
+        closed_interval: None,
+        concurrency: if grpc { STREAMS } else { CONNECTIONS },
+        duration: len,
+        arrivals: tailguard_pacing::Arrivals::Constant,
+        ramp: None,
+        method: "GET".to_owned(),
+        timeout: Duration::from_secs(10),
+        interval: opts.interval.unwrap_or(len),
+        deadline: Duration::from_secs(1),
+        unit: opts.unit,
+        // A path with Nagle on may fall far behind: bound the wait.
+        drain_limit: Some(Duration::from_secs(3)),
+        grpc,
+        clients: 1,
+    }
 }

@@ -19,68 +19,11 @@ pub(crate) fn run(opts: &Options, rts: &Runtimes, run: &mut Run<'_>) -> Result<(
         fleet: Fleet::builtin("echo").expect("echo is built in"),
         nagle: false,
     };
-    let mut paths: Vec<(String, Path)> = vec![("direct".to_owned(), Path::ClientRoundRobin)];
-    paths.push(match &opts.proxy_exe {
-        Some(exe) => ("tailguard".to_owned(), Path::ProxyProcess(exe.clone())),
-        None => {
-            let service = tailguard_proxy::config::ServiceConfig::new("bench", Vec::new());
-            ("tailguard".to_owned(), Path::Proxy(Box::new(service.arm)))
-        }
-    });
-    if opts.proxy_exe.is_none() {
-        run.report.notes.push(
-            "tailguard ran in this process: its CPU is its runtime thread's, its memory is not \
-             measured separately"
-                .to_owned(),
-        );
-    }
-    for peer in Peer::ALL {
-        if !opts.peers {
-            break;
-        }
-        if peer.installed().is_some() {
-            paths.push((peer.name().to_owned(), Path::Peer(peer)));
-        } else {
-            run.report.notes.push(format!(
-                "{} is not installed (apt-get install -y {}): no {} arm",
-                peer.name(),
-                peer.name(),
-                peer.name()
-            ));
-        }
-    }
+    let paths = paths(opts, run);
     let max_len = opts.duration.unwrap_or(Duration::from_secs(10));
     let fixed_len = opts.duration.unwrap_or(Duration::from_secs(20));
-    let base = Traffic {
-        rate: 0.0,
-        closed_interval: None,
-        concurrency: CONNECTIONS,
-        duration: max_len,
-        arrivals: tailguard_pacing::Arrivals::Constant,
-        ramp: None,
-        method: "GET".to_owned(),
-        timeout: Duration::from_secs(10),
-        interval: opts.interval.unwrap_or(Duration::from_secs(5)),
-        deadline: Duration::from_secs(1),
-        unit: opts.unit,
-        drain_limit: Some(Duration::from_secs(15)),
-        grpc: opts.grpc,
-        clients: 1,
-    };
-    let carrier = if opts.grpc {
-        format!(
-            "gRPC ping (tailguard.serve.v1.Ping/Ping), {CONNECTIONS} calls in flight on one \
-             HTTP/2 connection"
-        )
-    } else {
-        format!("{CONNECTIONS} connections")
-    };
-    run.report.load = format!(
-        "{carrier}; maximum rate (closed loop) for {}s per path, then 75% of the lowest maximum \
-         (open loop) for {}s per path",
-        max_len.as_secs_f64(),
-        fixed_len.as_secs_f64()
-    );
+    let base = max_rate_traffic(opts, max_len);
+    run.report.load = describe_load(opts.grpc, max_len, fixed_len);
     let rounds = opts.rounds.unwrap_or(DEFAULT_ROUNDS).max(1);
     if rounds > 1 {
         run.report.notes.push(format!(
@@ -111,6 +54,81 @@ pub(crate) fn run(opts: &Options, rts: &Runtimes, run: &mut Run<'_>) -> Result<(
     let group = format!("fixed {fixed} req/s");
     rounds.phase(run, &group, &traffic, BY_P99)?;
     Ok(())
+}
+
+/// The paths to compare: direct, tailguard, and each peer proxy that is installed; notes what
+/// the report must say about them.
+fn paths(opts: &Options, run: &mut Run<'_>) -> Vec<(String, Path)> {
+    let mut paths: Vec<(String, Path)> = vec![("direct".to_owned(), Path::ClientRoundRobin)];
+    paths.push(match &opts.proxy_exe {
+        Some(exe) => ("tailguard".to_owned(), Path::ProxyProcess(exe.clone())),
+        None => {
+            let service = tailguard_proxy::config::ServiceConfig::new("bench", Vec::new());
+            ("tailguard".to_owned(), Path::Proxy(Box::new(service.arm)))
+        }
+    });
+    if opts.proxy_exe.is_none() {
+        run.report.notes.push(
+            "tailguard ran in this process: its CPU is its runtime thread's, its memory is not \
+             measured separately"
+                .to_owned(),
+        );
+    }
+    for peer in Peer::ALL {
+        if !opts.peers {
+            break;
+        }
+        if peer.installed().is_some() {
+            paths.push((peer.name().to_owned(), Path::Peer(peer)));
+        } else {
+            run.report.notes.push(format!(
+                "{} is not installed (apt-get install -y {}): no {} arm",
+                peer.name(),
+                peer.name(),
+                peer.name()
+            ));
+        }
+    }
+    paths
+}
+
+/// The maximum-rate phase's traffic (closed loop, as fast as the path answers); the fixed-rate
+/// phase is the same at a rate.
+fn max_rate_traffic(opts: &Options, duration: Duration) -> Traffic {
+    Traffic {
+        rate: 0.0,
+        closed_interval: None,
+        concurrency: CONNECTIONS,
+        duration,
+        arrivals: tailguard_pacing::Arrivals::Constant,
+        ramp: None,
+        method: "GET".to_owned(),
+        timeout: Duration::from_secs(10),
+        interval: opts.interval.unwrap_or(Duration::from_secs(5)),
+        deadline: Duration::from_secs(1),
+        unit: opts.unit,
+        drain_limit: Some(Duration::from_secs(15)),
+        grpc: opts.grpc,
+        clients: 1,
+    }
+}
+
+/// The report's description of the load of both phases.
+fn describe_load(grpc: bool, max_len: Duration, fixed_len: Duration) -> String {
+    let carrier = if grpc {
+        format!(
+            "gRPC ping (tailguard.serve.v1.Ping/Ping), {CONNECTIONS} calls in flight on one \
+             HTTP/2 connection"
+        )
+    } else {
+        format!("{CONNECTIONS} connections")
+    };
+    format!(
+        "{carrier}; maximum rate (closed loop) for {}s per path, then 75% of the lowest maximum \
+         (open loop) for {}s per path",
+        max_len.as_secs_f64(),
+        fixed_len.as_secs_f64()
+    )
 }
 
 /// Rounds of the seed's runs: every round has an arm of each path, interleaved.

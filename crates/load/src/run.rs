@@ -126,15 +126,7 @@ async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<R
     // Ctrl-C is ours from here on: during the pre-flight and the wait for `--start-at` it
     // ends the run at once, later it stops the sending (see `drive`).
     let mut sigint = signal(SignalKind::interrupt())?;
-    let (metrics, metrics_server) = tokio::select! {
-        ready = async {
-            preflight(&cfg).await?;
-            let metrics = start_metrics(&cfg).await?.unzip();
-            wait_for_start(&cfg).await;
-            Ok::<_, LoadError>(metrics)
-        } => ready?,
-        _ = sigint.recv() => return Err(LoadError::Interrupted),
-    };
+    let (metrics, metrics_server) = get_ready(&cfg, &mut sigint).await?;
     let clock = Clock::start();
     let start_unix_s = epoch_secs();
     let hdr = begin_hdr_log(hdr, start_unix_s)?;
@@ -142,47 +134,11 @@ async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<R
     let shared = Arc::new(shared(&cfg, clock, send_end)?);
     let urls: Vec<String> = cfg.targets.iter().map(|t| t.url.clone()).collect();
     if !cfg.quiet {
-        let header = interval::header(
-            cfg.own_rate(),
-            cfg.closed_interval,
-            request_name(&cfg),
-            cfg.concurrency as u64,
-            &urls,
-        );
-        let _ = writeln!(out, "{header}");
-        if let Some(ramp) = cfg.ramp {
-            let _ = writeln!(out, "{}", ramp_line(cfg.rate, ramp));
-        }
-        if !cfg.part.is_whole() {
-            let _ = writeln!(
-                out,
-                "# part {} of a {} req/s schedule shared by {} generators (seed {})",
-                cfg.part, cfg.rate, cfg.part.of, cfg.seed
-            );
-        }
-        let _ = writeln!(out, "{}", interval::titles());
+        print_header(&cfg, &urls, out);
     }
     let cpu_start = selfcheck::cpu_time();
-    let control = start_load(&cfg, clock, threads, &shared);
-    let due = control.pacer.as_ref().map(|_| {
-        DueCounter::new(cfg.schedule(cfg.arrivals), cfg.total_requests, cfg.duration).part(cfg.part)
-    });
-    let mut control = control;
-    let stats = std::mem::take(&mut control.stats);
-    let mut reporter = Reporter::new(
-        stats,
-        due,
-        cfg.own_rate(),
-        cfg.unit,
-        cfg.quiet,
-        threads,
-        hdr,
-        metrics,
-        control.pacer.clone(),
-    );
-    // Encoded histograms cost a few KB per interval: only a summary that is written keeps them.
-    reporter.keep_histograms = cfg.json.is_some();
-    reporter.send_end = send_end.exact.filter(|_| cfg.open_loop());
+    let mut control = start_load(&cfg, clock, threads, &shared);
+    let mut reporter = start_reporter(&cfg, threads, &mut control, hdr, metrics, send_end);
     let (interrupted, unsent) = drive(
         &cfg,
         clock,
@@ -193,19 +149,8 @@ async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<R
         out,
     )
     .await;
-    let workers = control.workers;
-    let _ = tokio::task::spawn_blocking(move || workers.join()).await;
-    let elapsed = clock.elapsed();
-    let end = IntervalEnd {
-        now: elapsed,
-        dispatched: 0,
-        last: true,
-    };
-    reporter.close_interval(end, out);
+    let elapsed = wind_down(control.workers, clock, &mut reporter, metrics_server, out).await;
     let output_closed = reporter.output_closed;
-    if let Some(server) = metrics_server {
-        server.shutdown().await;
-    }
     let cpu = cpu_start
         .zip(selfcheck::cpu_time())
         .map(|(a, b)| b.saturating_sub(a));
@@ -222,6 +167,99 @@ async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<R
         json,
     };
     finish(&cfg, summary, ends, out)
+}
+
+/// Runs the pre-flight, starts the metrics server and waits for `--start-at`; Ctrl-C meanwhile
+/// ends the run before anything is sent.
+async fn get_ready(
+    cfg: &Config,
+    sigint: &mut Signal,
+) -> Result<(Option<Arc<Metrics>>, Option<AdminServer>), LoadError> {
+    tokio::select! {
+        ready = async {
+            preflight(cfg).await?;
+            let metrics = start_metrics(cfg).await?.unzip();
+            wait_for_start(cfg).await;
+            Ok::<_, LoadError>(metrics)
+        } => ready,
+        _ = sigint.recv() => Err(LoadError::Interrupted),
+    }
+}
+
+/// Prints the interval report's header: the load, then the column titles.
+fn print_header(cfg: &Config, urls: &[String], out: &mut dyn Write) {
+    let header = interval::header(
+        cfg.own_rate(),
+        cfg.closed_interval,
+        request_name(cfg),
+        cfg.concurrency as u64,
+        urls,
+    );
+    let _ = writeln!(out, "{header}");
+    if let Some(ramp) = cfg.ramp {
+        let _ = writeln!(out, "{}", ramp_line(cfg.rate, ramp));
+    }
+    if !cfg.part.is_whole() {
+        let _ = writeln!(
+            out,
+            "# part {} of a {} req/s schedule shared by {} generators (seed {})",
+            cfg.part, cfg.rate, cfg.part.of, cfg.seed
+        );
+    }
+    let _ = writeln!(out, "{}", interval::titles());
+}
+
+/// The reporter of the started load, taking over the workers' statistics.
+fn start_reporter(
+    cfg: &Config,
+    threads: usize,
+    control: &mut Control,
+    hdr: Option<log::Writer<BufWriter<std::fs::File>>>,
+    metrics: Option<Arc<Metrics>>,
+    send_end: SendEnd,
+) -> Reporter {
+    let due = control.pacer.as_ref().map(|_| {
+        DueCounter::new(cfg.schedule(cfg.arrivals), cfg.total_requests, cfg.duration).part(cfg.part)
+    });
+    let stats = std::mem::take(&mut control.stats);
+    let mut reporter = Reporter::new(
+        stats,
+        due,
+        cfg.own_rate(),
+        cfg.unit,
+        cfg.quiet,
+        threads,
+        hdr,
+        metrics,
+        control.pacer.clone(),
+    );
+    // Encoded histograms cost a few KB per interval: only a summary that is written keeps them.
+    reporter.keep_histograms = cfg.json.is_some();
+    reporter.send_end = send_end.exact.filter(|_| cfg.open_loop());
+    reporter
+}
+
+/// Waits for the workers, closes the last interval and stops the metrics server; returns how
+/// long the run took.
+async fn wind_down(
+    workers: WorkerThreads,
+    clock: Clock,
+    reporter: &mut Reporter,
+    metrics_server: Option<AdminServer>,
+    out: &mut dyn Write,
+) -> Duration {
+    let _ = tokio::task::spawn_blocking(move || workers.join()).await;
+    let elapsed = clock.elapsed();
+    let end = IntervalEnd {
+        now: elapsed,
+        dispatched: 0,
+        last: true,
+    };
+    reporter.close_interval(end, out);
+    if let Some(server) = metrics_server {
+        server.shutdown().await;
+    }
+    elapsed
 }
 
 /// The header's second line for a ramped run: `# ramping from 50 to 200 req/s over 2s, then

@@ -166,6 +166,112 @@ struct Kept {
     merged: Second,
 }
 
+/// The window's requests and failures, and the time its seconds really spanned.
+struct WindowTotals {
+    requests: u64,
+    failures: u64,
+    span: Duration,
+}
+
+impl Kept {
+    /// Each address's attempts since the last tick (an address without any is left out), and
+    /// remembers this tick's counts and names for the next.
+    fn endpoint_seconds(&mut self, totals: &[(&str, u64, u64)]) -> Vec<EndpointSecond> {
+        let mut now: Vec<EndpointSecond> = Vec::new();
+        let mut names = HashSet::new();
+        let mut last = HashMap::new();
+        for &(addr, a, f) in totals {
+            let (la, lf) = self.last.get(addr).copied().unwrap_or((0, 0));
+            last.insert(addr.to_owned(), (a, f));
+            let name = self
+                .names
+                .get(addr)
+                .cloned()
+                .unwrap_or_else(|| Arc::from(addr));
+            names.insert(Arc::clone(&name));
+            // Counts only grow within a generation. A smaller one is a new generation that
+            // did not inherit them (a reload, an address back after leaving, a slot fewer):
+            // nothing is known of this second, so it counts none rather than a spike.
+            if a < la || f < lf || a == la {
+                continue;
+            }
+            let attempts = a - la;
+            now.push(EndpointSecond {
+                addr: name,
+                attempts,
+                failures: (f - lf).min(attempts),
+            });
+        }
+        self.names = names;
+        self.last = last;
+        now
+    }
+
+    /// Adds a closed second to the window, dropping the oldest past [`WINDOW`], and rebuilds
+    /// the merged latency from the window's seconds.
+    fn push_to_window(&mut self, closed: Closed) -> WindowTotals {
+        self.window.push_back(closed);
+        while self.window.len() > WINDOW {
+            self.window.pop_front();
+        }
+        let merged = &mut self.merged.latency;
+        merged.reset();
+        let mut totals = WindowTotals {
+            requests: 0,
+            failures: 0,
+            span: Duration::ZERO,
+        };
+        for c in &self.window {
+            for &(us, n) in &c.latency {
+                merged.record_n_us(us, n);
+            }
+            totals.requests += c.requests;
+            totals.failures += c.failures;
+            totals.span += c.span;
+        }
+        totals
+    }
+
+    /// The window's figures once `sample` closes it (its percentiles are the window's; its
+    /// retries are not yet in the history).
+    fn window_figures(&self, totals: &WindowTotals, sample: &Sample) -> Window {
+        let retried_in_window: u64 = self
+            .history
+            .iter()
+            .rev()
+            .take(WINDOW - 1)
+            .map(|s| s.retries)
+            .sum::<u64>()
+            + sample.retries;
+        let (requests, span) = (totals.requests, totals.span);
+        Window {
+            span_ms: millis(span),
+            requests,
+            rps: per_second(requests, span),
+            success: ratio(requests.saturating_sub(totals.failures), requests),
+            p50_us: sample.p50_us,
+            p99_us: sample.p99_us,
+            p999_us: sample.p999_us,
+            retries_per_s: per_second(retried_in_window, span),
+        }
+    }
+}
+
+/// Attempts and failures by address (several slots of one address add up).
+fn totals_by_addr(endpoints: &[EndpointCounts]) -> Vec<(&str, u64, u64)> {
+    let mut totals: Vec<(&str, u64, u64)> = Vec::new();
+    for e in endpoints {
+        match totals.iter_mut().find(|t| t.0 == e.addr) {
+            Some(t) => {
+                t.1 += e.attempts;
+                t.2 += e.failures;
+            }
+            None => totals.push((&e.addr, e.attempts, e.failures)),
+        }
+    }
+    totals
+}
+
 /// The live figures of one service (see the module docs).
 #[derive(Debug, Default)]
 pub struct Live {
@@ -222,59 +328,10 @@ impl Live {
     pub fn tick(&self, at: Duration, seq: u64, endpoints: &[EndpointCounts], retries: u64) {
         let mut kept = lock(&self.kept);
         let k = &mut *kept;
-        let second = {
-            let mut filling = lock(&self.filling);
-            let closed = Closed {
-                latency: filling.latency.recorded_us(),
-                requests: filling.requests,
-                failures: filling.failures,
-                span: Duration::ZERO,
-            };
-            filling.clear();
-            closed
-        };
+        let second = self.close_filling();
         let span = at.saturating_sub(k.last_at);
         k.last_at = at;
-
-        // Attempts since the last tick, by address (several slots of one address add up); an
-        // address without any is left out of the sample.
-        let mut totals: Vec<(&str, u64, u64)> = Vec::new();
-        for e in endpoints {
-            match totals.iter_mut().find(|t| t.0 == e.addr) {
-                Some(t) => {
-                    t.1 += e.attempts;
-                    t.2 += e.failures;
-                }
-                None => totals.push((&e.addr, e.attempts, e.failures)),
-            }
-        }
-        let mut now: Vec<EndpointSecond> = Vec::new();
-        let mut names = HashSet::new();
-        let mut last = HashMap::new();
-        for &(addr, a, f) in &totals {
-            let (la, lf) = k.last.get(addr).copied().unwrap_or((0, 0));
-            last.insert(addr.to_owned(), (a, f));
-            let name = k
-                .names
-                .get(addr)
-                .cloned()
-                .unwrap_or_else(|| Arc::from(addr));
-            names.insert(Arc::clone(&name));
-            // Counts only grow within a generation. A smaller one is a new generation that
-            // did not inherit them (a reload, an address back after leaving, a slot fewer):
-            // nothing is known of this second, so it counts none rather than a spike.
-            if a < la || f < lf || a == la {
-                continue;
-            }
-            let attempts = a - la;
-            now.push(EndpointSecond {
-                addr: name,
-                attempts,
-                failures: (f - lf).min(attempts),
-            });
-        }
-        k.names = names;
-        k.last = last;
+        let now = k.endpoint_seconds(&totals_by_addr(endpoints));
         let retried = retries.saturating_sub(k.last_retries);
         k.last_retries = retries;
 
@@ -283,21 +340,8 @@ impl Live {
             second.requests.saturating_sub(second.failures),
             second.requests,
         );
-        k.window.push_back(Closed { span, ..second });
-        while k.window.len() > WINDOW {
-            k.window.pop_front();
-        }
-        let merged = &mut k.merged.latency;
-        merged.reset();
-        let (mut requests, mut failures, mut window_span) = (0, 0, Duration::ZERO);
-        for c in &k.window {
-            for &(us, n) in &c.latency {
-                merged.record_n_us(us, n);
-            }
-            requests += c.requests;
-            failures += c.failures;
-            window_span += c.span;
-        }
+        let totals = k.push_to_window(Closed { span, ..second });
+        let merged = &k.merged.latency;
         let q = |p: f64| (!merged.is_empty()).then(|| merged.quantile_us(p));
         let sample = Sample {
             seq,
@@ -310,28 +354,24 @@ impl Live {
             retries: retried,
             endpoints: now,
         };
-        let retried_in_window: u64 = k
-            .history
-            .iter()
-            .rev()
-            .take(WINDOW - 1)
-            .map(|s| s.retries)
-            .sum::<u64>()
-            + retried;
-        k.current = Window {
-            span_ms: millis(window_span),
-            requests,
-            rps: per_second(requests, window_span),
-            success: ratio(requests.saturating_sub(failures), requests),
-            p50_us: sample.p50_us,
-            p99_us: sample.p99_us,
-            p999_us: sample.p999_us,
-            retries_per_s: per_second(retried_in_window, window_span),
-        };
+        k.current = k.window_figures(&totals, &sample);
         k.history.push_back(sample);
         while k.history.len() > HISTORY {
             k.history.pop_front();
         }
+    }
+
+    /// Takes the second being filled, leaving an empty one (its span is set by the caller).
+    fn close_filling(&self) -> Closed {
+        let mut filling = lock(&self.filling);
+        let closed = Closed {
+            latency: filling.latency.recorded_us(),
+            requests: filling.requests,
+            failures: filling.failures,
+            span: Duration::ZERO,
+        };
+        filling.clear();
+        closed
     }
 
     /// The figures over the rolling window, as of the last tick.

@@ -332,28 +332,7 @@ fn config(args: Args) -> anyhow::Result<Config> {
         .map(|u| Target::parse(u))
         .collect::<Result<Vec<_>, _>>()?;
     let mut cfg = Config::new(targets);
-    cfg.method = Method::from_bytes(args.method.as_bytes())
-        .with_context(|| format!("bad --method {:?}", args.method))?;
-    for h in &args.headers {
-        let (name, value) = parse_header(h)?;
-        cfg.headers.append(name, value);
-    }
-    if args.grpc {
-        let data = match args.data.as_deref() {
-            Some(d) => Some(
-                String::from_utf8(body(Some(d))?.to_vec()).context("--data is not UTF-8 JSON")?,
-            ),
-            None => None,
-        };
-        cfg.grpc = Some(tailguard_load::grpc::resolve(
-            args.call.as_deref(),
-            &args.proto,
-            &args.import_path,
-            data.as_deref(),
-        )?);
-    } else {
-        cfg.body = body(args.data.as_deref())?;
-    }
+    set_request(&mut cfg, &args)?;
     cfg.host = args.host;
     cfg.rate = args.rate;
     cfg.arrivals = args.arrivals;
@@ -366,13 +345,7 @@ fn config(args: Args) -> anyhow::Result<Config> {
         (None, Some(_)) => None,
         (d, _) => Some(d.unwrap_or(Duration::from_secs(10))),
     };
-    cfg.ramp = match (args.ramp_from, args.ramp_over.or(cfg.duration)) {
-        (None, _) => None,
-        (Some(from), Some(over)) => Some(Ramp { from, over }),
-        (Some(_), None) => {
-            bail!("--ramp-from needs --ramp-over or --duration: the ramp lasts the whole run by default")
-        }
-    };
+    cfg.ramp = ramp(args.ramp_from, args.ramp_over.or(cfg.duration))?;
     cfg.part = args.shard.unwrap_or(tailguard_load::Part::WHOLE);
     cfg.start_at = args.start_at;
     cfg.interval = args.interval;
@@ -406,6 +379,44 @@ fn config(args: Args) -> anyhow::Result<Config> {
     cfg.quiet = args.quiet;
     cfg.validate()?;
     Ok(cfg)
+}
+
+/// The request to send: method, headers, and the body or the gRPC call.
+fn set_request(cfg: &mut Config, args: &Args) -> anyhow::Result<()> {
+    cfg.method = Method::from_bytes(args.method.as_bytes())
+        .with_context(|| format!("bad --method {:?}", args.method))?;
+    for h in &args.headers {
+        let (name, value) = parse_header(h)?;
+        cfg.headers.append(name, value);
+    }
+    if args.grpc {
+        let data = match args.data.as_deref() {
+            Some(d) => Some(
+                String::from_utf8(body(Some(d))?.to_vec()).context("--data is not UTF-8 JSON")?,
+            ),
+            None => None,
+        };
+        cfg.grpc = Some(tailguard_load::grpc::resolve(
+            args.call.as_deref(),
+            &args.proto,
+            &args.import_path,
+            data.as_deref(),
+        )?);
+    } else {
+        cfg.body = body(args.data.as_deref())?;
+    }
+    Ok(())
+}
+
+/// `--ramp-from`'s ramp, lasting `over` (`--ramp-over`, else the run's duration).
+fn ramp(from: Option<f64>, over: Option<Duration>) -> anyhow::Result<Option<Ramp>> {
+    Ok(match (from, over) {
+        (None, _) => None,
+        (Some(from), Some(over)) => Some(Ramp { from, over }),
+        (Some(_), None) => {
+            bail!("--ramp-from needs --ramp-over or --duration: the ramp lasts the whole run by default")
+        }
+    })
 }
 
 fn parse_header(h: &str) -> anyhow::Result<(HeaderName, HeaderValue)> {
