@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Lists the Rust functions under crates/ longer than a limit (default 80 lines), longest first.
 
-A function whose line before `fn` (or before its attributes) is a comment starting
-`// long:` states why it stays long; it is listed as such and not counted as unexplained.
+A function with a comment block starting `// long:` just above it (above its doc comment and
+attributes) states why it stays long; it is listed as such and not counted as unexplained.
 Usage: scripts/fn-lengths.py [LIMIT] [--src]   (--src: library and binary code only, no tests)
 """
 import pathlib
@@ -24,7 +24,10 @@ def functions(path):
         j = i - 1
         while j >= 0 and lines[j].strip().startswith(("#[", "///")):
             j -= 1
-        reason = j >= 0 and lines[j].strip().startswith("// long:")
+        reason = False
+        while j >= 0 and lines[j].strip().startswith("//") and not reason:
+            reason = lines[j].strip().startswith("// long:")
+            j -= 1
         depth, started, k = 0, False, i
         while k < len(lines):
             code = re.sub(r'"([^"\\]|\\.)*"', '""', lines[k].split("//")[0])

@@ -460,6 +460,8 @@ mod tests {
         serde_json::from_str(&board.json(since)).unwrap()
     }
 
+    // long: one board's life, second by second, checked as it goes; split, the steps would
+    // each rebuild the board.
     #[tokio::test]
     async fn each_second_of_each_arm_with_its_backends_then_the_whole_run() {
         let fleet = tailguard_fleet::Fleet::from_yaml_str(

@@ -104,6 +104,7 @@ fn json_to_stdout_moves_the_text_to_stderr() {
     assert!(stderr(&out).contains("# 50 requests in"));
 }
 
+// long: a table of bad inputs and the one line each must print.
 #[test]
 fn bad_input_is_one_clear_line_and_exit_2() {
     let cases: [(&[&str], &str); 19] = [

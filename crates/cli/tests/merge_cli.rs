@@ -100,6 +100,7 @@ fn shape(text: &str) -> Vec<String> {
         .collect()
 }
 
+// long: one run of four parts and its merge, checked figure by figure against one generator.
 #[test]
 fn four_parts_merged_are_one_generator_s_run() {
     let server = TestServer::builder()
@@ -260,6 +261,7 @@ fn four_parts_merged_are_one_generator_s_run() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
+// long: a table of bad inputs, one row each, and the files they need.
 #[test]
 fn bad_input_is_one_clear_line_and_exit_2() {
     let out = dir("bad");

@@ -335,6 +335,7 @@ fn too_many_headers_and_a_head_past_the_limit_are_refused_by_both() {
     }
 }
 
+// long: the list of parts a response is drawn from, each with its wrong variants.
 /// A response built from parts that are each sometimes wrong, sometimes cut or damaged.
 fn response() -> impl Strategy<Value = Vec<u8>> {
     let version = prop::sample::select(vec!["HTTP/1.1", "HTTP/1.0", "HTTP/1.2", "HTTP/1.1 "]);

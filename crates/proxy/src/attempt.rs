@@ -291,6 +291,8 @@ impl Attempts<'_> {
         }
     }
 
+    // long: send, classify and report in the order they happen, each branch ending the
+    // in-flight guard its own way.
     /// One attempt, picked: send, classify, report.
     async fn once(self, pending: InFlight) -> Done {
         let Attempts {

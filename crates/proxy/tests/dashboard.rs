@@ -47,6 +47,7 @@ fn row(service: &Value, addr: SocketAddr) -> &Value {
         .unwrap_or_else(|| panic!("no endpoint {addr} in {service}"))
 }
 
+// long: one proxy's figures checked after each kind of request it served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_json_counts_requests_failures_ejections_and_the_last_error() {
     let (good, bad) = (TestServer::start().await, TestServer::start().await);
@@ -310,6 +311,7 @@ fn number(row: &std::collections::HashMap<String, String>, key: &str) -> f64 {
         .unwrap_or_else(|| panic!("no number {key} in {row:?}"))
 }
 
+// long: one browser session over a live fleet, watched as a backend slows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "tier 2: headless chromium"]
 async fn the_page_shows_each_endpoint_and_a_slowed_backend_losing_share() {

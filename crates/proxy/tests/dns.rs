@@ -83,6 +83,7 @@ fn dnsmasq(srv_port: u16) -> Dnsmasq {
     }
 }
 
+// long: one dnsmasq and one proxy, before and after an address is added.
 #[tokio::test]
 #[ignore = "tier 2: dnsmasq"]
 async fn dns_discovery_uses_every_address_and_picks_up_an_added_one() {

@@ -27,6 +27,7 @@ enum Tok {
     Other(char),
 }
 
+// long: one pass of a small lexer; its cases read best side by side.
 /// Rust source as tokens, without comments, strings and character literals.
 fn tokens(src: &str) -> Vec<Tok> {
     let b: Vec<char> = src.chars().collect();
