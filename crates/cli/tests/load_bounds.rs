@@ -379,8 +379,11 @@ fn reports_of_load_runs_tell_their_real_metadata_and_the_change() {
 /// `--sweep` finds the knee of a backend whose capacity is known: 8 workers at 10 ms each
 /// serve 800 req/s; with `--slo p99<=50ms` the knee must be found within 10% of that. Below
 /// it every request meets the objective; past it the line grows for the whole step, so the
-/// p99 passes 50 ms a little above 800 req/s.
+/// p99 passes 50 ms a little above 800 req/s. A measurement of real capacity on the wall
+/// clock, so tier 2: on two busy cores the knee moves (687 req/s under `stress --cpu 2`). The
+/// knee's arithmetic is tier 1 (`crates/load/src/sweep/tests.rs`).
 #[test]
+#[ignore = "tier 2: measures a real backend's capacity on the wall clock"]
 fn a_sweep_finds_the_knee_of_a_known_capacity() {
     let dir = std::env::temp_dir().join(format!("tg-bounds-sweep-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
