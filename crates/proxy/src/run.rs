@@ -14,7 +14,7 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::time::Duration;
-use tokio::signal::unix::{signal, SignalKind};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
 /// How long the process waits, once drained, for blocking work it leaves behind (an
 /// abandoned reload's parse) before it exits anyway.
@@ -78,6 +78,9 @@ pub fn run(source: Source, threads: usize) -> Result<(), StartError> {
 }
 
 async fn serve(source: Source) -> Result<(), StartError> {
+    // The handlers first: a signal that arrives while the proxy starts is held for the loop
+    // below, not left to its default action (SIGHUP's ends the process).
+    let signals = Signals::install()?;
     let config = source.load_off_runtime().await?;
     let proxy = start(config).await?;
     eprintln!("tailguard proxy listening on {}", proxy.addr());
@@ -89,7 +92,7 @@ async fn serve(source: Source) -> Result<(), StartError> {
     if let Some(a) = proxy.admin_addr() {
         eprintln!("admin on http://{a}/ (metrics, ready, live, endpoints)");
     }
-    signals(&source, &proxy).await?;
+    signals.serve(&source, &proxy).await;
     eprintln!("draining");
     proxy.shutdown().await;
     Ok(())
@@ -98,40 +101,52 @@ async fn serve(source: Source) -> Result<(), StartError> {
 /// A reload in progress.
 type Reloading<'a> = Pin<Box<dyn Future<Output = Result<(), StartError>> + 'a>>;
 
-/// Reloads on SIGHUP until SIGTERM or SIGINT, which abandon a reload in progress.
-async fn signals(source: &Source, proxy: &crate::start::Proxy) -> Result<(), StartError> {
-    let sig = |kind| signal(kind).map_err(StartError::Runtime);
-    let (mut hup, mut term, mut int) = (
-        sig(SignalKind::hangup())?,
-        sig(SignalKind::terminate())?,
-        sig(SignalKind::interrupt())?,
-    );
-    // The reload in progress, if any: polled beside the signals, dropped by a signal to stop.
-    let mut reloading: Option<Reloading<'_>> = None;
-    loop {
-        tokio::select! {
-            _ = hup.recv() => {
-                if reloading.is_some() {
-                    eprintln!("reload already in progress; SIGHUP ignored");
-                } else {
-                    reloading = Some(Box::pin(reload(source, proxy)));
+/// The signals the proxy acts on, taken from their default actions at start.
+struct Signals {
+    hup: Signal,
+    term: Signal,
+    int: Signal,
+}
+
+impl Signals {
+    fn install() -> Result<Self, StartError> {
+        let sig = |kind| signal(kind).map_err(StartError::Runtime);
+        Ok(Signals {
+            hup: sig(SignalKind::hangup())?,
+            term: sig(SignalKind::terminate())?,
+            int: sig(SignalKind::interrupt())?,
+        })
+    }
+
+    /// Reloads on SIGHUP until SIGTERM or SIGINT, which abandon a reload in progress.
+    async fn serve(mut self, source: &Source, proxy: &crate::start::Proxy) {
+        // The reload in progress, if any: polled beside the signals, dropped by a signal to
+        // stop.
+        let mut reloading: Option<Reloading<'_>> = None;
+        loop {
+            tokio::select! {
+                _ = self.hup.recv() => {
+                    if reloading.is_some() {
+                        eprintln!("reload already in progress; SIGHUP ignored");
+                    } else {
+                        reloading = Some(Box::pin(reload(source, proxy)));
+                    }
                 }
-            }
-            Some(done) = maybe(&mut reloading) => {
-                reloading = None;
-                match done {
-                    Ok(()) => eprintln!("configuration reloaded"),
-                    Err(err) => eprintln!("reload refused: {err}"),
+                Some(done) = maybe(&mut reloading) => {
+                    reloading = None;
+                    match done {
+                        Ok(()) => eprintln!("configuration reloaded"),
+                        Err(err) => eprintln!("reload refused: {err}"),
+                    }
                 }
+                _ = self.term.recv() => break,
+                _ = self.int.recv() => break,
             }
-            _ = term.recv() => break,
-            _ = int.recv() => break,
+        }
+        if reloading.is_some() {
+            eprintln!("reload abandoned: shutting down");
         }
     }
-    if reloading.is_some() {
-        eprintln!("reload abandoned: shutting down");
-    }
-    Ok(())
 }
 
 async fn reload(source: &Source, proxy: &crate::start::Proxy) -> Result<(), StartError> {
