@@ -348,7 +348,8 @@ pub fn run(options: ServeOptions, threads: usize) -> Result<(), ServeError> {
     .map_err(ServeError::Runtime)?;
     runtime.block_on(async {
         let running = start(options).await?;
-        print!("{}", running.banner());
+        // A closed stdout (`| head`) does not stop the backends: they serve on regardless.
+        let _ = std::io::Write::write_all(&mut std::io::stdout(), running.banner().as_bytes());
         tokio::signal::ctrl_c().await.map_err(ServeError::Runtime)?;
         drop(running);
         Ok(())

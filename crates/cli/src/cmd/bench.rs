@@ -101,7 +101,7 @@ impl LiveArgs {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.list {
         for (name, what) in tailguard_bench::BUILTINS {
-            println!("{name:12} {what}");
+            super::out!("{name:12} {what}\n");
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -142,7 +142,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let report = execute(&name, &opts)?;
     let path = write_outputs(&report, args.json.as_deref(), args.html.as_deref())?;
     if let Some(p) = path {
-        println!("# HTML report: {}", p.display());
+        super::out!("# HTML report: {}\n", p.display());
     }
     Ok(exit_code(&report))
 }

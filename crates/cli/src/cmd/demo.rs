@@ -36,11 +36,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         "at the same time, each on its own fleet"
     };
-    println!(
+    super::out!(
         "# tailguard demo: seed 000 (add-steps) live on 127.0.0.1: ten backends from 0 ms to 2 s,\n\
          # the slowest two failing often; 50 clients, each at most 10 req/s. The baseline clients\n\
          # balance round robin themselves; the others go through tailguard proxy (peak EWMA,\n\
-         # retries under a budget, failure accrual). Both arms run {order}, {}s each.\n",
+         # retries under a budget, failure accrual). Both arms run {order}, {}s each.\n\n",
         args.duration.as_secs_f64()
     );
     let opts = Options {
@@ -62,9 +62,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let report = super::bench::execute("add-steps", &opts)?;
     super::bench::write_outputs(&report, args.json.as_deref(), Some(&html))?;
-    println!("# HTML report: {}", html.display());
-    println!(
-        "# next: tailguard bench slow-middle, tailguard bench overhead, tailguard bench --list"
+    super::out!("# HTML report: {}\n", html.display());
+    super::out!(
+        "# next: tailguard bench slow-middle, tailguard bench overhead, tailguard bench --list\n"
     );
     Ok(super::bench::exit_code(&report))
 }

@@ -253,7 +253,7 @@ fn sweep(args: Args, (from, to): (f64, f64)) -> anyhow::Result<ExitCode> {
     if let Some(path) = &html {
         std::fs::write(path, sweep::html(&report, &title))
             .with_context(|| format!("cannot write {}", path.display()))?;
-        println!("# HTML report: {}", path.display());
+        super::out!("# HTML report: {}\n", path.display());
     }
     Ok(if report.interrupted {
         ExitCode::from(130)

@@ -21,6 +21,28 @@ pub const EXIT_FAILED: u8 = 3;
 /// process killed by SIGPIPE reports in a shell.
 pub const EXIT_PIPE: u8 = 141;
 
+/// `print!` for a verb's output on stdout: when the reader has gone (`| head`), the verb
+/// returns [`EXIT_PIPE`] at once, as `yes | head` ends, instead of panicking as `print!` does.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        if !$crate::cmd::write_stdout(&format!($($arg)*)) {
+            return Ok(std::process::ExitCode::from($crate::cmd::EXIT_PIPE));
+        }
+    };
+}
+pub(crate) use out;
+
+/// Writes `text` to stdout and flushes it; `false` when the reader has gone (or stdout failed
+/// otherwise: nothing more can be shown either way).
+pub fn write_stdout(text: &str) -> bool {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .is_ok()
+}
+
 /// Writes `tailguard: {line}` to stderr; a closed stderr (`2>&1 | head`) is no reason to panic.
 pub fn say(line: &str) {
     use std::io::Write as _;

@@ -42,11 +42,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     let report = saved::side_by_side(runs);
-    print!("{}", tailguard_bench::table::text(&report, args.unit));
+    super::out!("{}", tailguard_bench::table::text(&report, args.unit));
     if let Some(p) =
         super::bench::write_outputs(&report, args.json.as_deref(), args.html.as_deref())?
     {
-        println!("# HTML report: {}", p.display());
+        super::out!("# HTML report: {}\n", p.display());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -61,7 +61,7 @@ pub struct Args {
 /// Runs `tailguard sim`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.list {
-        println!("{}", Scenario::builtin_names().join("\n"));
+        super::out!("{}\n", Scenario::builtin_names().join("\n"));
         return Ok(ExitCode::SUCCESS);
     }
     let name = match (&args.name, &args.scenario) {
@@ -72,13 +72,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.print_scenario {
         let yaml = Scenario::builtin_yaml(&name)
             .with_context(|| format!("`{name}` is not a built-in scenario"))?;
-        print!("{yaml}");
+        super::out!("{yaml}");
         return Ok(ExitCode::SUCCESS);
     }
     let mut scenario = Scenario::load(&name)?;
     scenario.apply(&overrides(&args))?;
     let report = tailguard_sim::run(&scenario)?;
-    print!("{}", render::text(&report));
+    super::out!("{}", render::text(&report));
     write_outputs(&args, &report)?;
     Ok(ExitCode::SUCCESS)
 }
