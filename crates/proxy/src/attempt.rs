@@ -49,7 +49,6 @@ use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty, StreamBody};
 use hyper::body::{Body, Frame};
-use rand::SeedableRng;
 use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -203,9 +202,7 @@ pub async fn run(
         service.handles(&shared.metrics).retries.inc();
         tries += 1;
         if let Some(backoff) = retries.and_then(|r| r.backoff) {
-            let seed = clock.now().as_nanos() as u64;
-            let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
-            tokio::time::sleep(backoff.delay(tries, &mut rng)).await;
+            tokio::time::sleep(endpoints.retry_delay(&backoff, tries)).await;
         }
         avoid = Some(slot);
     }

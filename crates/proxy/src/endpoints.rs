@@ -23,7 +23,7 @@ use std::time::Duration;
 use tailguard_client::{ArmConfig, ArmError, Client};
 use tailguard_record::live::EndpointCounts;
 use tailguard_resilience::accrual::Status;
-use tailguard_resilience::{AttemptOutcome, Class, Method, Ticket};
+use tailguard_resilience::{AttemptOutcome, Backoff, Class, Method, Ticket};
 
 /// Load probes out to one endpoint slot at most: the balancer's pool needs a reply or two per
 /// endpoint, and a probe path that hangs must cost at most this many connections, not one
@@ -345,6 +345,13 @@ impl Endpoints {
         self.lock().client.may_retry(now)
     }
 
+    /// The wait before retry number `tries` under `backoff`, its jitter drawn from this
+    /// generation's seeded RNG (the one the balancer draws from), never from the clock.
+    pub fn retry_delay(&self, backoff: &Backoff, tries: u32) -> Duration {
+        let mut guard = self.lock();
+        backoff.delay(tries, &mut guard.rng)
+    }
+
     /// How long a hedged request's first attempt waits before its backup, as of `now`
     /// (`None`: no hedging, or not enough latencies yet).
     pub fn hedge_delay(&self, now: Duration) -> Option<Duration> {
@@ -459,4 +466,33 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Endpoints;
+    use crate::config::Upstream;
+    use std::time::Duration;
+    use tailguard_balance::Policy;
+    use tailguard_client::ArmConfig;
+    use tailguard_resilience::Backoff;
+
+    /// Retry jitter comes from the generation's seeded RNG: the same seed draws the same
+    /// waits (as in the simulator), another seed others; the clock has no part in it.
+    #[test]
+    fn retry_waits_are_drawn_from_the_seeded_rng() {
+        let upstreams = [Upstream::new("127.0.0.1:1".parse().unwrap())];
+        let arm = ArmConfig::new("web", Policy::RoundRobin);
+        let backoff = Backoff::FullJittered {
+            start: Duration::from_millis(100),
+            max: Duration::from_secs(10),
+        };
+        let waits = |seed: u64| -> Vec<Duration> {
+            let e = Endpoints::new(&upstreams, &arm, Duration::ZERO, seed).unwrap();
+            (1..=8).map(|t| e.retry_delay(&backoff, t)).collect()
+        };
+        assert_eq!(waits(7), waits(7));
+        assert_ne!(waits(7), waits(8));
+        assert!(waits(7).iter().all(|w| *w <= Duration::from_secs(10)));
+    }
 }
