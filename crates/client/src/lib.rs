@@ -42,9 +42,9 @@
 //! client.on_request(now);
 //! let endpoint = client.pick(now, None, &mut rng);
 //! let ticket = client.on_send(endpoint, now);
-//! let done = now + Duration::from_millis(20);
-//! let class = client.on_complete(endpoint, ticket, now, Method::Get, AttemptOutcome::Status(200), done, &mut rng);
-//! assert!(class.success);
+//! let (rtt, done) = (Duration::from_millis(20), Duration::from_millis(25));
+//! let end = client.on_complete(endpoint, ticket, rtt, Method::Get, AttemptOutcome::Status(200), done, &mut rng);
+//! assert!(end.class.success);
 //! ```
 
 #![warn(missing_docs)]
@@ -52,6 +52,7 @@
 mod config;
 
 pub use config::{ArmConfig, ArmError, RetryConfig, Timeouts, DEFAULT_FAILURE_PENALTY};
+pub use tailguard_resilience::accrual::Transition;
 
 use rand::RngCore;
 use std::time::Duration;
@@ -60,6 +61,16 @@ use tailguard_resilience::{
     Accrual, AttemptOutcome, Class, Classifier, Hedger, Method, OutlierDetector, RetryBudget,
     Ticket,
 };
+
+/// How an attempt ended, as [`Client::on_complete`] judged it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Completion {
+    /// Its class: success, and whether a failure may be retried.
+    pub class: Class,
+    /// The change it made to its endpoint's failure accrual, if any: out of rotation
+    /// (tripped) or back in it (revived).
+    pub transition: Option<Transition>,
+}
 
 /// Counters of what a client's resilience machinery did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -247,20 +258,20 @@ impl Client {
         self.accrual.get_mut(endpoint).map(|a| a.on_send(now))
     }
 
-    /// Step 3: the attempt sent at `sent` ended at `now` with `outcome`; returns its class.
+    /// Step 3: the attempt ended at `now` with `outcome`, `rtt` after it was sent; returns its
+    /// class and what it changed in its endpoint's failure accrual.
     #[allow(clippy::too_many_arguments)] // one attempt's full record, passed flat on the hot path
     pub fn on_complete(
         &mut self,
         endpoint: usize,
         ticket: Option<Ticket>,
-        sent: Duration,
+        rtt: Duration,
         method: Method,
         outcome: AttemptOutcome,
         now: Duration,
         rng: &mut dyn RngCore,
-    ) -> Class {
+    ) -> Completion {
         let class = self.classifier.classify(method, outcome);
-        let rtt = now.saturating_sub(sent);
         let charged = match self.failure_penalty {
             Some(p) if !class.success || outcome.is_overload() => rtt.max(p),
             _ => rtt,
@@ -269,14 +280,12 @@ impl Client {
         if !class.success {
             self.balancer.failed(endpoint, now);
         }
-        if let (Some(a), Some(t)) = (self.accrual.get_mut(endpoint), ticket) {
-            let transition = a.on_outcome(t, class.success, now, rng);
-            if matches!(
-                transition,
-                Some(tailguard_resilience::accrual::Transition::Tripped { .. })
-            ) {
-                self.stats.trips += 1;
-            }
+        let transition = match (self.accrual.get_mut(endpoint), ticket) {
+            (Some(a), Some(t)) => a.on_outcome(t, class.success, now, rng),
+            _ => None,
+        };
+        if matches!(transition, Some(Transition::Tripped { .. })) {
+            self.stats.trips += 1;
         }
         // Only a success says how fast an endpoint is: a refused connection or an instant 503
         // is no latency sample for ejection or for the hedge delay.
@@ -289,7 +298,7 @@ impl Client {
         if let (Some(h), true) = (&mut self.hedger, class.success) {
             h.record(endpoint, rtt, now);
         }
-        class
+        Completion { class, transition }
     }
 
     /// Step 3: the attempt sent at `sent` was abandoned at `now` (another attempt won, or the
@@ -374,7 +383,7 @@ mod tests {
         c.on_complete(
             endpoint,
             ticket,
-            now,
+            Duration::ZERO,
             Method::Get,
             AttemptOutcome::Status(503),
             now,
@@ -397,7 +406,7 @@ mod tests {
             let (status, rtt) = if e == 0 { (503, 0) } else { (200, 1) };
             let done = now + Duration::from_millis(rtt);
             let outcome = AttemptOutcome::Status(status);
-            c.on_complete(e, t, now, Method::Get, outcome, done, &mut rng);
+            c.on_complete(e, t, done - now, Method::Get, outcome, done, &mut rng);
             hits += u64::from(e == 0);
         }
         hits as f64 / n as f64

@@ -46,15 +46,17 @@ fn success_share(
             }
             due.pop();
             let a = flying.remove(&k).unwrap();
-            let class = client.on_complete(
-                a.endpoint,
-                a.ticket,
-                a.sent,
-                Method::Get,
-                a.outcome,
-                at,
-                &mut rng,
-            );
+            let class = client
+                .on_complete(
+                    a.endpoint,
+                    a.ticket,
+                    at.saturating_sub(a.sent),
+                    Method::Get,
+                    a.outcome,
+                    at,
+                    &mut rng,
+                )
+                .class;
             let retry = !class.success
                 && class.retryable
                 && arm.retries.is_some_and(|r| a.tries < r.max_retries)
@@ -209,15 +211,17 @@ fn hedging_is_not_blinded_by_a_stalled_endpoint() {
             ms(20)
         };
         // Completions are recorded in order of sending; good enough for the quantile.
-        let class = client.on_complete(
-            e,
-            ticket,
-            now,
-            Method::Get,
-            AttemptOutcome::Status(200),
-            now + latency,
-            &mut rng,
-        );
+        let class = client
+            .on_complete(
+                e,
+                ticket,
+                latency,
+                Method::Get,
+                AttemptOutcome::Status(200),
+                now + latency,
+                &mut rng,
+            )
+            .class;
         assert!(class.success);
         if i % 1000 == 999 {
             delays.push(client.hedge_delay(now));

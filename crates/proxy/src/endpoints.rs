@@ -20,26 +20,15 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
-use tailguard_client::{ArmConfig, ArmError, Client};
+use tailguard_client::{ArmConfig, ArmError, Client, Completion};
 use tailguard_record::live::EndpointCounts;
-use tailguard_resilience::accrual::Status;
-use tailguard_resilience::{AttemptOutcome, Backoff, Class, Method, Ticket};
+use tailguard_resilience::accrual::{Status, Transition};
+use tailguard_resilience::{AttemptOutcome, Backoff, Method, Ticket};
 
 /// Load probes out to one endpoint slot at most: the balancer's pool needs a reply or two per
 /// endpoint, and a probe path that hangs must cost at most this many connections, not one
 /// per request (at 2,000 req/s, 2,074 of them).
 pub const MAX_PROBES_IN_FLIGHT: u32 = 2;
-
-/// What an attempt's end did to its endpoint's accrual state.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Change {
-    /// Nothing.
-    None,
-    /// Taken out of rotation.
-    Tripped,
-    /// Back in rotation.
-    Revived,
-}
 
 /// Counters of one endpoint slot.
 #[derive(Debug, Default)]
@@ -294,22 +283,21 @@ impl Endpoints {
         self.counters[i].probing.fetch_sub(1, Ordering::AcqRel);
     }
 
-    /// The attempt to slot `i` sent at `sent` ended at `now` with `outcome`.
+    /// The attempt to slot `i` ended at `now` with `outcome`, `rtt` after it was sent.
     pub fn complete(
         &self,
         attempt: (usize, Option<Ticket>),
-        sent: Duration,
+        rtt: Duration,
         method: Method,
         outcome: AttemptOutcome,
         now: Duration,
-    ) -> (Class, Change) {
+    ) -> Completion {
         let (i, ticket) = attempt;
         let mut guard = self.lock();
         let Locked { client, rng } = &mut *guard;
-        let before = client.accrual_status(i);
-        let class = client.on_complete(i, ticket, sent, method, outcome, now, rng);
-        let after = client.accrual_status(i);
+        let end = client.on_complete(i, ticket, rtt, method, outcome, now, rng);
         drop(guard);
+        let class = end.class;
         let c = &self.counters[i];
         c.pending.fetch_sub(1, Ordering::Relaxed);
         let counter = if class.success {
@@ -321,16 +309,10 @@ impl Endpoints {
         if !class.success {
             *lock(&c.last_error) = Some((now, describe(outcome)));
         }
-        let change = match (before, after) {
-            (Some(Status::Alive), Some(Status::Dead { .. })) => Change::Tripped,
-            (Some(Status::Probing { .. }), Some(Status::Dead { .. })) => Change::Tripped,
-            (Some(b), Some(Status::Alive)) if b != Status::Alive => Change::Revived,
-            _ => Change::None,
-        };
-        if change == Change::Tripped {
+        if matches!(end.transition, Some(Transition::Tripped { .. })) {
             c.ejections.fetch_add(1, Ordering::Relaxed);
         }
-        (class, change)
+        end
     }
 
     /// The attempt to slot `i` sent at `sent` was abandoned at `now`.

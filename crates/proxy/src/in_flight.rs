@@ -3,11 +3,12 @@
 //! timeout fired, or the client went away), so the balancer's pending count never leaks.
 
 use crate::clock::Clock;
-use crate::endpoints::{Change, Endpoints};
+use crate::endpoints::Endpoints;
 use crate::service::Service;
 use crate::shared::Shared;
 use std::sync::Arc;
 use std::time::Duration;
+use tailguard_resilience::accrual::Transition;
 use tailguard_resilience::{AttemptOutcome, Class, Method, Ticket};
 
 /// One attempt in flight: reports its outcome once ([`InFlight::finish`]), or, dropped
@@ -29,12 +30,11 @@ impl InFlight {
     pub fn finish(mut self, outcome: AttemptOutcome, rtt: Duration) -> Class {
         let attempt = self.attempt.take().expect("finished once");
         let now = self.clock.now();
-        let sent = now.saturating_sub(rtt);
-        let (class, change) = self
+        let end = self
             .endpoints
-            .complete(attempt, sent, self.method, outcome, now);
-        record(&self, outcome, rtt, change);
-        class
+            .complete(attempt, rtt, self.method, outcome, now);
+        record(&self, outcome, rtt, end.transition);
+        end.class
     }
 }
 
@@ -46,7 +46,7 @@ impl Drop for InFlight {
     }
 }
 
-fn record(p: &InFlight, outcome: AttemptOutcome, rtt: Duration, change: Change) {
+fn record(p: &InFlight, outcome: AttemptOutcome, rtt: Duration, change: Option<Transition>) {
     let m = &p.shared.metrics;
     let service = &p.service.config.name;
     let handles = p.endpoints.handles(p.slot, m, service);
@@ -61,12 +61,12 @@ fn record(p: &InFlight, outcome: AttemptOutcome, rtt: Duration, change: Change) 
     };
     handles.attempts(m, status).inc();
     let state = match change {
-        Change::None => return,
-        Change::Tripped => "dead",
-        Change::Revived => "alive",
+        None => return,
+        Some(Transition::Tripped { .. }) => "dead",
+        Some(Transition::Revived) => "alive",
     };
     let endpoint = p.endpoints.addr(p.slot);
-    if change == Change::Tripped {
+    if state == "dead" {
         tracing::info!(%endpoint, %service, "failure accrual: endpoint out of rotation");
     } else {
         tracing::info!(%endpoint, %service, "failure accrual: endpoint back in rotation");

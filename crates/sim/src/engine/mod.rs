@@ -429,15 +429,17 @@ impl Engine<'_> {
         };
         req.outstanding -= 1;
         let method = self.scenario.load.method;
-        let class = self.clients[req.client].on_complete(
-            endpoint,
-            ticket,
-            sent,
-            method,
-            outcome,
-            self.now,
-            &mut self.rng,
-        );
+        let class = self.clients[req.client]
+            .on_complete(
+                endpoint,
+                ticket,
+                self.now.saturating_sub(sent),
+                method,
+                outcome,
+                self.now,
+                &mut self.rng,
+            )
+            .class;
         if class.success {
             self.finish_request(key, true);
         } else if !(class.retryable && self.try_retry(key, endpoint)) {
