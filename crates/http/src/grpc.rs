@@ -44,6 +44,13 @@ pub fn status(headers: &HeaderMap) -> Option<u8> {
     Some(parsed.unwrap_or(MISSING_STATUS))
 }
 
+/// The call's code when `trailers` end its stream: their `grpc-status`, or
+/// [`MISSING_STATUS`] when they lack one (trailers are the last word: a missing status is
+/// a failure, as gRPC's clients read it).
+pub fn status_at_end(trailers: &HeaderMap) -> u8 {
+    status(trailers).unwrap_or(MISSING_STATUS)
+}
+
 /// The client's deadline from `grpc-timeout` (`1-8 digits` and a unit: `H`, `M`, `S`, `m`,
 /// `u`, `n`, as the gRPC over HTTP/2 spec defines it); `None` when absent or malformed (a
 /// malformed one is ignored, as gRPC servers do).

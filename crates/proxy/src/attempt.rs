@@ -445,11 +445,11 @@ fn peek(
     loop {
         match Pin::new(&mut *body).poll_frame(&mut cx) {
             Poll::Ready(Some(Ok(frame))) => {
-                let code = frame.trailers_ref().map(grpc::status);
+                let code = frame.trailers_ref().map(grpc::status_at_end);
                 bytes += frame.data_ref().map_or(0, Bytes::len);
                 into.push_back(frame);
                 if let Some(code) = code {
-                    return Some(AttemptOutcome::Grpc(code.unwrap_or(grpc::MISSING_STATUS)));
+                    return Some(AttemptOutcome::Grpc(code));
                 }
                 if bytes > limit {
                     return None;

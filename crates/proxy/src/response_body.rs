@@ -84,8 +84,7 @@ impl Body for Watched {
             Poll::Ready(Some(Ok(frame))) => {
                 this.idle.activity();
                 if let Some(t) = frame.trailers_ref() {
-                    let code = crate::grpc::status(t).unwrap_or(crate::grpc::MISSING_STATUS);
-                    this.report(AttemptOutcome::Grpc(code));
+                    this.report(AttemptOutcome::Grpc(crate::grpc::status_at_end(t)));
                 }
                 Poll::Ready(Some(Ok(frame)))
             }

@@ -104,8 +104,7 @@ impl Body for Watched {
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(t) = frame.trailers_ref() {
-                    this.watch
-                        .grpc(grpc::status(t).unwrap_or(grpc::MISSING_STATUS));
+                    this.watch.grpc(grpc::status_at_end(t));
                 }
             }
             // The upstream failed mid-body.
