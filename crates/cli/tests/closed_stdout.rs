@@ -8,10 +8,14 @@ use tailguard_testsupport::process::{drain, wait_or_kill};
 
 #[test]
 fn every_verb_that_prints_ends_with_141_when_its_reader_is_gone() {
+    // Where the sim case writes its JSON: a name of this process's own.
+    let json_path = std::env::temp_dir().join(format!("tg-closed-{}.json", std::process::id()));
+    let json_arg = json_path.to_str().unwrap();
     let cases: [&[&str]; 5] = [
         &["sim", "--list"],
         &["sim", "add-steps", "--print-scenario"],
-        &["sim", "add-steps", "--duration", "2s"],
+        // Its files are written all the same.
+        &["sim", "add-steps", "--duration", "2s", "--json", json_arg],
         &["bench", "--list"],
         // The demo's first line fails: it ends before any fleet starts.
         &["demo"],
@@ -33,4 +37,7 @@ fn every_verb_that_prints_ends_with_141_when_its_reader_is_gone() {
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
         assert_eq!(status.code(), Some(141), "{args:?}: {stderr}");
     }
+    let json = std::fs::read_to_string(&json_path).expect("the sim's JSON was written");
+    assert!(json.contains("add-steps"), "{json}");
+    std::fs::remove_file(&json_path).unwrap();
 }

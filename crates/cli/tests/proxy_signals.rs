@@ -49,6 +49,49 @@ fn the_proxy_catches_its_signals_before_it_says_it_listens() {
     assert_eq!(get(proxy.addr), Ok(200));
 }
 
+/// A proxy still starting ends at SIGTERM at once, as before its handlers were installed
+/// early: here its DNS server (a UDP socket on 127.0.0.1 that never answers) holds the first
+/// resolution for the resolver's timeout.
+#[test]
+fn sigterm_while_the_proxy_starts_ends_the_start() {
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let yaml = format!(
+        "admin: {{ip: 127.0.0.1, port: 0}}\n\
+         servers: [{{ip: 127.0.0.1, port: 0}}]\n\
+         services:\n  - name: web\n    \
+         namer: {{kind: io.l5d.dns, name: \"web.test:80\", server: \"{}\"}}\n",
+        silent.local_addr().unwrap()
+    );
+    let path = std::env::temp_dir().join(format!("tailguard-starting-{}.yaml", std::process::id()));
+    std::fs::write(&path, yaml).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tailguard"))
+        .args(["proxy", "--config"])
+        .arg(&path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = tailguard_testsupport::process::drain(child.stderr.take().unwrap());
+    let until = Deadline::after(DEADLINE);
+    while caught_signals(child.id()) & (1 << (15 - 1)) == 0 {
+        assert!(!until.passed(), "SIGTERM never caught");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let sent = Deadline::after(Duration::from_secs(3));
+    Command::new("kill")
+        .args(["-s", "TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let status = tailguard_testsupport::process::wait_or_kill(&mut child, DEADLINE);
+    assert!(!sent.passed(), "took more than 3 s to stop");
+    let stderr = stderr.join().unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{stderr}");
+    assert!(stderr.contains("stopped while starting"), "{stderr}");
+    assert!(!stderr.contains("listening on"), "{stderr}");
+}
+
 #[test]
 fn proxy_sighup_reloads_the_file_and_keeps_the_request_in_flight() {
     let slow = TestServer::builder()

@@ -85,17 +85,17 @@ fn endpoints_json(shared: &Shared) -> String {
     serde_json::to_string_pretty(&services).unwrap_or_default()
 }
 
-/// Sets the per-endpoint gauges (pending, cost) from the current endpoint generations, so a
-/// scrape sees the balancer's state now and no series of a removed endpoint lingers. An address
-/// listed with a weight fills several slots, joined as the dashboard joins them
-/// ([`dashboard::by_address`]): pending attempts summed, the cost of the cheapest slot (the one
-/// a picker would prefer; 0.0, an idle least-loaded endpoint, is a real value).
 /// The `/metrics` page in Prometheus text, gauges refreshed, built in the calling thread.
 pub(crate) fn metrics_text(shared: &Shared) -> String {
     refresh_gauges(shared);
     shared.metrics.encode()
 }
 
+/// Sets the per-endpoint gauges (pending, cost) from the current endpoint generations, so a
+/// scrape sees the balancer's state now and no series of a removed endpoint lingers. An address
+/// listed with a weight fills several slots, joined as the dashboard joins them
+/// ([`dashboard::by_address`]): pending attempts summed, the cost of the cheapest slot (the one
+/// a picker would prefer; 0.0, an idle least-loaded endpoint, is a real value).
 fn refresh_gauges(shared: &Shared) {
     let now = shared.clock.now();
     let m = &shared.metrics;

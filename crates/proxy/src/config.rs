@@ -374,6 +374,10 @@ pub struct Config {
     pub services: Vec<ServiceConfig>,
     /// Client-facing limits.
     pub limits: Limits,
+    /// The seed of the proxy's random choices (the balancer's picks, retry jitter). `None`:
+    /// drawn at start, so that replicas of one configuration do not choose, or retry, in step.
+    /// Tests set it to replay a run.
+    pub seed: Option<u64>,
 }
 
 /// A [`Config`] that must not start; the message names the key.
@@ -442,6 +446,7 @@ impl Config {
             admin: Some(SocketAddr::from(([127, 0, 0, 1], 9990))),
             services,
             limits: Limits::default(),
+            seed: None,
         }
     }
 

@@ -55,6 +55,7 @@ mod request_body;
 mod response;
 mod response_body;
 mod run;
+mod seed;
 mod service;
 mod shared;
 mod start;

@@ -78,11 +78,18 @@ pub fn run(source: Source, threads: usize) -> Result<(), StartError> {
 }
 
 async fn serve(source: Source) -> Result<(), StartError> {
-    // The handlers first: a signal that arrives while the proxy starts is held for the loop
-    // below, not left to its default action (SIGHUP's ends the process).
-    let signals = Signals::install()?;
-    let config = source.load_off_runtime().await?;
-    let proxy = start(config).await?;
+    // The handlers first: a SIGHUP that arrives while the proxy starts is held for the loop
+    // below, not left to its default action (which ends the process); SIGTERM and SIGINT end
+    // the start at once, as their default actions did.
+    let mut signals = Signals::install()?;
+    let starting = async { start(source.load_off_runtime().await?).await };
+    let proxy = tokio::select! {
+        proxy = starting => proxy?,
+        () = signals.stop() => {
+            eprintln!("stopped while starting");
+            return Ok(());
+        }
+    };
     eprintln!("tailguard proxy listening on {}", proxy.addr());
     let nofile = tailguard_http::fds::current().map_or(u64::MAX, |n| n.soft);
     eprintln!(
@@ -116,6 +123,14 @@ impl Signals {
             term: sig(SignalKind::terminate())?,
             int: sig(SignalKind::interrupt())?,
         })
+    }
+
+    /// Until SIGTERM or SIGINT.
+    async fn stop(&mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
     }
 
     /// Reloads on SIGHUP until SIGTERM or SIGINT, which abandon a reload in progress.

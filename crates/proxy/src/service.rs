@@ -24,6 +24,8 @@ pub struct Service {
     live: OnceLock<Arc<Live>>,
     clock: Clock,
     seed: u64,
+    /// Endpoint generations made so far: each draws from its own seed.
+    generations: std::sync::atomic::AtomicU64,
 }
 
 impl Service {
@@ -48,6 +50,7 @@ impl Service {
             live: OnceLock::new(),
             clock,
             seed,
+            generations: std::sync::atomic::AtomicU64::new(1),
         })
     }
 
@@ -63,7 +66,11 @@ impl Service {
     /// When the service's arm does not validate (it did at start, so only in theory).
     pub fn set_upstreams(&self, upstreams: &[Upstream]) -> Result<(), ArmError> {
         let now = self.clock.now();
-        let next = Endpoints::new(upstreams, &self.config.arm, now, self.seed)?;
+        let generation = self
+            .generations
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let seed = crate::seed::mix(self.seed, generation);
+        let next = Endpoints::new(upstreams, &self.config.arm, now, seed)?;
         let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
         next.inherit(&current, now);
         *current = Arc::new(next);

@@ -140,6 +140,7 @@ pub async fn start(config: Config) -> Result<Proxy, StartError> {
 /// Builds every service and starts the watchers of file-discovered ones.
 async fn build_services(config: &Config, clock: Clock) -> Result<Vec<Arc<Service>>, StartError> {
     let mut out = Vec::new();
+    let base_seed = config.seed.unwrap_or_else(crate::seed::drawn);
     for (i, sc) in config.services.iter().enumerate() {
         let (upstreams, resolver) = match &sc.discovery {
             Discovery::Static(list) => (list.clone(), None),
@@ -156,8 +157,8 @@ async fn build_services(config: &Config, clock: Clock) -> Result<Vec<Arc<Service
             key: "client",
             source,
         };
-        let service =
-            Service::new(sc.clone(), &upstreams, clock, i as u64 + 1).map_err(arm_error)?;
+        let seed = crate::seed::mix(base_seed, i as u64 + 1);
+        let service = Service::new(sc.clone(), &upstreams, clock, seed).map_err(arm_error)?;
         let service = Arc::new(service);
         let feed = Feed(Arc::downgrade(&service));
         match (&sc.discovery, resolver) {

@@ -42,10 +42,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     let report = saved::side_by_side(runs);
-    super::out!("{}", tailguard_bench::table::text(&report, args.unit));
-    if let Some(p) =
-        super::bench::write_outputs(&report, args.json.as_deref(), args.html.as_deref())?
-    {
+    // The files are written even when the reader of the table went away.
+    let shown = super::write_stdout(&tailguard_bench::table::text(&report, args.unit));
+    let html = super::bench::write_outputs(&report, args.json.as_deref(), args.html.as_deref())?;
+    if !shown {
+        return Ok(ExitCode::from(super::EXIT_PIPE));
+    }
+    if let Some(p) = html {
         super::out!("# HTML report: {}\n", p.display());
     }
     Ok(ExitCode::SUCCESS)

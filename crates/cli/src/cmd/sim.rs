@@ -78,9 +78,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut scenario = Scenario::load(&name)?;
     scenario.apply(&overrides(&args))?;
     let report = tailguard_sim::run(&scenario)?;
-    super::out!("{}", render::text(&report));
+    // The files are written even when the reader of the table went away.
+    let shown = super::write_stdout(&render::text(&report));
     write_outputs(&args, &report)?;
-    Ok(ExitCode::SUCCESS)
+    Ok(if shown {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(super::EXIT_PIPE)
+    })
 }
 
 fn overrides(args: &Args) -> Overrides {

@@ -73,6 +73,7 @@ pub fn into_config(file: File) -> Result<Config, YamlError> {
         admin: Some(admin),
         services,
         limits,
+        seed: None,
     })
 }
 

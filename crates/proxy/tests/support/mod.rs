@@ -34,6 +34,8 @@ impl AsUpstream for TestServer {
 pub fn config(service: ServiceConfig) -> Config {
     let mut c = Config::new("127.0.0.1:0".parse().unwrap(), vec![service]);
     c.admin = Some("127.0.0.1:0".parse().unwrap());
+    // Seeded: every random pick of a test replays.
+    c.seed = Some(1);
     c
 }
 
