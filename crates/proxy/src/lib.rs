@@ -47,6 +47,7 @@ mod hygiene;
 mod idle;
 mod in_flight;
 pub mod k8s;
+mod lag;
 mod listener;
 mod metrics;
 mod probe;

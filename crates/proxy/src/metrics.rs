@@ -110,6 +110,8 @@ pub struct Metrics {
     pub hedge_budget_exhausted: Family<ServiceLabels, Counter>,
     /// The current hedge delay per service (set when scraped; absent until it has data).
     pub hedge_delay: Family<ServiceLabels, Gauge<f64, AtomicU64>>,
+    /// How late the event loop ran a timer due every 10 ms ([`crate::lag`]).
+    pub event_loop_delay: Histogram,
     registry: Registry,
 }
 
@@ -133,6 +135,7 @@ impl Metrics {
             hedge_wins: Family::default(),
             hedge_budget_exhausted: Family::default(),
             hedge_delay: Family::default(),
+            event_loop_delay: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
             registry: Registry::with_prefix("tailguard_proxy"),
         };
         // A macro so that each family is one line (name, help, field); the order is the
@@ -159,6 +162,7 @@ impl Metrics {
             "hedge_budget_exhausted", "Backup requests refused by the hedge budget", hedge_budget_exhausted;
             "hedge_delay_seconds", "How long a hedged request waits before its backup (the live quantile of attempt latency)", hedge_delay;
             "endpoint_cost", "Balancer cost (pending requests, or peak EWMA nanoseconds x (pending + 1))", cost;
+            "event_loop_delay_seconds", "How late the event loop ran a timer due every 10 ms (a stalled loop delays every request on it; includes 1 ms of timer rounding)", event_loop_delay;
         }
         m
     }

@@ -112,7 +112,11 @@ pub async fn start(config: Config) -> Result<Proxy, StartError> {
         max_connections,
         stopped.clone(),
     ))];
-    let ticker = tokio::spawn(dashboard::ticker(Arc::downgrade(&shared)));
+    // The periodic work: the dashboard's second, and the watch on the event loop's delay.
+    let (a, b) = (Arc::downgrade(&shared), Arc::downgrade(&shared));
+    let ticker = tokio::spawn(async move {
+        tokio::join!(dashboard::ticker(a), crate::lag::watch(b));
+    });
     let admin =
         match (admin, config.admin) {
             (Some(l), Some(addr)) => Some(admin::serve(l, Arc::clone(&shared)).map_err(
