@@ -12,15 +12,60 @@ import sys
 FN = re.compile(r"^\s*(pub(\([^)]*\))?\s+)?(const\s+)?(async\s+)?(unsafe\s+)?fn\s+(\w+)")
 
 
-def functions(path):
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    i = 0
-    while i < len(lines):
-        m = FN.match(lines[i])
-        if not m:
-            i += 1
+def code_depths(text):
+    """Each line's brace depth at its end, comments, strings and char literals left out."""
+    depths, depth, i, n = [], 0, 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "\n":
+            depths.append(depth)
+        elif text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
             continue
-        # The reason, if any: the nearest comment line above the fn and its attributes.
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            depths.extend([depth] * text.count("\n", i, n if j < 0 else j))
+            i = n if j < 0 else j + 2
+            continue
+        elif c == "r" and re.match(r'r#*"', text[i:i + 8]) and not (i and (text[i - 1].isalnum() or text[i - 1] == "_")):
+            hashes = len(re.match(r'r(#*)"', text[i:]).group(1))
+            close = '"' + "#" * hashes
+            j = text.find(close, i + 2 + hashes)
+            depths.extend([depth] * text.count("\n", i, n if j < 0 else j))
+            i = n if j < 0 else j + len(close)
+            continue
+        elif c == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            depths.extend([depth] * text.count("\n", i, j))
+            i = j + 1
+            continue
+        elif c == "'":
+            m = re.match(r"'(\\.|\\u\{[0-9a-fA-F]+\}|[^\\'])'", text[i:i + 12])
+            if m:
+                i += len(m.group(0))
+                continue
+        elif c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+        i += 1
+    depths.append(depth)
+    return depths
+
+
+def functions(path):
+    text = path.read_text(encoding="utf-8", errors="replace")
+    lines = text.splitlines()
+    depths = code_depths(text)
+    for i, line in enumerate(lines):
+        m = FN.match(line)
+        if not m:
+            continue
+        # The reason, if any: a `// long:` line in the comment block above the fn and its
+        # doc comment and attributes.
         j = i - 1
         while j >= 0 and lines[j].strip().startswith(("#[", "///")):
             j -= 1
@@ -28,17 +73,18 @@ def functions(path):
         while j >= 0 and lines[j].strip().startswith("//") and not reason:
             reason = lines[j].strip().startswith("// long:")
             j -= 1
-        depth, started, k = 0, False, i
+        before = depths[i - 1] if i else 0
+        if line.rstrip().endswith(";"):
+            continue  # a trait method without a body
+        # The body ends where the depth comes back down after it went up (or on the line
+        # that opens and closes it).
+        k, opened = i, False
         while k < len(lines):
-            code = re.sub(r'"([^"\\]|\\.)*"', '""', lines[k].split("//")[0])
-            code = re.sub(r"'([^'\\]|\\.)'", "''", code)
-            depth += code.count("{") - code.count("}")
-            started = started or "{" in code
-            if (started and depth <= 0) or (not started and code.rstrip().endswith(";")):
+            opened = opened or depths[k] > before
+            if depths[k] <= before and (opened or "{" in lines[k]):
                 break
             k += 1
         yield m.group(6), i + 1, k - i + 1, reason
-        i += 1
 
 
 def main():

@@ -96,6 +96,8 @@ fn dom(chromium: &str, dir: &Path, url: &str) -> String {
     browser::dump_dom(chromium, dir, url, SHOT, Duration::from_millis(1500)).stdout
 }
 
+// long: one live demo, watched through its page from start to end; split, each step would
+// need the demo again.
 #[test]
 #[ignore = "tier 2: headless chromium and a live demo (wall-clock seconds)"]
 fn the_demo_page_shows_both_arms_moving_side_by_side() {

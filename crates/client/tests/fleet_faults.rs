@@ -19,6 +19,8 @@ use tailguard_resilience::{
 /// What an endpoint does to an attempt sent at `t`: its latency and outcome.
 type Behaviour = dyn Fn(usize, Duration) -> (Duration, AttemptOutcome);
 
+// long: one event loop of a small simulator (arrivals, completions, retries) over shared
+// state; the real one is tailguard-sim's, which this test keeps out of the client's tests.
 /// Runs `rate` requests per second for `length` against `n` endpoints behaving as `fleet`
 /// says, retrying as the proxy does (another endpoint, under the budget); returns the share
 /// of requests that arrived from `from` on and succeeded.
