@@ -60,16 +60,12 @@ fn record(p: &InFlight, outcome: AttemptOutcome, rtt: Duration, change: Option<T
         _ => None,
     };
     handles.attempts(m, status).inc();
-    let state = match change {
+    let (state, what) = match change {
         None => return,
-        Some(Transition::Tripped { .. }) => "dead",
-        Some(Transition::Revived) => "alive",
+        Some(Transition::Tripped { .. }) => ("dead", "out of rotation"),
+        Some(Transition::Revived) => ("alive", "back in rotation"),
     };
     let endpoint = p.endpoints.addr(p.slot);
-    if state == "dead" {
-        tracing::info!(%endpoint, %service, "failure accrual: endpoint out of rotation");
-    } else {
-        tracing::info!(%endpoint, %service, "failure accrual: endpoint back in rotation");
-    }
+    tracing::info!(%endpoint, %service, "failure accrual: endpoint {what}");
     m.accrual.get_or_create(&handles.labels(state)).inc();
 }
