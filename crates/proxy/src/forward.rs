@@ -1,5 +1,5 @@
-//! Forwarding one request: check it, route it, clean its headers, then send attempts through
-//! the service's balancer until one succeeds or no retry is allowed.
+//! Stage 1 of the request path (**forward** -> [`crate::attempts`] -> [`crate::balanced`] ->
+//! [`crate::upstream`]): one request, checked, routed, cleaned, bounded in time, counted.
 //!
 //! 1. Refuse what must not be forwarded and normalise the rest ([`hygiene::admit`]); route by
 //!    host and path (segment-wise prefix) to a service; none: 404 with `x-tailguard-error`.
@@ -13,20 +13,21 @@
 //!    on. Every body is watched for the client's faults ([`crate::request_body`]). A body
 //!    without a copy, or one that outgrew it, is retried only when an attempt could not
 //!    connect (nothing was sent).
-//! 5. Each attempt: pick (avoiding the previous endpoint), connect, send under the attempt
-//!    timeout, classify, feed the balancer and accrual ([`crate::attempt`]); a failed,
-//!    retryable attempt is retried while the budget allows. The whole request is bounded by
-//!    the total timeout and by the client's `grpc-timeout`, whichever is sooner.
+//! 5. Hand it to the attempts stage, bounded by the total timeout and by the client's
+//!    `grpc-timeout`, whichever is sooner; answer a [`Fault`] in the form the client expects.
+//! 6. Count the answer for the metrics and the dashboard ([`crate::response_body::count`]).
 
-use crate::attempt::{self, AttemptBody, Outgoing};
-use crate::body::ProxyBody;
+use crate::attempts::{self, AttemptBody, Outgoing, Policy};
+use crate::balanced::Balancer;
 use crate::config::{EscapedSlashes, Limits};
+use crate::fault::{Fault, ProxyFault};
 use crate::replay::Replay;
 use crate::request_body::{BodyRules, ClientBody, FaultCell};
 use crate::response::Reply;
+use crate::response_body::{self, ResponseBody};
 use crate::service::{host_only, route, Service};
 use crate::shared::Shared;
-use crate::{grpc, hygiene, tally};
+use crate::{grpc, hygiene};
 use http::header::{HeaderValue, HOST};
 use http::{Request, Response, StatusCode, Version};
 use http_body_util::BodyExt;
@@ -59,7 +60,7 @@ pub async fn handle(
     shared: Arc<Shared>,
     peer: &Peer,
     mut req: Request<Incoming>,
-) -> Response<ProxyBody> {
+) -> Response<ResponseBody> {
     let reply = if grpc::is_grpc(req.headers()) {
         Reply::Grpc
     } else {
@@ -67,14 +68,16 @@ pub async fn handle(
     };
     if let Err((status, reason)) = hygiene::admit(&mut req, peer.escaped_slashes) {
         shared.metrics.client_error("", "refused");
-        return reply.error(status, reason);
+        return reply.error(status, reason).map(ResponseBody::local);
     }
     let services = shared.services();
     let routed = {
         let host = request_host(&req);
         route(&services, host.map(host_only), req.uri().path()).ok_or_else(|| {
             let reason = format!("no service for host {:?}", host.unwrap_or_default());
-            reply.error(StatusCode::NOT_FOUND, &reason)
+            reply
+                .error(StatusCode::NOT_FOUND, &reason)
+                .map(ResponseBody::local)
         })
     };
     let service = match routed {
@@ -86,13 +89,16 @@ pub async fn handle(
     // No reference count changes per request: the service holds its figures.
     let live = service.live(&shared.live);
     let in_flight = live.start();
-    let resp = match service.admit() {
-        None => reply.error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "too many requests in flight",
-        ),
+    let result = match service.admit() {
+        None => Err(Fault::Proxy(ProxyFault::InFlightLimit)),
         Some(_admitted) => forward(&shared, &service, peer, req, reply).await,
     };
+    let mut resp = result.unwrap_or_else(|fault| {
+        if let Fault::Client(f) = &fault {
+            shared.metrics.client_error(&service.config.name, f.kind());
+        }
+        fault.answer(reply).map(ResponseBody::local)
+    });
     let m = &shared.metrics;
     let handles = service.handles(m);
     handles.requests(m, resp.status().as_u16()).inc();
@@ -100,7 +106,8 @@ pub async fn handle(
     handles.latency.observe(elapsed.as_secs_f64());
     drop(in_flight);
     let classifier = service.config.arm.classifier;
-    tally::count(resp, reply, method, classifier, live, elapsed)
+    response_body::count(&mut resp, reply, method, classifier, live, elapsed);
+    resp
 }
 
 /// The request's host: the `Host` header, else the URI's authority (HTTP/2).
@@ -115,7 +122,7 @@ async fn forward(
     peer: &Peer,
     req: Request<Incoming>,
     reply: Reply,
-) -> Response<ProxyBody> {
+) -> Result<Response<ResponseBody>, Fault> {
     let (mut parts, body) = req.into_parts();
     let deadline = grpc::timeout(&parts.headers);
     let method: Method = parts.method.as_str().parse().unwrap_or(Method::Other);
@@ -158,7 +165,20 @@ async fn forward(
             reply,
             fault,
         };
-        attempt::run(shared, service, sent).await
+        let endpoints = service.endpoints();
+        let policy = Policy {
+            arm: &service.config.arm,
+            endpoints: &endpoints,
+            handles: service.handles(&shared.metrics),
+            clock: shared.clock,
+        };
+        let balancer = Balancer {
+            shared,
+            service,
+            endpoints: &endpoints,
+            upstream: &service.upstreams,
+        };
+        attempts::run(policy, &balancer, &sent).await
     };
     let (limit, why) = match (arm.timeouts.total, deadline) {
         (Some(t), Some(g)) if g < t => (Some(g), "grpc-timeout"),
@@ -168,8 +188,8 @@ async fn forward(
     match limit {
         None => run.await,
         Some(limit) => match tokio::time::timeout(limit, run).await {
-            Ok(resp) => resp,
-            Err(_) => reply.error(StatusCode::GATEWAY_TIMEOUT, why),
+            Ok(result) => result,
+            Err(_) => Err(Fault::Proxy(ProxyFault::Deadline(why))),
         },
     }
 }

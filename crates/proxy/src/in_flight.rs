@@ -1,9 +1,15 @@
-//! One attempt in flight, as the balancer, failure accrual and metrics hear of it: its outcome
-//! once, with its round trip, or its cancellation when it is dropped unfinished (the total
-//! timeout fired, or the client went away), so the balancer's pending count never leaks.
+//! One attempt in flight, as the balancer, failure accrual and metrics hear of it: the answer
+//! the endpoint gave or the endpoint's own fault, once, with its round trip; or its
+//! cancellation when it is dropped unfinished (the client's fault, the proxy's own limit, the
+//! total timeout, a client that went away), so the balancer's pending count never leaks.
+//!
+//! Whose fault is in the types: [`InFlight::answered`] takes what the endpoint answered,
+//! [`InFlight::failed`] an [`EndpointFault`]; a client's or the proxy's fault has no way in
+//! and ends the attempt by dropping it.
 
 use crate::clock::Clock;
 use crate::endpoints::Endpoints;
+use crate::fault::EndpointFault;
 use crate::service::Service;
 use crate::shared::Shared;
 use std::sync::Arc;
@@ -11,8 +17,26 @@ use std::time::Duration;
 use tailguard_resilience::accrual::Transition;
 use tailguard_resilience::{AttemptOutcome, Class, Method, Ticket};
 
-/// One attempt in flight: reports its outcome once ([`InFlight::finish`]), or, dropped
-/// unfinished, its cancellation.
+/// What an endpoint answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// An HTTP status.
+    Status(u16),
+    /// A gRPC call's `grpc-status` (a missing one read as gRPC reads it).
+    Grpc(u8),
+}
+
+impl Answer {
+    fn outcome(self) -> AttemptOutcome {
+        match self {
+            Answer::Status(s) => AttemptOutcome::Status(s),
+            Answer::Grpc(code) => AttemptOutcome::Grpc(code),
+        }
+    }
+}
+
+/// One attempt in flight: reports its end once ([`InFlight::answered`],
+/// [`InFlight::failed`]), or, dropped unfinished, its cancellation.
 #[derive(Debug)]
 pub struct InFlight {
     pub(crate) shared: Arc<Shared>,
@@ -26,8 +50,18 @@ pub struct InFlight {
 }
 
 impl InFlight {
-    /// Reports `outcome` with the round trip `rtt` to the balancer, accrual and metrics.
-    pub fn finish(mut self, outcome: AttemptOutcome, rtt: Duration) -> Class {
+    /// The endpoint answered, `rtt` after the attempt was sent: reported to the balancer,
+    /// accrual and metrics; the classifier's verdict.
+    pub fn answered(self, answer: Answer, rtt: Duration) -> Class {
+        self.finish(answer.outcome(), rtt)
+    }
+
+    /// The endpoint failed the attempt, `rtt` after it was sent (the endpoint's fault only).
+    pub fn failed(self, fault: &EndpointFault, rtt: Duration) -> Class {
+        self.finish(fault.outcome(), rtt)
+    }
+
+    fn finish(mut self, outcome: AttemptOutcome, rtt: Duration) -> Class {
         let attempt = self.attempt.take().expect("finished once");
         let now = self.clock.now();
         let end = self

@@ -32,7 +32,8 @@
 #![warn(missing_docs)]
 
 mod admin;
-mod attempt;
+mod attempts;
+mod balanced;
 mod body;
 mod clock;
 pub mod config;
@@ -41,6 +42,7 @@ mod dashboard;
 mod discovery;
 pub mod dns;
 mod endpoints;
+mod fault;
 mod forward;
 pub use tailguard_http::grpc;
 mod hygiene;
@@ -60,7 +62,6 @@ mod seed;
 mod service;
 mod shared;
 mod start;
-mod tally;
 mod tls;
 mod upstream;
 pub mod yaml;

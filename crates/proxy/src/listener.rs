@@ -19,6 +19,7 @@
 use crate::body::ProxyBody;
 use crate::config::Limits;
 use crate::forward;
+use crate::response_body::ResponseBody;
 use crate::shared::Shared;
 use bytes::Bytes;
 use http::{Request, Response};
@@ -159,7 +160,7 @@ async fn connection<S: Transport>(
         let switched = slot.as_deref().and_then(|slot| switch(&mut req, slot));
         async move {
             let resp = match switched {
-                Some(resp) => resp,
+                Some(resp) => resp.map(ResponseBody::local),
                 None => forward::handle(shared, &client, req).await,
             };
             Ok::<_, Infallible>(resp.map(|body| Tracked {
@@ -358,7 +359,7 @@ impl Drop for InFlight {
 /// A response body that holds its request's [`InFlight`] until hyper is done with it.
 #[derive(Debug)]
 struct Tracked {
-    body: ProxyBody,
+    body: ResponseBody,
     _in_flight: InFlight,
 }
 

@@ -1,25 +1,38 @@
-//! The upstream response body as the proxy streams it downstream: the frames an attempt
-//! already read (a gRPC response is peeked for its trailers), then the rest, watched for
-//! idleness, and, for a gRPC call whose `grpc-status` was not yet known when its headers came,
-//! the attempt's outcome reported when the trailers arrive.
+//! The one observer of a response on its way downstream ([`ResponseBody`]): the proxy's own
+//! answer, or an endpoint's body (the frames an attempt already read while peeking for a gRPC
+//! call's trailers, then the rest), watched for three things:
 //!
-//! An upstream that stops sending mid-body for [`Watched`]'s idle time ends the body with an
-//! error (the client sees its stream reset or its connection closed), and a deferred gRPC
-//! attempt is reported as a timeout: the endpoint's fault. A body dropped before its end (the
-//! client went away) reports a deferred attempt as cancelled.
+//! 1. **Idleness**: an upstream that stops sending mid-body for the response idle time ends
+//!    the body with an error (the client sees its stream reset or its connection closed).
+//! 2. **A deferred attempt**: a gRPC call whose `grpc-status` was not known when its headers
+//!    came reports its attempt's outcome when the trailers arrive: their status (none: gRPC's
+//!    reading of a missing status), a body that failed or went idle as the endpoint's fault,
+//!    and, dropped before its end (the client went away), its cancellation.
+//! 3. **The dashboard's count** ([`count`], into [`tailguard_record::live`]): the request's
+//!    latency to the response headers, and whether it succeeded by the service's classifier,
+//!    the rule failure accrual applies to attempts. A gRPC call is counted by the status in
+//!    its trailers, as a failure when it ends without one or the upstream fails mid-body, and
+//!    as a request but not a failure when the client drops it first (its choice, not the
+//!    service's failure). The proxy's answer to a request the client failed ([`ClientsFault`])
+//!    is not the service's failure either.
 
+use crate::body::{BoxError, ProxyBody};
+use crate::fault::{EndpointFault, Failure};
+use crate::grpc;
 use crate::idle::IdleTimer;
-use crate::in_flight::InFlight;
+use crate::in_flight::{Answer, InFlight};
+use crate::response::{ClientsFault, Reply};
 use crate::upstream::UpstreamBody;
 use bytes::Bytes;
+use http::Response;
 use hyper::body::{Body, Frame, SizeHint};
 use std::collections::VecDeque;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tailguard_resilience::AttemptOutcome;
-
-use crate::body::BoxError;
+use tailguard_record::live::Live;
+use tailguard_resilience::{AttemptOutcome, Classifier, Method};
 
 /// The upstream stopped sending mid-body.
 #[derive(Debug, thiserror::Error)]
@@ -36,39 +49,124 @@ pub struct Deferred {
     pub rtt: Duration,
 }
 
-/// See the module docs.
+/// A response body on its way downstream; see the module docs.
 #[derive(Debug)]
-pub struct Watched {
-    peeked: VecDeque<Frame<Bytes>>,
-    inner: UpstreamBody,
-    idle: IdleTimer,
-    deferred: Option<Deferred>,
+pub struct ResponseBody {
+    source: Source,
+    /// The dashboard's verdict, when it comes with the trailers.
+    tally: Option<Tally>,
 }
 
-impl Watched {
-    /// `peeked` frames first, then `inner`; `idle` bounds each wait for a frame.
-    pub fn new(
+#[derive(Debug)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "an endpoint's body is the common case; boxing it would cost an allocation per request"
+)]
+enum Source {
+    /// The proxy's own answer (or a stand-in stage's).
+    Local(ProxyBody),
+    /// An endpoint's body.
+    Upstream {
+        peeked: VecDeque<Frame<Bytes>>,
+        inner: UpstreamBody,
+        idle: IdleTimer,
+        deferred: Option<Deferred>,
+    },
+}
+
+impl ResponseBody {
+    /// The proxy's own answer.
+    pub fn local(body: ProxyBody) -> Self {
+        Self {
+            source: Source::Local(body),
+            tally: None,
+        }
+    }
+
+    /// An endpoint's body: `peeked` frames first, then `inner`; `idle` bounds each wait for a
+    /// frame; `deferred` is reported when the body ends.
+    pub fn upstream(
         peeked: VecDeque<Frame<Bytes>>,
         inner: UpstreamBody,
         idle: Option<Duration>,
         deferred: Option<Deferred>,
     ) -> Self {
         Self {
-            peeked,
-            inner,
-            idle: IdleTimer::new(idle),
-            deferred,
+            source: Source::Upstream {
+                peeked,
+                inner,
+                idle: IdleTimer::new(idle),
+                deferred,
+            },
+            tally: None,
         }
     }
 
-    fn report(&mut self, outcome: AttemptOutcome) {
-        if let Some(d) = self.deferred.take() {
-            d.pending.finish(outcome, d.rtt);
+    /// The end of the call as the attempt and the dashboard hear of it.
+    fn ended(&mut self, end: End) {
+        if let Source::Upstream { deferred, .. } = &mut self.source {
+            if let Some(d) = deferred.take() {
+                match &end {
+                    End::Grpc(code) => {
+                        d.pending.answered(Answer::Grpc(*code), d.rtt);
+                    }
+                    End::Failed(failure) => {
+                        let fault = EndpointFault {
+                            addr: d.pending.endpoints.addr(d.pending.slot),
+                            failure: failure.clone(),
+                        };
+                        d.pending.failed(&fault, d.rtt);
+                    }
+                }
+            }
+        }
+        if let Some(t) = &mut self.tally {
+            match end {
+                End::Grpc(code) => t.grpc(code),
+                End::Failed(_) => t.count(false),
+            }
+        }
+    }
+
+    fn poll_source(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let (peeked, inner, idle) = match &mut self.source {
+            Source::Local(b) => return Pin::new(b).poll_frame(cx),
+            Source::Upstream {
+                peeked,
+                inner,
+                idle,
+                ..
+            } => (peeked, inner, idle),
+        };
+        if let Some(f) = peeked.pop_front() {
+            return Poll::Ready(Some(Ok(f)));
+        }
+        match Pin::new(&mut *inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                idle.activity();
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Pending => match idle.poll_expired(cx) {
+                Some(after) => Poll::Ready(Some(Err(Box::new(ResponseIdle(after))))),
+                None => Poll::Pending,
+            },
+            other => other,
         }
     }
 }
 
-impl Body for Watched {
+/// How a call's body ended.
+enum End {
+    /// With this `grpc-status` (or gRPC's reading of none).
+    Grpc(u8),
+    /// The endpoint's body failed or went idle.
+    Failed(Failure),
+}
+
+impl Body for ResponseBody {
     type Data = Bytes;
     type Error = BoxError;
 
@@ -77,44 +175,113 @@ impl Body for Watched {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.get_mut();
-        if let Some(f) = this.peeked.pop_front() {
-            return Poll::Ready(Some(Ok(f)));
-        }
-        match Pin::new(&mut this.inner).poll_frame(cx) {
+        let polled = this.poll_source(cx);
+        match &polled {
             Poll::Ready(Some(Ok(frame))) => {
-                this.idle.activity();
                 if let Some(t) = frame.trailers_ref() {
-                    this.report(AttemptOutcome::Grpc(crate::grpc::status_at_end(t)));
+                    this.ended(End::Grpc(grpc::status_at_end(t)));
                 }
-                Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(e))) => {
-                this.report(AttemptOutcome::Reset);
-                Poll::Ready(Some(Err(e.into())))
+                let failure = if e.is::<ResponseIdle>() {
+                    Failure::Timeout
+                } else {
+                    Failure::Broken(tailguard_http::error_chain(&**e))
+                };
+                this.ended(End::Failed(failure));
             }
-            Poll::Ready(None) => {
-                this.report(AttemptOutcome::Grpc(crate::grpc::MISSING_STATUS));
-                Poll::Ready(None)
-            }
-            Poll::Pending => match this.idle.poll_expired(cx) {
-                Some(idle) => {
-                    this.report(AttemptOutcome::Timeout);
-                    Poll::Ready(Some(Err(Box::new(ResponseIdle(idle)))))
-                }
-                None => Poll::Pending,
-            },
+            Poll::Ready(None) => this.ended(End::Grpc(grpc::MISSING_STATUS)),
+            Poll::Pending => {}
         }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {
-        self.peeked.is_empty() && self.inner.is_end_stream()
+        match &self.source {
+            Source::Local(b) => b.is_end_stream(),
+            Source::Upstream { peeked, inner, .. } => peeked.is_empty() && inner.is_end_stream(),
+        }
     }
 
     fn size_hint(&self) -> SizeHint {
-        if self.peeked.is_empty() {
-            self.inner.size_hint()
-        } else {
-            SizeHint::default()
+        match &self.source {
+            Source::Local(b) => b.size_hint(),
+            Source::Upstream { peeked, inner, .. } if peeked.is_empty() => inner.size_hint(),
+            Source::Upstream { .. } => SizeHint::default(),
+        }
+    }
+}
+
+impl Drop for ResponseBody {
+    /// A call not counted yet: either its body ended without trailers (hyper stops polling
+    /// once `is_end_stream` says so), which gRPC reads as a failure, or the client went away
+    /// first (counted, not as a failure). A deferred attempt still out is cancelled as its
+    /// [`InFlight`] drops.
+    fn drop(&mut self) {
+        let ended = self.is_end_stream();
+        if let Some(t) = &mut self.tally {
+            if ended {
+                t.grpc(grpc::MISSING_STATUS);
+            } else {
+                t.count(true);
+            }
+        }
+    }
+}
+
+/// Counts `resp` on `live`, `latency` after its request came, by `classifier`; a gRPC call
+/// whose status comes with the trailers is counted when they do.
+pub fn count(
+    resp: &mut Response<ResponseBody>,
+    reply: Reply,
+    method: Method,
+    classifier: Classifier,
+    live: &Arc<Live>,
+    latency: Duration,
+) {
+    let status = resp.status().as_u16();
+    if resp.extensions().get::<ClientsFault>().is_some() {
+        live.record(latency, true);
+        return;
+    }
+    let outcome = if reply != Reply::Grpc || status != 200 {
+        AttemptOutcome::Status(status)
+    } else if let Some(code) = grpc::status(resp.headers()) {
+        AttemptOutcome::Grpc(code)
+    } else {
+        resp.body_mut().tally = Some(Tally {
+            live: Some(Arc::clone(live)),
+            latency,
+            method,
+            classifier,
+        });
+        return;
+    };
+    live.record(latency, classifier.classify(method, outcome).success);
+}
+
+/// The dashboard's verdict of one gRPC call, counted once.
+#[derive(Debug)]
+struct Tally {
+    /// Taken when the call is counted.
+    live: Option<Arc<Live>>,
+    latency: Duration,
+    method: Method,
+    classifier: Classifier,
+}
+
+impl Tally {
+    fn grpc(&mut self, code: u8) {
+        let ok = self
+            .classifier
+            .classify(self.method, AttemptOutcome::Grpc(code))
+            .success;
+        self.count(ok);
+    }
+
+    fn count(&mut self, ok: bool) {
+        if let Some(live) = self.live.take() {
+            live.record(self.latency, ok);
         }
     }
 }

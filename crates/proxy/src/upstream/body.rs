@@ -2,6 +2,7 @@
 //! has been read to the end.
 
 use super::h1::{Free, Sender};
+use crate::body::{BoxError, ProxyBody};
 use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use std::pin::Pin;
@@ -19,49 +20,89 @@ pub(super) struct Back {
 /// has been read to the end.
 #[derive(Debug)]
 pub struct UpstreamBody {
-    pub(super) inner: Incoming,
-    pub(super) back: Option<Back>,
+    inner: Inner,
+    back: Option<Back>,
+}
+
+#[derive(Debug)]
+enum Inner {
+    /// From hyper's client connection.
+    Hyper(Incoming),
+    /// From another implementation of the upstream stage (a stage test's).
+    Given(ProxyBody),
 }
 
 impl UpstreamBody {
-    /// Gives the connection back at once when there is no body to read.
-    pub(super) fn check_end(mut self) -> Self {
-        if self.inner.is_end_stream() {
-            if let Some(b) = self.back.take() {
-                b.free.put(b.tx);
-            }
+    /// A body from an HTTP/2 connection (nothing to hand back).
+    pub(super) fn over_h2(inner: Incoming) -> Self {
+        Self {
+            inner: Inner::Hyper(inner),
+            back: None,
         }
-        self
+    }
+
+    /// A body from an HTTP/1.1 connection, handed back at once when there is no body to read.
+    pub(super) fn over_h1(inner: Incoming, back: Back) -> Self {
+        let mut body = Self {
+            inner: Inner::Hyper(inner),
+            back: Some(back),
+        };
+        if body.is_end_stream() {
+            body.hand_back();
+        }
+        body
+    }
+
+    /// A body that did not come from a pooled connection: what a stand-in for the upstream
+    /// stage answers with.
+    pub fn given(body: ProxyBody) -> Self {
+        Self {
+            inner: Inner::Given(body),
+            back: None,
+        }
+    }
+
+    fn hand_back(&mut self) {
+        if let Some(b) = self.back.take() {
+            b.free.put(b.tx);
+        }
     }
 }
 
 impl Body for UpstreamBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = BoxError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let polled = match &mut self.inner {
+            Inner::Hyper(b) => Pin::new(b).poll_frame(cx).map_err(Into::into),
+            Inner::Given(b) => Pin::new(b).poll_frame(cx),
+        };
         let ended = match &polled {
             Poll::Ready(None) => true,
-            Poll::Ready(Some(Ok(_))) => self.inner.is_end_stream(),
+            Poll::Ready(Some(Ok(_))) => self.is_end_stream(),
             _ => false,
         };
         if ended {
-            if let Some(b) = self.back.take() {
-                b.free.put(b.tx);
-            }
+            self.hand_back();
         }
         polled
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        match &self.inner {
+            Inner::Hyper(b) => b.is_end_stream(),
+            Inner::Given(b) => b.is_end_stream(),
+        }
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        match &self.inner {
+            Inner::Hyper(b) => b.size_hint(),
+            Inner::Given(b) => b.size_hint(),
+        }
     }
 }

@@ -206,9 +206,9 @@ pub enum SendError {
     /// The endpoint is at its connection limit (module docs, step 4).
     #[error(transparent)]
     Exhausted(PoolExhausted),
-    /// The connection failed while the request was on it.
-    #[error(transparent)]
-    Http(hyper::Error),
+    /// The connection failed while the request was on it (hyper's error, or a stage's below).
+    #[error("{0}")]
+    Http(BoxError),
 }
 
 impl SendError {

@@ -34,6 +34,9 @@ mod h2;
 use crate::body::ProxyBody;
 pub use body::UpstreamBody;
 pub use connect::{Connector, PoolConfig, SendError};
+#[cfg(test)]
+pub(crate) use connect::PoolExhausted;
+use futures_util::future::BoxFuture;
 
 use body::Back;
 use connect::Limit;
@@ -133,8 +136,11 @@ impl Checkout<'_> {
     ) -> Result<http::Response<UpstreamBody>, SendError> {
         let (mut tx, mut reused, free, pool, addr) = match self.0 {
             Held::H2(mut tx) => {
-                let resp = tx.send_request(req).await.map_err(SendError::Http)?;
-                return Ok(resp.map(|inner| UpstreamBody { inner, back: None }));
+                let resp = tx
+                    .send_request(req)
+                    .await
+                    .map_err(|e| SendError::Http(e.into()))?;
+                return Ok(resp.map(UpstreamBody::over_h2));
             }
             Held::H1 {
                 tx,
@@ -147,8 +153,8 @@ impl Checkout<'_> {
         loop {
             match tx.try_send_request(req).await {
                 Ok(resp) => {
-                    let back = Some(Back { tx, free });
-                    return Ok(resp.map(|inner| UpstreamBody { inner, back }.check_end()));
+                    let back = Back { tx, free };
+                    return Ok(resp.map(|inner| UpstreamBody::over_h1(inner, back)));
                 }
                 Err(mut e) => match e.take_message() {
                     // A kept-alive connection the endpoint closed before it took the request:
@@ -157,10 +163,43 @@ impl Checkout<'_> {
                         req = unsent;
                         (tx, reused) = pool.checkout(&free, addr).await?;
                     }
-                    _ => return Err(SendError::Http(e.into_error())),
+                    _ => return Err(SendError::Http(e.into_error().into())),
                 },
             }
         }
+    }
+}
+
+/// The last stage of the request path: a connection to an endpoint, and the request sent on
+/// it. The balanced stage ([`crate::balanced`]) calls it through this trait, so that stage's
+/// tests can stand in for the network.
+pub trait Stage: Sync {
+    /// A connection to `addr` (over HTTP/2 when `h2`), then the request `make` builds, sent on
+    /// it. `make` is called only once a connection is ready, so a request that found none
+    /// keeps its body for another endpoint.
+    ///
+    /// # Errors
+    /// [`SendError`]: no connection ([`SendError::is_connect`]: nothing was sent), the pool at
+    /// its limit, or the connection failing with the request on it.
+    fn send<'a>(
+        &'a self,
+        addr: SocketAddr,
+        h2: bool,
+        make: &'a (dyn Fn() -> http::Request<ProxyBody> + Sync),
+    ) -> BoxFuture<'a, Result<http::Response<UpstreamBody>, SendError>>;
+}
+
+impl Stage for Upstreams {
+    fn send<'a>(
+        &'a self,
+        addr: SocketAddr,
+        h2: bool,
+        make: &'a (dyn Fn() -> http::Request<ProxyBody> + Sync),
+    ) -> BoxFuture<'a, Result<http::Response<UpstreamBody>, SendError>> {
+        Box::pin(async move {
+            let conn = self.checkout(h2, addr).await?;
+            conn.send(make()).await
+        })
     }
 }
 

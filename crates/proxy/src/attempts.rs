@@ -1,0 +1,285 @@
+//! Stage 2 of the request path ([`crate::forward`] -> **attempts** -> [`crate::balanced`] ->
+//! [`crate::upstream`]): the attempts of one request. It decides whether a failed attempt is
+//! tried again (the classifier's verdict, the retry limit, the retry budget, a body that can
+//! be sent again, the backoff) and whether a slow first attempt gets a backup (hedging); the
+//! stage below sends each attempt and says how it ended ([`Attempted`]).
+//!
+//! # Retries
+//! An attempt that failed retryably is tried again on another endpoint while the retry limit
+//! and the budget allow and the body can be sent again (an empty body always; a copied one
+//! while the copy is whole; a streamed one only when no attempt took it, i.e. every earlier
+//! attempt found no connection).
+//!
+//! # Hedging
+//! With `hedge` in the arm, the first attempt of a request whose method the classifier would
+//! retry, and whose body can be sent again, races a timer set to the hedger's delay (the live
+//! `1 - maxExtraLoad` quantile of attempt latencies). When the timer fires first, the whole
+//! body is known and the hedge budget allows, a backup goes to another endpoint; the first
+//! success wins and the other attempt is dropped, which cancels it (the balancer hears of the
+//! cancellation). A failure of one waits for the other. Retries after that are not hedged, as
+//! in the simulator. gRPC calls (POST) are not hedged: a call may not be idempotent.
+
+use crate::body::{BoxError, ProxyBody};
+use crate::clock::Clock;
+use crate::endpoints::Endpoints;
+use crate::fault::{Fault, ProxyFault};
+use crate::metrics::ServiceHandles;
+use crate::replay::{NotReplayable, Replay};
+use crate::request_body::FaultCell;
+use crate::response::Reply;
+use crate::response_body::ResponseBody;
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use http::Response;
+use http_body_util::{BodyExt, Empty, StreamBody};
+use hyper::body::Frame;
+use std::time::Duration;
+use tailguard_client::ArmConfig;
+use tailguard_resilience::{Class, Method};
+
+/// A request body, as attempts use it.
+#[derive(Debug)]
+pub enum AttemptBody {
+    /// Empty: every attempt sends nothing.
+    Empty,
+    /// Copied as it streams, up to the retry buffer: every attempt may send it while the copy
+    /// is whole ([`Replay`]).
+    Replay(Replay),
+    /// Streamed: only the attempt that sends it can use it; attempts that found no connection
+    /// leave it for the next.
+    Streaming(Option<ProxyBody>),
+}
+
+impl AttemptBody {
+    /// The body for an attempt that has its connection.
+    pub fn take(&mut self) -> ProxyBody {
+        match self {
+            AttemptBody::Empty => Empty::new().map_err(|never| match never {}).boxed(),
+            AttemptBody::Replay(r) => r.body().boxed(),
+            AttemptBody::Streaming(b) => b.take().unwrap_or_else(|| {
+                // `available` said no: an attempt went ahead anyway. Fail it loudly rather
+                // than send an empty body in the client's name.
+                let gone: Result<Frame<Bytes>, BoxError> = Err(Box::new(NotReplayable));
+                StreamBody::new(futures_util::stream::once(std::future::ready(gone))).boxed()
+            }),
+        }
+    }
+
+    /// Whether another attempt can send the body: an empty one always, a copied one while the
+    /// copy is whole, a streamed one until an attempt took it (an attempt that found no
+    /// connection never does).
+    fn available(&self) -> bool {
+        match self {
+            AttemptBody::Empty => true,
+            AttemptBody::Replay(r) => r.replayable(),
+            AttemptBody::Streaming(b) => b.is_some(),
+        }
+    }
+
+    /// A retry is decided: whether it can send the body, the earlier attempts giving it up
+    /// ([`Replay::retire`]).
+    fn retire(&self) -> bool {
+        match self {
+            AttemptBody::Replay(r) => r.retire(),
+            other => other.available(),
+        }
+    }
+
+    /// Whether two attempts may send the body at once (a backup): the whole of it is known.
+    fn complete(&self) -> bool {
+        match self {
+            AttemptBody::Empty => true,
+            AttemptBody::Replay(r) => r.complete(),
+            AttemptBody::Streaming(_) => false,
+        }
+    }
+}
+
+/// A request ready for its attempts (cleaned, its body prepared; not sent yet). A hedged request
+/// has two attempts in flight at once, each reading this through a shared reference.
+#[derive(Debug)]
+pub struct Outgoing {
+    /// Method, path, cleaned headers, upstream version.
+    pub parts: http::request::Parts,
+    /// The body (behind a lock only ever held to take a copy).
+    pub body: std::sync::Mutex<AttemptBody>,
+    /// The method as the classifier sees it.
+    pub method: Method,
+    /// Over HTTP/2.
+    pub h2: bool,
+    /// A gRPC call: its outcome is its `grpc-status`, its errors gRPC responses.
+    pub reply: Reply,
+    /// Where a streamed body writes the client's fault (`None`: a buffered body).
+    pub fault: Option<FaultCell>,
+}
+
+impl Outgoing {
+    /// The body, locked (only ever held to take a copy or ask about it).
+    pub fn body(&self) -> std::sync::MutexGuard<'_, AttemptBody> {
+        // Taking a copy cannot panic midway; keep what a panicked holder left.
+        self.body.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether a backup may be sent: the classifier would repeat the method and the body can
+    /// be sent again (whether all of it is known yet is checked when the backup is due).
+    fn hedgeable(&self, arm: &ArmConfig) -> bool {
+        arm.hedge.is_some() && arm.classifier.retries(self.method) && self.body().available()
+    }
+}
+
+/// How one attempt ended.
+#[derive(Debug)]
+pub struct Attempted {
+    /// The classifier's verdict (success, retryable); [`Attempted::FINAL`] for an attempt
+    /// the endpoint never heard of as its own (the client's or the proxy's fault).
+    pub class: Class,
+    /// The response to forward, or whose fault it was that there is none.
+    pub result: Result<Response<ResponseBody>, Fault>,
+}
+
+impl Attempted {
+    /// Not a success, not retryable: a request the proxy answers itself.
+    pub const FINAL: Class = Class {
+        success: false,
+        retryable: false,
+    };
+}
+
+/// The stage below ([`crate::balanced`]): one attempt, to the endpoint the balancer picks.
+pub trait Balanced: Sync {
+    /// Picks the endpoint of one attempt of `request`, avoiding slot `avoid` when another
+    /// exists, and returns its slot and the attempt (in flight from the pick: dropping it
+    /// cancels it).
+    fn attempt<'a>(
+        &'a self,
+        request: &'a Outgoing,
+        avoid: Option<usize>,
+    ) -> (usize, BoxFuture<'a, Attempted>);
+}
+
+/// What decides the attempts of one service's requests: its arm (retries, hedging, the
+/// classifier), its endpoint generation (the budgets, the hedge delay, the retry jitter) and
+/// its counters.
+#[derive(Clone, Copy)]
+pub struct Policy<'a> {
+    /// The service's arm.
+    pub arm: &'a ArmConfig,
+    /// The endpoint generation the request started on.
+    pub endpoints: &'a Endpoints,
+    /// The service's counters.
+    pub handles: &'a ServiceHandles,
+    /// The proxy's clock.
+    pub clock: Clock,
+}
+
+/// Runs attempts of `request` through `next` until one is final: its response, or the fault
+/// of the last attempt.
+///
+/// # Errors
+/// The last attempt's [`Fault`], or [`ProxyFault::NoEndpoints`].
+pub async fn run(
+    policy: Policy<'_>,
+    next: &dyn Balanced,
+    request: &Outgoing,
+) -> Result<Response<ResponseBody>, Fault> {
+    let Policy {
+        arm,
+        endpoints,
+        handles,
+        clock,
+    } = policy;
+    if endpoints.is_empty() {
+        return Err(Fault::Proxy(ProxyFault::NoEndpoints));
+    }
+    endpoints.on_request(clock.now());
+    let hedge = request
+        .hedgeable(arm)
+        .then(|| endpoints.hedge_delay(clock.now()))
+        .flatten();
+    let (mut avoid, mut tries) = (None, 0u32);
+    loop {
+        let (slot, done) = match hedge.filter(|_| tries == 0) {
+            Some(delay) => hedged(policy, next, request, delay).await,
+            None => {
+                let (slot, attempt) = next.attempt(request, avoid);
+                (slot, attempt.await)
+            }
+        };
+        let class = done.class;
+        let may = !class.success
+            && class.retryable
+            && request.body().available()
+            && arm.retries.is_some_and(|r| tries < r.max_retries);
+        if !may {
+            return done.result;
+        }
+        if !endpoints.may_retry(clock.now()) {
+            handles.budget_exhausted.inc();
+            return done.result;
+        }
+        if !request.body().retire() {
+            return done.result;
+        }
+        drop(done);
+        handles.retries.inc();
+        tries += 1;
+        if let Some(backoff) = arm.retries.and_then(|r| r.backoff) {
+            tokio::time::sleep(endpoints.retry_delay(&backoff, tries)).await;
+        }
+        avoid = Some(slot);
+    }
+}
+
+/// The first attempt of a hedged request: a backup to another endpoint when the first is still
+/// out after `delay` and the budget allows; the first success wins, and dropping the other
+/// attempt cancels it. When one fails, the other's answer decides. Returns the slot of the
+/// attempt whose end it returns.
+async fn hedged(
+    policy: Policy<'_>,
+    next: &dyn Balanced,
+    request: &Outgoing,
+    delay: Duration,
+) -> (usize, Attempted) {
+    let Policy {
+        endpoints,
+        handles,
+        clock,
+        ..
+    } = policy;
+    let (first_slot, mut first) = next.attempt(request, None);
+    tokio::select! {
+        done = &mut first => return (first_slot, done),
+        () = tokio::time::sleep(delay) => {}
+    }
+    // A backup sends the body alongside the first attempt: all of it must be in the copy.
+    if !request.body().complete() {
+        return (first_slot, first.await);
+    }
+    if !endpoints.may_hedge(clock.now()) {
+        handles.hedge_budget_exhausted.inc();
+        return (first_slot, first.await);
+    }
+    handles.hedges.inc();
+    let (backup_slot, mut backup) = next.attempt(request, Some(first_slot));
+    endpoints.hedged(backup_slot);
+    let (done, backup_first) = tokio::select! {
+        done = &mut first => (done, false),
+        done = &mut backup => (done, true),
+    };
+    let (done, from_backup) = if done.class.success {
+        (done, backup_first)
+    } else if backup_first {
+        (first.await, false)
+    } else {
+        (backup.await, true)
+    };
+    if from_backup && done.class.success {
+        handles.hedge_wins.inc();
+        endpoints.hedge_won(backup_slot);
+    }
+    let slot = if from_backup { backup_slot } else { first_slot };
+    (slot, done)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,383 @@
+//! The attempts stage alone, on paused time, over a scripted stand-in for the balanced stage:
+//! what is retried, when, where, and what a backup does.
+
+use super::{run, AttemptBody, Attempted, Balanced, Outgoing, Policy};
+use crate::clock::Clock;
+use crate::config::Upstream;
+use crate::endpoints::Endpoints;
+use crate::fault::{EndpointFault, Failure, Fault, ProxyFault};
+use crate::metrics::{Metrics, ServiceHandles};
+use crate::request_body::ClientFault;
+use crate::response::Reply;
+use crate::response_body::ResponseBody;
+use futures_util::future::BoxFuture;
+use http::Response;
+use http_body_util::{BodyExt, Empty};
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::Duration;
+use tailguard_balance::Policy as Balancer;
+use tailguard_client::{ArmConfig, RetryConfig};
+use tailguard_resilience::{Backoff, Class, HedgeConfig, Method, RetryBudgetConfig};
+use tokio::time::Instant;
+
+/// How a scripted attempt ends, and after how long.
+#[derive(Clone, Debug)]
+enum End {
+    Status(u16),
+    Unreachable,
+    Client,
+}
+
+/// One attempt as the stand-in saw it.
+#[derive(Debug, PartialEq)]
+struct Seen {
+    slot: usize,
+    avoid: Option<usize>,
+    at: Duration,
+    /// Whether it ran to its end (false: dropped, i.e. cancelled).
+    finished: bool,
+}
+
+/// A balanced stage that answers from a script: attempt k ends with `script[k]` after its
+/// delay, on slot `k % slots`.
+struct Scripted {
+    script: Mutex<VecDeque<(Duration, End)>>,
+    seen: Mutex<Vec<Seen>>,
+    slots: usize,
+    start: Instant,
+}
+
+impl Scripted {
+    fn new(slots: usize, script: &[(u64, End)]) -> Self {
+        Self {
+            script: Mutex::new(
+                script
+                    .iter()
+                    .map(|(ms, e)| (Duration::from_millis(*ms), e.clone()))
+                    .collect(),
+            ),
+            seen: Mutex::default(),
+            slots,
+            start: Instant::now(),
+        }
+    }
+
+    fn seen(&self) -> Vec<(usize, Option<usize>, u64, bool)> {
+        let seen = self.seen.lock().unwrap();
+        seen.iter()
+            .map(|s| (s.slot, s.avoid, s.at.as_millis() as u64, s.finished))
+            .collect()
+    }
+}
+
+/// Marks its attempt finished when it runs to the end; dropped first, it stays unfinished.
+struct Finish<'a>(&'a Mutex<Vec<Seen>>, usize);
+
+impl Finish<'_> {
+    fn done(self) {
+        self.0.lock().unwrap()[self.1].finished = true;
+    }
+}
+
+impl Balanced for Scripted {
+    fn attempt<'a>(
+        &'a self,
+        _request: &'a Outgoing,
+        avoid: Option<usize>,
+    ) -> (usize, BoxFuture<'a, Attempted>) {
+        let (delay, end) = self.script.lock().unwrap().pop_front().expect("scripted");
+        let index = {
+            let mut seen = self.seen.lock().unwrap();
+            let slot = seen.len() % self.slots;
+            seen.push(Seen {
+                slot,
+                avoid,
+                at: self.start.elapsed(),
+                finished: false,
+            });
+            seen.len() - 1
+        };
+        let slot = index % self.slots;
+        let finish = Finish(&self.seen, index);
+        let attempt = async move {
+            tokio::time::sleep(delay).await;
+            finish.done();
+            let addr = "127.0.0.1:9".parse().unwrap();
+            match end {
+                End::Status(s) => Attempted {
+                    class: Class {
+                        success: s < 500,
+                        retryable: s >= 500,
+                    },
+                    result: Ok(response(s)),
+                },
+                End::Unreachable => Attempted {
+                    class: Class {
+                        success: false,
+                        retryable: true,
+                    },
+                    result: Err(Fault::Endpoint(EndpointFault {
+                        addr,
+                        failure: Failure::Unreachable("connection refused".into()),
+                    })),
+                },
+                End::Client => Attempted {
+                    class: Attempted::FINAL,
+                    result: Err(Fault::Client(ClientFault::Aborted)),
+                },
+            }
+        };
+        (slot, Box::pin(attempt))
+    }
+}
+
+fn response(status: u16) -> Response<ResponseBody> {
+    let body = Empty::new().map_err(|never| match never {}).boxed();
+    let mut resp = Response::new(ResponseBody::local(body));
+    *resp.status_mut() = http::StatusCode::from_u16(status).unwrap();
+    resp
+}
+
+fn request(body: AttemptBody) -> Outgoing {
+    let (parts, ()) = http::Request::get("/").body(()).unwrap().into_parts();
+    Outgoing {
+        parts,
+        body: Mutex::new(body),
+        method: Method::Get,
+        h2: false,
+        reply: Reply::Http,
+        fault: None,
+    }
+}
+
+/// Three endpoints under `arm`, and the service's counters.
+fn service(arm: &ArmConfig) -> (Endpoints, ServiceHandles) {
+    let upstreams: Vec<Upstream> = (1..=3)
+        .map(|p| Upstream::new(format!("127.0.0.1:{p}").parse().unwrap()))
+        .collect();
+    let endpoints = Endpoints::new(&upstreams, arm, Duration::ZERO, 7).unwrap();
+    (endpoints, ServiceHandles::new(&Metrics::new(), "web"))
+}
+
+fn retrying(max_retries: u32) -> ArmConfig {
+    let mut arm = ArmConfig::new("web", Balancer::RoundRobin);
+    arm.retries = Some(RetryConfig {
+        max_retries,
+        ..RetryConfig::default()
+    });
+    arm
+}
+
+fn status(result: &Result<Response<ResponseBody>, Fault>) -> u16 {
+    match result {
+        Ok(resp) => resp.status().as_u16(),
+        Err(fault) => fault.answer(Reply::Http).status().as_u16(),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retryable_failure_is_retried_elsewhere_up_to_the_limit() {
+    let arm = retrying(2);
+    let (endpoints, handles) = service(&arm);
+    let policy = Policy {
+        arm: &arm,
+        endpoints: &endpoints,
+        handles: &handles,
+        clock: Clock::start(),
+    };
+    let next = Scripted::new(
+        3,
+        &[
+            (10, End::Status(503)),
+            (10, End::Unreachable),
+            (10, End::Status(502)),
+        ],
+    );
+    let result = run(policy, &next, &request(AttemptBody::Empty)).await;
+    assert_eq!(status(&result), 502, "the last attempt's answer");
+    // Each retry avoids the slot of the attempt before it, and goes at once (no backoff).
+    assert_eq!(
+        next.seen(),
+        [
+            (0, None, 0, true),
+            (1, Some(0), 10, true),
+            (2, Some(1), 20, true)
+        ]
+    );
+    assert_eq!(handles.retries.get(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_success_or_a_final_fault_is_not_retried() {
+    let arm = retrying(3);
+    let (endpoints, handles) = service(&arm);
+    let policy = Policy {
+        arm: &arm,
+        endpoints: &endpoints,
+        handles: &handles,
+        clock: Clock::start(),
+    };
+    for (end, expect) in [
+        (End::Status(200), 200),
+        (End::Status(404), 404),
+        (End::Client, 400),
+    ] {
+        let next = Scripted::new(3, &[(5, end)]);
+        let result = run(policy, &next, &request(AttemptBody::Empty)).await;
+        assert_eq!(status(&result), expect);
+        assert_eq!(next.seen().len(), 1);
+    }
+    assert_eq!(handles.retries.get(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_spent_budget_or_a_body_that_cannot_be_sent_again_ends_the_request() {
+    let mut arm = retrying(3);
+    arm.retries.as_mut().unwrap().budget = RetryBudgetConfig {
+        ttl: Duration::from_secs(10),
+        min_per_sec: 0,
+        percent: 0.0,
+    };
+    let (endpoints, handles) = service(&arm);
+    let policy = Policy {
+        arm: &arm,
+        endpoints: &endpoints,
+        handles: &handles,
+        clock: Clock::start(),
+    };
+    let next = Scripted::new(3, &[(5, End::Status(503))]);
+    let result = run(policy, &next, &request(AttemptBody::Empty)).await;
+    assert_eq!(status(&result), 503);
+    assert_eq!(handles.budget_exhausted.get(), 1);
+
+    // A streamed body an attempt already took cannot go again, whatever the budget.
+    let arm = retrying(3);
+    let (endpoints, handles) = service(&arm);
+    let policy = Policy {
+        arm: &arm,
+        endpoints: &endpoints,
+        handles: &handles,
+        clock: Clock::start(),
+    };
+    let next = Scripted::new(3, &[(5, End::Status(503))]);
+    let taken = request(AttemptBody::Streaming(None));
+    assert_eq!(status(&run(policy, &next, &taken).await), 503);
+    assert_eq!((next.seen().len(), handles.retries.get()), (1, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn retries_wait_out_their_backoff() {
+    let mut arm = retrying(2);
+    arm.retries.as_mut().unwrap().backoff = Some(Backoff::Constant(Duration::from_millis(100)));
+    let (endpoints, handles) = service(&arm);
+    let policy = Policy {
+        arm: &arm,
+        endpoints: &endpoints,
+        handles: &handles,
+        clock: Clock::start(),
+    };
+    let next = Scripted::new(
+        3,
+        &[
+            (10, End::Unreachable),
+            (10, End::Unreachable),
+            (10, End::Status(200)),
+        ],
+    );
+    let result = run(policy, &next, &request(AttemptBody::Empty)).await;
+    assert_eq!(status(&result), 200);
+    let starts: Vec<u64> = next.seen().iter().map(|s| s.2).collect();
+    assert_eq!(starts, [0, 110, 220]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_endpoints_is_the_proxys_fault_and_sends_nothing() {
+    let arm = retrying(3);
+    let endpoints = Endpoints::new(&[], &arm, Duration::ZERO, 7).unwrap();
+    let handles = ServiceHandles::new(&Metrics::new(), "web");
+    let policy = Policy {
+        arm: &arm,
+        endpoints: &endpoints,
+        handles: &handles,
+        clock: Clock::start(),
+    };
+    let next = Scripted::new(1, &[]);
+    let result = run(policy, &next, &request(AttemptBody::Empty)).await;
+    assert!(matches!(result, Err(Fault::Proxy(ProxyFault::NoEndpoints))));
+    assert!(next.seen().is_empty());
+}
+
+/// An arm that hedges after the p50 of what it has seen, and endpoints that have seen 20
+/// attempts of 10 ms each.
+fn hedging() -> (ArmConfig, Endpoints, ServiceHandles) {
+    let mut arm = ArmConfig::new("web", Balancer::RoundRobin);
+    arm.hedge = Some(HedgeConfig {
+        max_extra_load: 0.5,
+        min_per_sec: 10,
+        min_samples: 20,
+        min_delay: Duration::from_millis(1),
+        ..HedgeConfig::default()
+    });
+    let (endpoints, handles) = service(&arm);
+    let mut rng_free = Vec::new();
+    for _ in 0..20 {
+        let attempt = endpoints.send(Duration::ZERO, None, &mut rng_free).unwrap();
+        let ms10 = Duration::from_millis(10);
+        let ok = tailguard_resilience::AttemptOutcome::Status(200);
+        endpoints.complete(attempt, ms10, Method::Get, ok, Duration::ZERO);
+    }
+    (arm, endpoints, handles)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_first_attempt_gets_a_backup_and_the_first_success_wins() {
+    let (arm, endpoints, handles) = hedging();
+    let policy = Policy {
+        arm: &arm,
+        endpoints: &endpoints,
+        handles: &handles,
+        clock: Clock::start(),
+    };
+    let delay = endpoints.hedge_delay(Duration::from_secs(2)).expect("warm");
+    let next = Scripted::new(3, &[(1_000, End::Status(200)), (10, End::Status(201))]);
+    let started = Instant::now();
+    let result = run(policy, &next, &request(AttemptBody::Empty)).await;
+    assert_eq!(status(&result), 201, "the backup's answer");
+    // The backup went at the delay (tokio's timer rounds it up to its next millisecond) and
+    // answered 10 ms later.
+    let took = started.elapsed();
+    let backup_at = took - Duration::from_millis(10);
+    assert!(backup_at >= delay && backup_at < delay + Duration::from_millis(1), "{took:?}");
+    let seen = next.seen();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(
+        seen[1].1,
+        Some(seen[0].0),
+        "the backup avoids the first's endpoint"
+    );
+    assert!(!seen[0].3, "the slow first attempt was dropped (cancelled)");
+    assert_eq!((handles.hedges.get(), handles.hedge_wins.get()), (1, 1));
+
+    // A first attempt that ends within the delay gets no backup.
+    let next = Scripted::new(3, &[(1, End::Status(200))]);
+    let result = run(policy, &next, &request(AttemptBody::Empty)).await;
+    assert_eq!((status(&result), next.seen().len()), (200, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn when_the_backup_fails_the_first_attempt_decides() {
+    let (arm, endpoints, handles) = hedging();
+    let policy = Policy {
+        arm: &arm,
+        endpoints: &endpoints,
+        handles: &handles,
+        clock: Clock::start(),
+    };
+    let next = Scripted::new(3, &[(300, End::Status(200)), (10, End::Unreachable)]);
+    let result = run(policy, &next, &request(AttemptBody::Empty)).await;
+    assert_eq!(status(&result), 200);
+    let finished: Vec<bool> = next.seen().iter().map(|s| s.3).collect();
+    assert_eq!(finished, [true, true]);
+    assert_eq!((handles.hedges.get(), handles.hedge_wins.get()), (1, 0));
+}

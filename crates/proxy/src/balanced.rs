@@ -1,0 +1,284 @@
+//! Stage 3 of the request path ([`crate::forward`] -> [`crate::attempts`] -> **balanced** ->
+//! [`crate::upstream`]): one attempt. The service's [`tailguard_client::Client`] picks its
+//! endpoint (and the probes a probing balancer wants, sent off the request path); the attempt
+//! is in flight from the pick ([`InFlight`]); the stage below connects and sends within the
+//! attempt timeout; the end is classified and reported back to the same `Client`.
+//!
+//! The connection comes first, then the request: an attempt that could not connect (refused,
+//! connect timeout) leaves even a streamed body unread, and the request, whatever its method,
+//! may go to another endpoint: nothing reached the first (Linkerd's requeues, Envoy's
+//! `connect-failure`).
+//!
+//! # Whose fault
+//! The attempt ends as a [`Fault`] when there is no response to forward, and only a
+//! [`Fault::Endpoint`] reaches the endpoint's accrual, load estimate and success rate
+//! ([`InFlight::failed`] takes nothing else):
+//! - the *client's* body failed (malformed, aborted, idle, too slow; [`crate::request_body`]),
+//!   so the upstream request did, or the endpoint answered a request it never got whole:
+//!   [`Fault::Client`], the attempt cancelled;
+//! - the endpoint's pool is at its connection limit: [`Fault::Proxy`], cancelled;
+//! - an attempt abandoned midway (the total timeout fired, the client went away, a backup
+//!   won) is cancelled when its [`InFlight`] drops, so the balancer's pending count never
+//!   leaks.
+//!
+//! # gRPC
+//! A gRPC call's outcome is its `grpc-status`. A trailers-only response carries it in its
+//! headers. Otherwise the frames the endpoint has already delivered are read without waiting
+//! (as linkerd2-proxy peeks a response's trailers): a unary call's message and trailers
+//! usually arrive together, so its status is known before anything is sent downstream and an
+//! UNAVAILABLE can be retried. When the trailers are not there yet (a stream), the response
+//! streams on and the attempt's outcome is reported when they come
+//! ([`crate::response_body`]).
+
+use crate::attempts::{Attempted, Balanced, Outgoing};
+use crate::body::ProxyBody;
+use crate::endpoints::Endpoints;
+use crate::fault::{EndpointFault, Failure, Fault};
+use crate::in_flight::{Answer, InFlight};
+use crate::response::Reply;
+use crate::response_body::{Deferred, ResponseBody};
+use crate::service::Service;
+use crate::shared::Shared;
+use crate::upstream::{self, UpstreamBody};
+use crate::{grpc, hygiene};
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use http::{Request, Response, StatusCode};
+use hyper::body::{Body, Frame};
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+use tailguard_resilience::Class;
+
+/// The balanced stage of one service's endpoint generation, over `upstream`.
+#[derive(Clone, Copy)]
+pub struct Balancer<'a> {
+    /// What every connection shares (clock, metrics).
+    pub shared: &'a Arc<Shared>,
+    /// The service.
+    pub service: &'a Arc<Service>,
+    /// The endpoint generation the request started on.
+    pub endpoints: &'a Arc<Endpoints>,
+    /// The stage below.
+    pub upstream: &'a dyn upstream::Stage,
+}
+
+impl Balanced for Balancer<'_> {
+    fn attempt<'a>(
+        &'a self,
+        request: &'a Outgoing,
+        avoid: Option<usize>,
+    ) -> (usize, BoxFuture<'a, Attempted>) {
+        let pending = self.pick(request, avoid);
+        (pending.slot, Box::pin(self.once(request, pending)))
+    }
+}
+
+impl Balancer<'_> {
+    /// Picks the endpoint of the next attempt (avoiding `avoid` when another exists) and sends
+    /// the probes a probing balancer asks for with it; the attempt is in flight from here.
+    fn pick(&self, request: &Outgoing, avoid: Option<usize>) -> InFlight {
+        let (shared, service, endpoints) = (self.shared, self.service, self.endpoints);
+        let clock = shared.clock;
+        let now = clock.now();
+        let mut probes = Vec::new();
+        let (slot, ticket) = endpoints
+            .send(now, avoid, &mut probes)
+            .expect("the attempts stage checked that there are endpoints");
+        if !probes.is_empty() {
+            crate::probe::send(shared, service, endpoints, probes, request.h2);
+        }
+        InFlight {
+            shared: Arc::clone(shared),
+            service: Arc::clone(service),
+            endpoints: Arc::clone(endpoints),
+            attempt: Some((slot, ticket)),
+            slot,
+            method: request.method,
+            sent: now,
+            clock,
+        }
+    }
+
+    /// One attempt, picked: send within the attempt timeout, classify, report.
+    async fn once(&self, request: &Outgoing, pending: InFlight) -> Attempted {
+        let endpoints = self.endpoints;
+        let slot = pending.slot;
+        let addr = endpoints.addr(slot);
+        let make = || {
+            build(
+                &request.parts,
+                request.body().take(),
+                endpoints,
+                slot,
+                request.h2,
+            )
+        };
+        let sending = self.upstream.send(addr, request.h2, &make);
+        let result = match self.service.config.arm.timeouts.attempt {
+            Some(limit) => tokio::time::timeout(limit, sending).await.ok(),
+            None => Some(sending.await),
+        };
+        let rtt = self.shared.clock.now().saturating_sub(pending.sent);
+        // The client's body failed, so the upstream request did, or the endpoint answered a
+        // request it never got whole: the client's fault either way.
+        if let (Some(_), Some(fault)) = (&result, client_fault(request)) {
+            drop(pending);
+            return Attempted {
+                class: Attempted::FINAL,
+                result: Err(Fault::Client(fault)),
+            };
+        }
+        let fault = match result {
+            None => EndpointFault {
+                addr,
+                failure: Failure::Timeout,
+            },
+            Some(Ok(resp)) => return respond(self.service, request, resp, pending, rtt),
+            Some(Err(e)) => match Fault::upstream(addr, &e) {
+                Fault::Endpoint(fault) => fault,
+                other => {
+                    // Nothing was sent: not the endpoint's failure, so the attempt is
+                    // cancelled (the balancer sees it end, accrual sees nothing).
+                    drop(pending);
+                    return Attempted {
+                        class: Attempted::FINAL,
+                        result: Err(other),
+                    };
+                }
+            },
+        };
+        let class = pending.failed(&fault, rtt);
+        Attempted {
+            class,
+            result: Err(Fault::Endpoint(fault)),
+        }
+    }
+}
+
+fn client_fault(request: &Outgoing) -> Option<crate::request_body::ClientFault> {
+    request.fault.as_ref().and_then(|c| c.get().cloned())
+}
+
+/// A response came: classify it (a gRPC call by its status, peeked if need be), report it,
+/// and wrap its body for the trip downstream.
+fn respond(
+    service: &Service,
+    request: &Outgoing,
+    resp: Response<UpstreamBody>,
+    pending: InFlight,
+    rtt: Duration,
+) -> Attempted {
+    let (mut parts, mut body) = resp.into_parts();
+    hygiene::strip_hop_by_hop(&mut parts.headers);
+    hygiene::add_via(&mut parts.headers, parts.version);
+    let idle = service.config.body.response_idle;
+    let grpc_call = request.reply == Reply::Grpc && parts.status == StatusCode::OK;
+    let mut peeked = VecDeque::new();
+    let verdict = if !grpc_call {
+        Some(Ok(Answer::Status(parts.status.as_u16())))
+    } else if let Some(code) = grpc::status(&parts.headers) {
+        Some(Ok(Answer::Grpc(code)))
+    } else {
+        peek(&mut body, &mut peeked, service.config.retry_buffer)
+    };
+    let (class, deferred) = match verdict {
+        Some(Ok(answer)) => (pending.answered(answer, rtt), None),
+        Some(Err(why)) => {
+            let fault = EndpointFault {
+                addr: pending.endpoints.addr(pending.slot),
+                failure: Failure::Broken(why),
+            };
+            (pending.failed(&fault, rtt), None)
+        }
+        // Not known yet: a success for now (nothing to retry), reported at the stream's end.
+        None => (SUCCESS, Some(Deferred { pending, rtt })),
+    };
+    let body = ResponseBody::upstream(peeked, body, idle, deferred);
+    Attempted {
+        class,
+        result: Ok(Response::from_parts(parts, body)),
+    }
+}
+
+const SUCCESS: Class = Class {
+    success: true,
+    retryable: false,
+};
+
+/// Reads the frames `body` has ready, without waiting, into `into` (at most about `limit`
+/// bytes of data), and returns the call's answer if they include its end (`Err`: the body
+/// failed, why).
+fn peek(
+    body: &mut UpstreamBody,
+    into: &mut VecDeque<Frame<Bytes>>,
+    limit: usize,
+) -> Option<Result<Answer, String>> {
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    let mut bytes = 0;
+    loop {
+        match Pin::new(&mut *body).poll_frame(&mut cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                let code = frame.trailers_ref().map(grpc::status_at_end);
+                bytes += frame.data_ref().map_or(0, Bytes::len);
+                into.push_back(frame);
+                if let Some(code) = code {
+                    return Some(Ok(Answer::Grpc(code)));
+                }
+                if bytes > limit {
+                    return None;
+                }
+            }
+            Poll::Ready(Some(Err(e))) => return Some(Err(tailguard_http::error_chain(&*e))),
+            Poll::Ready(None) => return Some(Ok(Answer::Grpc(grpc::MISSING_STATUS))),
+            Poll::Pending => return None,
+        }
+    }
+}
+
+/// The upstream request, from parts that are cheap to clone. Over HTTP/2: `http://HOST` and the
+/// client's path and query, where HOST, sent as `:authority`, is the forwarded `Host` (the
+/// client's or the rewrite; the endpoint's when there is none), and no `Host` header (RFC 9113
+/// 8.3.1). Over HTTP/1.1: the path and query alone, with a `Host` header (the endpoint's when
+/// the client sent none).
+fn build(
+    parts: &http::request::Parts,
+    body: ProxyBody,
+    endpoints: &Endpoints,
+    slot: usize,
+    h2: bool,
+) -> Request<ProxyBody> {
+    let path = parts
+        .uri
+        .path_and_query()
+        .cloned()
+        .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
+    let mut req = Request::new(body);
+    *req.method_mut() = parts.method.clone();
+    *req.version_mut() = parts.version;
+    *req.headers_mut() = parts.headers.clone();
+    if h2 {
+        let host = req.headers_mut().remove(http::header::HOST);
+        let from_host = host.and_then(|h| http::uri::Authority::try_from(h.as_bytes()).ok());
+        let mut uri = http::uri::Parts::default();
+        uri.scheme = Some(http::uri::Scheme::HTTP);
+        uri.authority = from_host.or_else(|| endpoints.authority(slot).cloned());
+        uri.path_and_query = Some(path);
+        *req.uri_mut() = http::Uri::from_parts(uri).unwrap_or_default();
+    } else {
+        *req.uri_mut() = http::Uri::from(path);
+        if !req.headers().contains_key(http::header::HOST) {
+            let host = endpoints.authority(slot).map(|a| a.as_str());
+            if let Some(v) = host.and_then(|h| http::HeaderValue::from_str(h).ok()) {
+                req.headers_mut().insert(http::header::HOST, v);
+            }
+        }
+    }
+    req
+}
+
+#[cfg(test)]
+mod tests;

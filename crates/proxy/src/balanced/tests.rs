@@ -1,0 +1,290 @@
+//! The balanced stage alone, on paused time, over a scripted stand-in for the upstream stage:
+//! whose fault each end is, and what the endpoint's accrual and counters hear of it.
+
+use super::Balancer;
+use crate::attempts::{AttemptBody, Attempted, Balanced, Outgoing};
+use crate::body::{BoxError, ProxyBody};
+use crate::clock::Clock;
+use crate::config::{ServiceConfig, Upstream};
+use crate::endpoints::EndpointView;
+use crate::fault::{Failure, Fault, ProxyFault};
+use crate::metrics::Metrics;
+use crate::request_body::{ClientFault, FaultCell};
+use crate::response::Reply;
+use crate::service::Service;
+use crate::shared::Shared;
+use crate::upstream::{PoolExhausted, SendError, Stage, UpstreamBody};
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use http::{HeaderMap, Request, Response};
+use http_body_util::{BodyExt, Empty, StreamBody};
+use hyper::body::Frame;
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+use tailguard_resilience::Method;
+
+/// What the stand-in upstream does with the next attempt.
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    /// No connection: nothing sent.
+    Refused,
+    /// The pool is at its limit: nothing sent.
+    Exhausted,
+    /// Sent, then the connection broke.
+    Broken,
+    /// Sent, never answered.
+    Hang,
+    /// Answered with this status.
+    Answer(u16),
+    /// Answered 200 with a message and trailers carrying this `grpc-status`.
+    Grpc(u8),
+}
+
+struct Scripted {
+    steps: Mutex<VecDeque<Step>>,
+    /// Requests built, i.e. attempts that had a connection.
+    made: AtomicUsize,
+}
+
+impl Scripted {
+    fn new(steps: &[Step]) -> Self {
+        Self {
+            steps: Mutex::new(steps.iter().copied().collect()),
+            made: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl Stage for Scripted {
+    fn send<'a>(
+        &'a self,
+        _addr: SocketAddr,
+        _h2: bool,
+        make: &'a (dyn Fn() -> Request<ProxyBody> + Sync),
+    ) -> BoxFuture<'a, Result<Response<UpstreamBody>, SendError>> {
+        let step = self.steps.lock().unwrap().pop_front().expect("scripted");
+        Box::pin(async move {
+            let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+            match step {
+                Step::Refused => return Err(SendError::Connect(refused.into())),
+                Step::Exhausted => {
+                    return Err(SendError::Exhausted(PoolExhausted {
+                        max: 1,
+                        waited: Duration::from_secs(1),
+                    }))
+                }
+                _ => {}
+            }
+            drop(make());
+            self.made.fetch_add(1, Ordering::Relaxed);
+            match step {
+                Step::Broken => Err(SendError::Http("connection reset by peer".into())),
+                Step::Hang => std::future::pending().await,
+                Step::Answer(s) => {
+                    let body = Empty::new().map_err(|never| match never {}).boxed();
+                    let mut resp = Response::new(UpstreamBody::given(body));
+                    *resp.status_mut() = http::StatusCode::from_u16(s).unwrap();
+                    Ok(resp)
+                }
+                Step::Grpc(code) => {
+                    let mut trailers = HeaderMap::new();
+                    trailers.insert("grpc-status", code.to_string().parse().unwrap());
+                    let frames: Vec<Result<Frame<Bytes>, BoxError>> = vec![
+                        Ok(Frame::data(Bytes::from_static(b"\0\0\0\0\0"))),
+                        Ok(Frame::trailers(trailers)),
+                    ];
+                    let body = StreamBody::new(futures_util::stream::iter(frames)).boxed();
+                    Ok(Response::new(UpstreamBody::given(body)))
+                }
+                Step::Refused | Step::Exhausted => unreachable!(),
+            }
+        })
+    }
+}
+
+/// A service of one endpoint under `edit`'s arm, and what every connection shares.
+fn service(edit: impl FnOnce(&mut ServiceConfig)) -> (Arc<Shared>, Arc<Service>) {
+    let clock = Clock::start();
+    let upstreams = vec![Upstream::new("127.0.0.1:9".parse().unwrap())];
+    let mut config = ServiceConfig::new("web", upstreams.clone());
+    edit(&mut config);
+    let service = Arc::new(Service::new(config, &upstreams, clock, 7).unwrap());
+    let shared = Arc::new(Shared {
+        clock,
+        metrics: Metrics::new(),
+        live: tailguard_record::live::Board::default(),
+        services: RwLock::new(Arc::new(vec![Arc::clone(&service)])),
+        draining: AtomicBool::new(false),
+        tls: crate::tls::Current::new(None),
+    });
+    (shared, service)
+}
+
+fn request(reply: Reply, fault: Option<FaultCell>) -> Outgoing {
+    let (parts, ()) = Request::get("/").body(()).unwrap().into_parts();
+    Outgoing {
+        parts,
+        body: Mutex::new(AttemptBody::Empty),
+        method: Method::Get,
+        h2: reply == Reply::Grpc,
+        reply,
+        fault,
+    }
+}
+
+/// One attempt of `request` through the balanced stage over `upstream`; its end and the
+/// endpoint as the admin page shows it afterwards.
+async fn attempt(
+    shared: &Arc<Shared>,
+    service: &Arc<Service>,
+    upstream: &Scripted,
+    request: &Outgoing,
+) -> (Attempted, EndpointView) {
+    let endpoints = service.endpoints();
+    let stage = Balancer {
+        shared,
+        service,
+        endpoints: &endpoints,
+        upstream,
+    };
+    let (slot, attempt) = stage.attempt(request, None);
+    assert_eq!(slot, 0);
+    let done = attempt.await;
+    let view = endpoints.views(shared.clock.now()).remove(0);
+    (done, view)
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unreachable_endpoint_is_its_own_fault_and_got_nothing() {
+    let (shared, service) = service(|_| {});
+    let upstream = Scripted::new(&[Step::Refused]);
+    let (done, view) = attempt(&shared, &service, &upstream, &request(Reply::Http, None)).await;
+    match done.result {
+        Err(Fault::Endpoint(f)) => {
+            assert_eq!(f.failure, Failure::Unreachable("connection refused".into()));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(done.class.retryable && !done.class.success);
+    assert_eq!(
+        upstream.made.load(Ordering::Relaxed),
+        0,
+        "no request was built"
+    );
+    assert_eq!((view.failures, view.pending), (1, 0));
+    assert_eq!(view.last_error.unwrap().what, "connection refused");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_attempt_timeout_ends_a_silent_endpoint_as_its_fault() {
+    let (shared, service) = service(|c| {
+        c.arm.timeouts.attempt = Some(Duration::from_millis(100));
+    });
+    let upstream = Scripted::new(&[Step::Hang]);
+    let started = tokio::time::Instant::now();
+    let (done, view) = attempt(&shared, &service, &upstream, &request(Reply::Http, None)).await;
+    assert_eq!(started.elapsed(), Duration::from_millis(100));
+    match done.result {
+        Err(Fault::Endpoint(f)) => assert_eq!(f.failure, Failure::Timeout),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!((view.failures, view.pending), (1, 0));
+    assert_eq!(view.last_error.unwrap().what, "timeout");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_clients_fault_never_reaches_the_endpoint() {
+    let (shared, service) = service(|_| {});
+    let cell = FaultCell::default();
+    cell.set(ClientFault::Aborted).unwrap();
+    let upstream = Scripted::new(&[Step::Broken, Step::Answer(200)]);
+    let request = request(Reply::Http, Some(cell));
+    for _ in 0..2 {
+        // Whether the upstream request failed or the endpoint answered a request it never got
+        // whole, the client's fault decides.
+        let (done, view) = attempt(&shared, &service, &upstream, &request).await;
+        assert!(matches!(
+            done.result,
+            Err(Fault::Client(ClientFault::Aborted))
+        ));
+        assert_eq!(done.class, Attempted::FINAL);
+        assert_eq!((view.successes, view.failures, view.pending), (0, 0, 0));
+        assert!(view.last_error.is_none());
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pool_at_its_limit_is_the_proxys_fault() {
+    let (shared, service) = service(|_| {});
+    let upstream = Scripted::new(&[Step::Exhausted]);
+    let (done, view) = attempt(&shared, &service, &upstream, &request(Reply::Http, None)).await;
+    assert!(matches!(
+        done.result,
+        Err(Fault::Proxy(ProxyFault::PoolExhausted { .. }))
+    ));
+    assert_eq!(done.class, Attempted::FINAL);
+    assert_eq!((view.successes, view.failures, view.pending), (0, 0, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_broken_connection_and_an_answer_are_the_endpoints_to_account_for() {
+    let (shared, service) = service(|_| {});
+    let upstream = Scripted::new(&[Step::Broken, Step::Answer(503), Step::Answer(200)]);
+    let request = request(Reply::Http, None);
+    let (done, view) = attempt(&shared, &service, &upstream, &request).await;
+    assert!(matches!(done.result, Err(Fault::Endpoint(_))));
+    assert_eq!(view.failures, 1);
+    assert!(view
+        .last_error
+        .unwrap()
+        .what
+        .starts_with("connection reset"));
+    let (done, view) = attempt(&shared, &service, &upstream, &request).await;
+    assert_eq!(done.result.unwrap().status(), 503, "an answer is forwarded");
+    assert!(!done.class.success && done.class.retryable);
+    assert_eq!(view.failures, 2);
+    let (done, view) = attempt(&shared, &service, &upstream, &request).await;
+    assert!(done.class.success);
+    assert_eq!((view.successes, view.failures, view.pending), (1, 2, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_grpc_status_already_delivered_decides_the_attempt() {
+    let (shared, service) = service(|_| {});
+    let upstream = Scripted::new(&[Step::Grpc(14), Step::Grpc(0)]);
+    let request = request(Reply::Grpc, None);
+    let (done, view) = attempt(&shared, &service, &upstream, &request).await;
+    assert!(!done.class.success && done.class.retryable, "UNAVAILABLE");
+    assert_eq!(view.last_error.unwrap().what, "gRPC 14 (UNAVAILABLE)");
+    // The peeked frames still reach the client.
+    let body = done.result.unwrap().into_body().collect().await.unwrap();
+    let trailers = body.trailers().cloned().unwrap();
+    assert_eq!(trailers["grpc-status"], "14");
+    assert_eq!(body.to_bytes().len(), 5);
+    let (done, view) = attempt(&shared, &service, &upstream, &request).await;
+    assert!(done.class.success);
+    assert_eq!((view.successes, view.failures), (1, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_dropped_midway_is_cancelled_not_failed() {
+    let (shared, service) = service(|_| {});
+    let upstream = Scripted::new(&[Step::Hang]);
+    let endpoints = service.endpoints();
+    let stage = Balancer {
+        shared: &shared,
+        service: &service,
+        endpoints: &endpoints,
+        upstream: &upstream,
+    };
+    let request = request(Reply::Http, None);
+    let (_, attempt) = stage.attempt(&request, None);
+    assert_eq!(endpoints.pending(0), 1, "in flight from the pick");
+    let given_up = tokio::time::timeout(Duration::from_secs(5), attempt).await;
+    assert!(given_up.is_err());
+    let view = endpoints.views(shared.clock.now()).remove(0);
+    assert_eq!((view.successes, view.failures, view.pending), (0, 0, 0));
+}
