@@ -19,6 +19,7 @@
 
 use crate::attempts::{self, AttemptBody, Outgoing, Policy};
 use crate::balanced::Balancer;
+use crate::body::BoxError;
 use crate::config::{EscapedSlashes, Limits};
 use crate::fault::{Fault, ProxyFault};
 use crate::replay::Replay;
@@ -28,10 +29,12 @@ use crate::response_body::{self, ResponseBody};
 use crate::service::{host_only, route, Service};
 use crate::shared::Shared;
 use crate::{grpc, hygiene};
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
 use http::header::{HeaderValue, HOST};
 use http::{Request, Response, StatusCode, Version};
 use http_body_util::BodyExt;
-use hyper::body::{Body, Incoming};
+use hyper::body::Body;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tailguard_resilience::Method;
@@ -55,12 +58,59 @@ impl Peer {
     }
 }
 
-/// Handles one downstream request from `peer`.
-pub async fn handle(
+/// The stages below this one ([`crate::attempts`] over [`crate::balanced`] over the service's
+/// [`crate::upstream`] pools), as this stage calls them, so its tests can stand in for them.
+pub trait Next: Sync {
+    /// The attempts of `request` to `service`.
+    fn attempts<'a>(
+        &'a self,
+        shared: &'a Arc<Shared>,
+        service: &'a Arc<Service>,
+        request: &'a Outgoing,
+    ) -> BoxFuture<'a, Result<Response<ResponseBody>, Fault>>;
+}
+
+/// The stages below, as they run in the proxy.
+#[derive(Clone, Copy, Debug)]
+pub struct Stages;
+
+impl Next for Stages {
+    fn attempts<'a>(
+        &'a self,
+        shared: &'a Arc<Shared>,
+        service: &'a Arc<Service>,
+        request: &'a Outgoing,
+    ) -> BoxFuture<'a, Result<Response<ResponseBody>, Fault>> {
+        Box::pin(async move {
+            let endpoints = service.endpoints();
+            let policy = Policy {
+                arm: &service.config.arm,
+                endpoints: &endpoints,
+                handles: service.handles(&shared.metrics),
+                clock: shared.clock,
+            };
+            let balancer = Balancer {
+                shared,
+                service,
+                endpoints: &endpoints,
+                upstream: &service.upstreams,
+            };
+            attempts::run(policy, &balancer, request).await
+        })
+    }
+}
+
+/// Handles one downstream request from `peer`, through `next`.
+pub async fn handle<B>(
     shared: Arc<Shared>,
     peer: &Peer,
-    mut req: Request<Incoming>,
-) -> Response<ResponseBody> {
+    mut req: Request<B>,
+    next: &dyn Next,
+) -> Response<ResponseBody>
+where
+    B: Body<Data = Bytes> + Send + Sync + Unpin + 'static,
+    B::Error: Into<BoxError>,
+{
     let reply = if grpc::is_grpc(req.headers()) {
         Reply::Grpc
     } else {
@@ -91,7 +141,7 @@ pub async fn handle(
     let in_flight = live.start();
     let result = match service.admit() {
         None => Err(Fault::Proxy(ProxyFault::InFlightLimit)),
-        Some(_admitted) => forward(&shared, &service, peer, req, reply).await,
+        Some(_admitted) => forward(&shared, &service, peer, req, reply, next).await,
     };
     let mut resp = result.unwrap_or_else(|fault| {
         if let Fault::Client(f) = &fault {
@@ -111,18 +161,23 @@ pub async fn handle(
 }
 
 /// The request's host: the `Host` header, else the URI's authority (HTTP/2).
-fn request_host(req: &Request<Incoming>) -> Option<&str> {
+fn request_host<B>(req: &Request<B>) -> Option<&str> {
     let from_header = req.headers().get(HOST).and_then(|h| h.to_str().ok());
     from_header.or_else(|| req.uri().authority().map(|a| a.as_str()))
 }
 
-async fn forward(
+async fn forward<B>(
     shared: &Arc<Shared>,
     service: &Arc<Service>,
     peer: &Peer,
-    req: Request<Incoming>,
+    req: Request<B>,
     reply: Reply,
-) -> Result<Response<ResponseBody>, Fault> {
+    next: &dyn Next,
+) -> Result<Response<ResponseBody>, Fault>
+where
+    B: Body<Data = Bytes> + Send + Sync + Unpin + 'static,
+    B::Error: Into<BoxError>,
+{
     let (mut parts, body) = req.into_parts();
     let deadline = grpc::timeout(&parts.headers);
     let method: Method = parts.method.as_str().parse().unwrap_or(Method::Other);
@@ -165,20 +220,7 @@ async fn forward(
             reply,
             fault,
         };
-        let endpoints = service.endpoints();
-        let policy = Policy {
-            arm: &service.config.arm,
-            endpoints: &endpoints,
-            handles: service.handles(&shared.metrics),
-            clock: shared.clock,
-        };
-        let balancer = Balancer {
-            shared,
-            service,
-            endpoints: &endpoints,
-            upstream: &service.upstreams,
-        };
-        attempts::run(policy, &balancer, &sent).await
+        next.attempts(shared, service, &sent).await
     };
     let (limit, why) = match (arm.timeouts.total, deadline) {
         (Some(t), Some(g)) if g < t => (Some(g), "grpc-timeout"),
@@ -212,12 +254,16 @@ fn set_host(parts: &mut http::request::Parts, rule: &crate::config::HostHeader) 
 /// its size hint, so a client that sends no `content-length`, as grpc-go never does, is
 /// retried like one that does); streamed once otherwise. A non-empty body is watched by
 /// `rules`, with the cell its fault is written to.
-fn prepare_body(
-    body: Incoming,
+fn prepare_body<B>(
+    body: B,
     may_replay: bool,
     limit: usize,
     rules: BodyRules,
-) -> (AttemptBody, Option<FaultCell>) {
+) -> (AttemptBody, Option<FaultCell>)
+where
+    B: Body<Data = Bytes> + Send + Sync + Unpin + 'static,
+    B::Error: Into<BoxError>,
+{
     if body.is_end_stream() {
         // The common case (a GET): nothing to copy, nothing to watch.
         return (AttemptBody::Empty, None);
@@ -233,3 +279,6 @@ fn prepare_body(
     };
     (body, Some(cell))
 }
+
+#[cfg(test)]
+mod tests;

@@ -11,10 +11,12 @@
 //! The public face is [`config`] (the typed configuration), [`yaml`] (the Linkerd-1-style
 //! file that builds it), [`start`] / [`run`] and the [`Proxy`] they return, plus [`dns`] and
 //! [`grpc`] helpers. Inside, a request flows `listener` (HTTP/1.1 + h2c on one port, or
-//! HTTP/1.1 + h2 over `tls`) -> `forward` (hygiene, routing, admission, the body) -> `attempt`
-//! (one try per endpoint the `endpoints` balancer picks, over `upstream` connections; its
-//! report is an `in_flight`) -> `response_body` (streamed back, watched). `start` owns the
-//! services and applies what `discovery` and `dns` find; `admin` and `metrics` are the admin
+//! HTTP/1.1 + h2 over `tls`) down four stages, each ending in `Result<Response, Fault>` where
+//! `fault::Fault` says whose fault it was: `forward` (hygiene, routing, admission, the body,
+//! the total timeout) -> `attempts` (retries, hedging) -> `balanced` (one attempt: the
+//! `endpoints` balancer's pick, its report an `in_flight`) -> `upstream` (connections), and
+//! back through `response_body` (streamed, watched). `start` owns the services and applies
+//! what `discovery` and `dns` find; `admin` and `metrics` are the admin
 //! server. ARCHITECTURE.md has the module map.
 //!
 //! # Example

@@ -161,7 +161,7 @@ async fn connection<S: Transport>(
         async move {
             let resp = match switched {
                 Some(resp) => resp.map(ResponseBody::local),
-                None => forward::handle(shared, &client, req).await,
+                None => forward::handle(shared, &client, req, &forward::Stages).await,
             };
             Ok::<_, Infallible>(resp.map(|body| Tracked {
                 body,

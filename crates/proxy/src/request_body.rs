@@ -17,6 +17,7 @@
 //! after 5 s); gRPC requests are exempt, since a client stream's messages come at the
 //! application's pace, and only the idle timer applies to them.
 
+use crate::body::BoxError;
 use crate::idle::IdleTimer;
 use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
@@ -64,8 +65,8 @@ impl ClientFault {
 
     /// The fault behind an error reading the client's body: invalid framing is malformed,
     /// anything else (closed, reset, incomplete) an abort.
-    pub fn from_read(e: &hyper::Error) -> Self {
-        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    pub fn from_read(e: &(dyn std::error::Error + 'static)) -> Self {
+        let mut source = Some(e);
         while let Some(err) = source {
             if let Some(io) = err.downcast_ref::<std::io::Error>() {
                 if matches!(
@@ -77,7 +78,9 @@ impl ClientFault {
             }
             source = err.source();
         }
-        if e.is_parse() {
+        if e.downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_parse)
+        {
             return ClientFault::Malformed(e.to_string());
         }
         ClientFault::Aborted
@@ -104,10 +107,10 @@ pub struct BodyRules {
 #[error("{0}")]
 pub struct Faulted(pub ClientFault);
 
-/// The client's body, streamed and watched (module docs).
+/// The client's body (hyper's, or a stage test's), streamed and watched (module docs).
 #[derive(Debug)]
-pub struct ClientBody {
-    inner: Incoming,
+pub struct ClientBody<B = Incoming> {
+    inner: B,
     cell: FaultCell,
     rules: BodyRules,
     started: Instant,
@@ -115,9 +118,9 @@ pub struct ClientBody {
     idle: IdleTimer,
 }
 
-impl ClientBody {
+impl<B> ClientBody<B> {
     /// Watches `inner` by `rules`, writing its fault into `cell`.
-    pub fn new(inner: Incoming, cell: FaultCell, rules: BodyRules) -> Self {
+    pub fn new(inner: B, cell: FaultCell, rules: BodyRules) -> Self {
         Self {
             inner,
             cell,
@@ -142,7 +145,11 @@ impl ClientBody {
     }
 }
 
-impl Body for ClientBody {
+impl<B> Body for ClientBody<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
     type Data = Bytes;
     type Error = Faulted;
 
@@ -162,7 +169,10 @@ impl Body for ClientBody {
                     None => Poll::Ready(Some(Ok(frame))),
                 }
             }
-            Poll::Ready(Some(Err(e))) => this.fail(ClientFault::from_read(&e)),
+            Poll::Ready(Some(Err(e))) => {
+                let e: BoxError = e.into();
+                this.fail(ClientFault::from_read(&*e))
+            }
             Poll::Ready(None) => Poll::Ready(None),
             Poll::Pending => match this.idle.poll_expired(cx) {
                 Some(idle) => this.fail(ClientFault::Idle(idle)),

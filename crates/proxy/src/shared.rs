@@ -25,6 +25,23 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// The state of a proxy serving `services` (in routing order) on `clock`, its listener's
+    /// TLS by `acceptor` (`None`: cleartext).
+    pub(crate) fn new(
+        clock: Clock,
+        services: Vec<Arc<Service>>,
+        acceptor: Option<tokio_rustls::TlsAcceptor>,
+    ) -> Self {
+        Self {
+            clock,
+            metrics: Metrics::new(),
+            live: live::Board::default(),
+            services: RwLock::new(Arc::new(services)),
+            draining: std::sync::atomic::AtomicBool::new(false),
+            tls: tls::Current::new(acceptor),
+        }
+    }
+
     /// The TLS acceptor for the next connection, if the listener serves TLS.
     pub fn tls(&self) -> Option<tokio_rustls::TlsAcceptor> {
         self.tls.get()

@@ -3,14 +3,12 @@
 
 use crate::clock::Clock;
 use crate::config::{self, Config, ConfigError, Discovery, Limits, Upstream};
-use crate::metrics::Metrics;
 use crate::service::Service;
 use crate::shared::Shared;
 use crate::{admin, dashboard, discovery, dns, listener, tls, yaml};
 use std::net::SocketAddr;
-use std::sync::{Arc, RwLock, Weak};
+use std::sync::{Arc, Weak};
 use tailguard_http::admin::AdminServer;
-use tailguard_record::live;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -90,14 +88,7 @@ pub async fn start(config: Config) -> Result<Proxy, StartError> {
         Some(a) => Some(bind("admin", a).await?),
         None => None,
     };
-    let shared = Arc::new(Shared {
-        clock,
-        metrics: Metrics::new(),
-        live: live::Board::default(),
-        services: RwLock::new(Arc::new(services)),
-        draining: std::sync::atomic::AtomicBool::new(false),
-        tls: tls::Current::new(acceptor),
-    });
+    let shared = Arc::new(Shared::new(clock, services, acceptor));
     let addr = listener.local_addr().map_err(|source| StartError::Bind {
         what: "proxy",
         addr: config.listen,

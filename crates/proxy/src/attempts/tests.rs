@@ -348,7 +348,10 @@ async fn a_slow_first_attempt_gets_a_backup_and_the_first_success_wins() {
     // answered 10 ms later.
     let took = started.elapsed();
     let backup_at = took - Duration::from_millis(10);
-    assert!(backup_at >= delay && backup_at < delay + Duration::from_millis(1), "{took:?}");
+    assert!(
+        backup_at >= delay && backup_at < delay + Duration::from_millis(1),
+        "{took:?}"
+    );
     let seen = next.seen();
     assert_eq!(seen.len(), 2);
     assert_eq!(

@@ -8,7 +8,6 @@ use crate::clock::Clock;
 use crate::config::{ServiceConfig, Upstream};
 use crate::endpoints::EndpointView;
 use crate::fault::{Failure, Fault, ProxyFault};
-use crate::metrics::Metrics;
 use crate::request_body::{ClientFault, FaultCell};
 use crate::response::Reply;
 use crate::service::Service;
@@ -21,8 +20,8 @@ use http_body_util::{BodyExt, Empty, StreamBody};
 use hyper::body::Frame;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tailguard_resilience::Method;
 
@@ -112,14 +111,7 @@ fn service(edit: impl FnOnce(&mut ServiceConfig)) -> (Arc<Shared>, Arc<Service>)
     let mut config = ServiceConfig::new("web", upstreams.clone());
     edit(&mut config);
     let service = Arc::new(Service::new(config, &upstreams, clock, 7).unwrap());
-    let shared = Arc::new(Shared {
-        clock,
-        metrics: Metrics::new(),
-        live: tailguard_record::live::Board::default(),
-        services: RwLock::new(Arc::new(vec![Arc::clone(&service)])),
-        draining: AtomicBool::new(false),
-        tls: crate::tls::Current::new(None),
-    });
+    let shared = Arc::new(Shared::new(clock, vec![Arc::clone(&service)], None));
     (shared, service)
 }
 

@@ -33,9 +33,9 @@ mod h2;
 
 use crate::body::ProxyBody;
 pub use body::UpstreamBody;
-pub use connect::{Connector, PoolConfig, SendError};
 #[cfg(test)]
 pub(crate) use connect::PoolExhausted;
+pub use connect::{Connector, PoolConfig, SendError};
 use futures_util::future::BoxFuture;
 
 use body::Back;
