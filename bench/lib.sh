@@ -1,12 +1,17 @@
 # Helpers the bench scripts share. Source it from the repository root: `. bench/lib.sh`.
 
-# Waits until each of PORTS on 127.0.0.1 answers HTTP, five seconds at most each (readiness:
+# Waits until each of PORTS on 127.0.0.1 answers HTTP/1.1 or HTTP/2 (prior knowledge), five seconds at most each (readiness:
 # bounded polling; a port still down shows in the run that follows).
 # Usage: wait_ready PORT...
 wait_ready() {
   local port
   for port in "$@"; do
-    for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/" >/dev/null 2>&1 && break; sleep 0.1; done
+    for _ in $(seq 50); do
+      curl -sf "http://127.0.0.1:$port/" >/dev/null 2>&1 && break
+      # An HTTP/2-only listener (HAProxy's `proto h2`) answers prior knowledge only.
+      curl -sf --http2-prior-knowledge "http://127.0.0.1:$port/" >/dev/null 2>&1 && break
+      sleep 0.1
+    done
   done
 }
 

@@ -3,7 +3,9 @@
 # front of one zero-latency nginx backend, each driven to its maximum closed-loop throughput
 # in turn, ROUNDS times (interleaved, so a busy machine slows every arm alike). Prints req/s
 # and proxy CPU µs per request (user + system) for every run, then the medians per arm.
-# Usage: bench/proxy/ab.sh BEFORE_BIN AFTER_BIN [SECONDS] [ROUNDS] [CONNS]
+# With GRPC=1: gRPC ping calls (tailguard.serve.v1.Ping/Ping) on one HTTP/2 connection, CONNS in
+# flight, to `tailguard serve --threads 1` (AFTER_BIN's), HAProxy with `proto h2` on both sides.
+# Usage: [GRPC=1] bench/proxy/ab.sh BEFORE_BIN AFTER_BIN [SECONDS] [ROUNDS] [CONNS]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . bench/lib.sh
@@ -12,12 +14,18 @@ load=${LOAD:-$after}
 dir=$(mktemp -d)
 pids=()
 trap 'for p in "${pids[@]}"; do kill $p 2>/dev/null || true; done; sleep 0.2; rm -rf "$dir"' EXIT
-nginx -p "$dir" -c "$PWD/bench/proxy/nginx-backend.conf" & pids+=($!)
+if [ "${GRPC:-0}" = 1 ]; then
+  "$after" serve --listen 127.0.0.1:18301 --threads 1 --no-control >/dev/null 2>&1 & pids+=($!)
+  cfg=bench/proxy/haproxy-grpc.cfg calls=(--grpc --call ping)
+else
+  nginx -p "$dir" -c "$PWD/bench/proxy/nginx-backend.conf" & pids+=($!)
+  cfg=bench/proxy/haproxy.cfg calls=()
+fi
 "$before" proxy --listen 127.0.0.1:18341 --admin 127.0.0.1:18342 --upstream 127.0.0.1:18301 \
   --threads 1 2>"$dir/a.log" & a_pid=$!; pids+=($a_pid)
 "$after" proxy --listen 127.0.0.1:18351 --admin 127.0.0.1:18352 --upstream 127.0.0.1:18301 \
   --threads 1 2>"$dir/b.log" & b_pid=$!; pids+=($b_pid)
-haproxy -f bench/proxy/haproxy.cfg -db 2>"$dir/haproxy.log" & ha_pid=$!; pids+=($ha_pid)
+haproxy -f "$cfg" -db 2>"$dir/haproxy.log" & ha_pid=$!; pids+=($ha_pid)
 wait_ready 18301 18341 18351 18321
 declare -A port=([before]=18341 [after]=18351 [haproxy]=18321)
 declare -A pid=([before]=$a_pid [after]=$b_pid [haproxy]=$ha_pid)
@@ -26,7 +34,7 @@ hz=$(getconf CLK_TCK)
 for r in $(seq "$rounds"); do
   for arm in before after haproxy; do
     read -r u0 s0 < <(ticks "${pid[$arm]}")
-    "$load" load --rate 0 -c "$conns" -d "${secs}s" -q --json "$dir/out.json" \
+    "$load" load "${calls[@]}" --rate 0 -c "$conns" -d "${secs}s" -q --json "$dir/out.json" \
       "http://127.0.0.1:${port[$arm]}/" >/dev/null
     read -r u1 s1 < <(ticks "${pid[$arm]}")
     python3 - "$dir/out.json" "$arm" "$r" "$((u1 - u0))" "$((s1 - s0))" "$hz" <<'PY' | tee -a "$dir/rows"

@@ -10,15 +10,14 @@
 //!    400), or the preface and the next frame's 9-byte header are in, or the peer closes.
 //! 2. The preface followed by anything but a SETTINGS frame: answer with SETTINGS and GOAWAY
 //!    (PROTOCOL_ERROR), close, and return an error.
-//! 3. Not the preface, and [`NotHttp::Close`] asked for (`serve`): read on to the end of the
+//! 3. Not the preface, and [`NotHttp::Close`] asked for (`serve` and the proxy): read on to the end of the
 //!    first line (at most [`MAX_LINE`] bytes). A line that is not an HTTP/1.x request line
 //!    (`httparse` says so) is not HTTP at all: the connection is closed unanswered and an
 //!    error returned. An HTTP/2 server must close on an
 //!    invalid preface (RFC 9113 section 3.4, h2spec 3.5/2), and a port that speaks both
 //!    protocols cannot tell a broken HTTP/1.1 request line from a broken preface. A request
 //!    line that parses goes to hyper, which answers malformed headers with 400 as before. With
-//!    [`NotHttp::Answer`] (the proxy, as nginx and HAProxy do) hyper answers any garbage with
-//!    400.
+//!    [`NotHttp::Answer`] (what nginx and HAProxy do) hyper answers any garbage with 400.
 //! 4. Otherwise return the connection with those bytes put back in front ([`Rewind`]).
 //!
 //! An HTTP/2 opening reads at most 33 bytes. A client that stops mid-line waits here as it

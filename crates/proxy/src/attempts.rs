@@ -145,15 +145,42 @@ impl Attempted {
     };
 }
 
+/// Which attempt of a request this is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Turn {
+    /// The first: the request has just arrived (the budgets count it).
+    First,
+    /// A retry after an attempt to this slot failed.
+    Retry {
+        /// The slot of the attempt that failed.
+        after: usize,
+    },
+    /// A backup beside a first attempt to this slot.
+    Backup {
+        /// The slot of the first attempt, still out.
+        beside: usize,
+    },
+}
+
+impl Turn {
+    /// The slot to avoid when another endpoint exists.
+    pub fn avoid(self) -> Option<usize> {
+        match self {
+            Turn::First => None,
+            Turn::Retry { after: slot } | Turn::Backup { beside: slot } => Some(slot),
+        }
+    }
+}
+
 /// The stage below ([`crate::balanced`]): one attempt, to the endpoint the balancer picks.
 pub trait Balanced: Sync {
-    /// Picks the endpoint of one attempt of `request`, avoiding slot `avoid` when another
-    /// exists, and returns its slot and the attempt (in flight from the pick: dropping it
-    /// cancels it).
+    /// Picks the endpoint of attempt `turn` of `request` (avoiding the slot it names when
+    /// another exists), and returns its slot and the attempt (in flight from the pick:
+    /// dropping it cancels it).
     fn attempt<'a>(
         &'a self,
         request: &'a Outgoing,
-        avoid: Option<usize>,
+        turn: Turn,
     ) -> (usize, BoxFuture<'a, Attempted>);
 }
 
@@ -191,17 +218,16 @@ pub async fn run(
     if endpoints.is_empty() {
         return Err(Fault::Proxy(ProxyFault::NoEndpoints));
     }
-    endpoints.on_request(clock.now());
     let hedge = request
         .hedgeable(arm)
         .then(|| endpoints.hedge_delay(clock.now()))
         .flatten();
-    let (mut avoid, mut tries) = (None, 0u32);
+    let (mut turn, mut tries) = (Turn::First, 0u32);
     loop {
         let (slot, done) = match hedge.filter(|_| tries == 0) {
             Some(delay) => hedged(policy, next, request, delay).await,
             None => {
-                let (slot, attempt) = next.attempt(request, avoid);
+                let (slot, attempt) = next.attempt(request, turn);
                 (slot, attempt.await)
             }
         };
@@ -226,7 +252,7 @@ pub async fn run(
         if let Some(backoff) = arm.retries.and_then(|r| r.backoff) {
             tokio::time::sleep(endpoints.retry_delay(&backoff, tries)).await;
         }
-        avoid = Some(slot);
+        turn = Turn::Retry { after: slot };
     }
 }
 
@@ -246,7 +272,7 @@ async fn hedged(
         clock,
         ..
     } = policy;
-    let (first_slot, mut first) = next.attempt(request, None);
+    let (first_slot, mut first) = next.attempt(request, Turn::First);
     tokio::select! {
         done = &mut first => return (first_slot, done),
         () = tokio::time::sleep(delay) => {}
@@ -260,7 +286,8 @@ async fn hedged(
         return (first_slot, first.await);
     }
     handles.hedges.inc();
-    let (backup_slot, mut backup) = next.attempt(request, Some(first_slot));
+    let turn = Turn::Backup { beside: first_slot };
+    let (backup_slot, mut backup) = next.attempt(request, turn);
     endpoints.hedged(backup_slot);
     let (done, backup_first) = tokio::select! {
         done = &mut first => (done, false),

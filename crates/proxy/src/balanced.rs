@@ -30,7 +30,7 @@
 //! streams on and the attempt's outcome is reported when they come
 //! ([`crate::response_body`]).
 
-use crate::attempts::{Attempted, Balanced, Outgoing};
+use crate::attempts::{Attempted, Balanced, Outgoing, Turn};
 use crate::body::ProxyBody;
 use crate::endpoints::Endpoints;
 use crate::fault::{EndpointFault, Failure, Fault};
@@ -69,23 +69,24 @@ impl Balanced for Balancer<'_> {
     fn attempt<'a>(
         &'a self,
         request: &'a Outgoing,
-        avoid: Option<usize>,
+        turn: Turn,
     ) -> (usize, BoxFuture<'a, Attempted>) {
-        let pending = self.pick(request, avoid);
+        let pending = self.pick(request, turn);
         (pending.slot, Box::pin(self.once(request, pending)))
     }
 }
 
 impl Balancer<'_> {
-    /// Picks the endpoint of the next attempt (avoiding `avoid` when another exists) and sends
-    /// the probes a probing balancer asks for with it; the attempt is in flight from here.
-    fn pick(&self, request: &Outgoing, avoid: Option<usize>) -> InFlight {
+    /// Picks the endpoint of attempt `turn` (avoiding the slot it names when another exists)
+    /// and sends the probes a probing balancer asks for with it; the attempt is in flight from
+    /// here. The first attempt also counts the request, under the same lock.
+    fn pick(&self, request: &Outgoing, turn: Turn) -> InFlight {
         let (shared, service, endpoints) = (self.shared, self.service, self.endpoints);
         let clock = shared.clock;
         let now = clock.now();
         let mut probes = Vec::new();
         let (slot, ticket) = endpoints
-            .send(now, avoid, &mut probes)
+            .send(now, turn.avoid(), turn == Turn::First, &mut probes)
             .expect("the attempts stage checked that there are endpoints");
         if !probes.is_empty() {
             crate::probe::send(shared, service, endpoints, probes, request.h2);

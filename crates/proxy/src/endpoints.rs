@@ -229,18 +229,15 @@ impl Endpoints {
         out
     }
 
-    /// A request arrived (feeds the retry budget).
-    pub fn on_request(&self, now: Duration) {
-        self.lock().client.on_request(now);
-    }
-
     /// Picks a slot avoiding `avoid` when another exists, and marks the attempt sent; with a
-    /// probing balancer, also the slots it wants probed now (appended to `probes`). `None`
-    /// when there are no endpoints.
+    /// probing balancer, also the slots it wants probed now (appended to `probes`). The first
+    /// attempt of a request (`arrived`) also counts the request (the retry and hedge budgets'
+    /// deposits), under the same lock. `None` when there are no endpoints.
     pub fn send(
         &self,
         now: Duration,
         avoid: Option<usize>,
+        arrived: bool,
         probes: &mut Vec<usize>,
     ) -> Option<(usize, Option<Ticket>)> {
         if self.is_empty() {
@@ -248,6 +245,9 @@ impl Endpoints {
         }
         let mut guard = self.lock();
         let Locked { client, rng } = &mut *guard;
+        if arrived {
+            client.on_request(now);
+        }
         let i = client.pick(now, avoid, rng);
         let ticket = client.on_send(i, now);
         client.probe_targets(now, rng, probes);

@@ -1,7 +1,7 @@
 //! The attempts stage alone, on paused time, over a scripted stand-in for the balanced stage:
 //! what is retried, when, where, and what a backup does.
 
-use super::{run, AttemptBody, Attempted, Balanced, Outgoing, Policy};
+use super::{run, AttemptBody, Attempted, Balanced, Outgoing, Policy, Turn};
 use crate::clock::Clock;
 use crate::config::Upstream;
 use crate::endpoints::Endpoints;
@@ -84,8 +84,9 @@ impl Balanced for Scripted {
     fn attempt<'a>(
         &'a self,
         _request: &'a Outgoing,
-        avoid: Option<usize>,
+        turn: Turn,
     ) -> (usize, BoxFuture<'a, Attempted>) {
+        let avoid = turn.avoid();
         let (delay, end) = self.script.lock().unwrap().pop_front().expect("scripted");
         let index = {
             let mut seen = self.seen.lock().unwrap();
@@ -322,7 +323,9 @@ fn hedging() -> (ArmConfig, Endpoints, ServiceHandles) {
     let (endpoints, handles) = service(&arm);
     let mut rng_free = Vec::new();
     for _ in 0..20 {
-        let attempt = endpoints.send(Duration::ZERO, None, &mut rng_free).unwrap();
+        let attempt = endpoints
+            .send(Duration::ZERO, None, true, &mut rng_free)
+            .unwrap();
         let ms10 = Duration::from_millis(10);
         let ok = tailguard_resilience::AttemptOutcome::Status(200);
         endpoints.complete(attempt, ms10, Method::Get, ok, Duration::ZERO);

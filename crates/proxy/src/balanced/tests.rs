@@ -2,7 +2,7 @@
 //! whose fault each end is, and what the endpoint's accrual and counters hear of it.
 
 use super::Balancer;
-use crate::attempts::{AttemptBody, Attempted, Balanced, Outgoing};
+use crate::attempts::{AttemptBody, Attempted, Balanced, Outgoing, Turn};
 use crate::body::{BoxError, ProxyBody};
 use crate::clock::Clock;
 use crate::config::{ServiceConfig, Upstream};
@@ -142,7 +142,7 @@ async fn attempt(
         endpoints: &endpoints,
         upstream,
     };
-    let (slot, attempt) = stage.attempt(request, None);
+    let (slot, attempt) = stage.attempt(request, Turn::First);
     assert_eq!(slot, 0);
     let done = attempt.await;
     let view = endpoints.views(shared.clock.now()).remove(0);
@@ -273,7 +273,7 @@ async fn an_attempt_dropped_midway_is_cancelled_not_failed() {
         upstream: &upstream,
     };
     let request = request(Reply::Http, None);
-    let (_, attempt) = stage.attempt(&request, None);
+    let (_, attempt) = stage.attempt(&request, Turn::First);
     assert_eq!(endpoints.pending(0), 1, "in flight from the pick");
     let given_up = tokio::time::timeout(Duration::from_secs(5), attempt).await;
     assert!(given_up.is_err());
