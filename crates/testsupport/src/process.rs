@@ -93,3 +93,31 @@ pub fn go_tool(name: &str, module: &str) -> std::path::PathBuf {
         .find(|p| p.is_file())
         .unwrap_or_else(|| panic!("{name} is missing: go install {module}"))
 }
+
+/// Runs h2spec (the HTTP/2 conformance suite, v2.2.1) against 127.0.0.1:`port`, on a blocking
+/// thread within 120 s, and asserts that all 145 of its cases pass.
+///
+/// # Panics
+/// When h2spec is missing, fails a case, or does not finish in time.
+pub async fn h2spec_passes(port: u16) {
+    let h2spec = go_tool(
+        "h2spec",
+        "github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible",
+    );
+    let mut cmd = std::process::Command::new(h2spec);
+    cmd.args(["-h", "127.0.0.1", "-p", &port.to_string(), "-o", "5"]);
+    let (status, out, err) =
+        tokio::task::spawn_blocking(move || output_within(cmd, Duration::from_secs(120)))
+            .await
+            .expect("h2spec's thread");
+    let summary = out.lines().last().unwrap_or_default().to_owned();
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "h2spec failed: {summary}\n{}\n{err}",
+        out.split("Failures:").nth(1).unwrap_or_default()
+    );
+    assert_eq!(
+        summary, "145 tests, 145 passed, 0 skipped, 0 failed",
+        "{out}"
+    );
+}

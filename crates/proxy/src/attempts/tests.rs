@@ -152,13 +152,39 @@ fn request(body: AttemptBody) -> Outgoing {
     }
 }
 
-/// Three endpoints under `arm`, and the service's counters.
-fn service(arm: &ArmConfig) -> (Endpoints, ServiceHandles) {
-    let upstreams: Vec<Upstream> = (1..=3)
-        .map(|p| Upstream::new(format!("127.0.0.1:{p}").parse().unwrap()))
-        .collect();
-    let endpoints = Endpoints::new(&upstreams, arm, Duration::ZERO, 7).unwrap();
-    (endpoints, ServiceHandles::new(&Metrics::new(), "web"))
+/// A service of three endpoints under an arm, with its counters.
+struct Service {
+    arm: ArmConfig,
+    endpoints: Endpoints,
+    handles: ServiceHandles,
+}
+
+impl Service {
+    fn new(arm: ArmConfig) -> Self {
+        let upstreams: Vec<Upstream> = (1..=3)
+            .map(|p| Upstream::new(format!("127.0.0.1:{p}").parse().unwrap()))
+            .collect();
+        Self::over(arm, &upstreams)
+    }
+
+    fn over(arm: ArmConfig, upstreams: &[Upstream]) -> Self {
+        let endpoints = Endpoints::new(upstreams, &arm, Duration::ZERO, 7).unwrap();
+        let handles = ServiceHandles::new(&Metrics::new(), "web");
+        Self {
+            arm,
+            endpoints,
+            handles,
+        }
+    }
+
+    fn policy(&self) -> Policy<'_> {
+        Policy {
+            arm: &self.arm,
+            endpoints: &self.endpoints,
+            handles: &self.handles,
+            clock: Clock::start(),
+        }
+    }
 }
 
 fn retrying(max_retries: u32) -> ArmConfig {
@@ -180,13 +206,8 @@ fn status(result: &Result<Response<ResponseBody>, Fault>) -> u16 {
 #[tokio::test(start_paused = true)]
 async fn a_retryable_failure_is_retried_elsewhere_up_to_the_limit() {
     let arm = retrying(2);
-    let (endpoints, handles) = service(&arm);
-    let policy = Policy {
-        arm: &arm,
-        endpoints: &endpoints,
-        handles: &handles,
-        clock: Clock::start(),
-    };
+    let service = Service::new(arm);
+    let policy = service.policy();
     let next = Scripted::new(
         3,
         &[
@@ -206,19 +227,14 @@ async fn a_retryable_failure_is_retried_elsewhere_up_to_the_limit() {
             (2, Some(1), 20, true)
         ]
     );
-    assert_eq!(handles.retries.get(), 2);
+    assert_eq!(service.handles.retries.get(), 2);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_success_or_a_final_fault_is_not_retried() {
     let arm = retrying(3);
-    let (endpoints, handles) = service(&arm);
-    let policy = Policy {
-        arm: &arm,
-        endpoints: &endpoints,
-        handles: &handles,
-        clock: Clock::start(),
-    };
+    let service = Service::new(arm);
+    let (policy, handles) = (service.policy(), &service.handles);
     for (end, expect) in [
         (End::Status(200), 200),
         (End::Status(404), 404),
@@ -240,13 +256,8 @@ async fn a_spent_budget_or_a_body_that_cannot_be_sent_again_ends_the_request() {
         min_per_sec: 0,
         percent: 0.0,
     };
-    let (endpoints, handles) = service(&arm);
-    let policy = Policy {
-        arm: &arm,
-        endpoints: &endpoints,
-        handles: &handles,
-        clock: Clock::start(),
-    };
+    let service = Service::new(arm);
+    let (policy, handles) = (service.policy(), &service.handles);
     let next = Scripted::new(3, &[(5, End::Status(503))]);
     let result = run(policy, &next, &request(AttemptBody::Empty)).await;
     assert_eq!(status(&result), 503);
@@ -254,13 +265,8 @@ async fn a_spent_budget_or_a_body_that_cannot_be_sent_again_ends_the_request() {
 
     // A streamed body an attempt already took cannot go again, whatever the budget.
     let arm = retrying(3);
-    let (endpoints, handles) = service(&arm);
-    let policy = Policy {
-        arm: &arm,
-        endpoints: &endpoints,
-        handles: &handles,
-        clock: Clock::start(),
-    };
+    let service = Service::new(arm);
+    let (policy, handles) = (service.policy(), &service.handles);
     let next = Scripted::new(3, &[(5, End::Status(503))]);
     let taken = request(AttemptBody::Streaming(None));
     assert_eq!(status(&run(policy, &next, &taken).await), 503);
@@ -271,13 +277,8 @@ async fn a_spent_budget_or_a_body_that_cannot_be_sent_again_ends_the_request() {
 async fn retries_wait_out_their_backoff() {
     let mut arm = retrying(2);
     arm.retries.as_mut().unwrap().backoff = Some(Backoff::Constant(Duration::from_millis(100)));
-    let (endpoints, handles) = service(&arm);
-    let policy = Policy {
-        arm: &arm,
-        endpoints: &endpoints,
-        handles: &handles,
-        clock: Clock::start(),
-    };
+    let service = Service::new(arm);
+    let policy = service.policy();
     let next = Scripted::new(
         3,
         &[
@@ -294,24 +295,16 @@ async fn retries_wait_out_their_backoff() {
 
 #[tokio::test(start_paused = true)]
 async fn no_endpoints_is_the_proxys_fault_and_sends_nothing() {
-    let arm = retrying(3);
-    let endpoints = Endpoints::new(&[], &arm, Duration::ZERO, 7).unwrap();
-    let handles = ServiceHandles::new(&Metrics::new(), "web");
-    let policy = Policy {
-        arm: &arm,
-        endpoints: &endpoints,
-        handles: &handles,
-        clock: Clock::start(),
-    };
+    let service = Service::over(retrying(3), &[]);
     let next = Scripted::new(1, &[]);
-    let result = run(policy, &next, &request(AttemptBody::Empty)).await;
+    let result = run(service.policy(), &next, &request(AttemptBody::Empty)).await;
     assert!(matches!(result, Err(Fault::Proxy(ProxyFault::NoEndpoints))));
     assert!(next.seen().is_empty());
 }
 
 /// An arm that hedges after the p50 of what it has seen, and endpoints that have seen 20
 /// attempts of 10 ms each.
-fn hedging() -> (ArmConfig, Endpoints, ServiceHandles) {
+fn hedging() -> Service {
     let mut arm = ArmConfig::new("web", Balancer::RoundRobin);
     arm.hedge = Some(HedgeConfig {
         max_extra_load: 0.5,
@@ -320,7 +313,8 @@ fn hedging() -> (ArmConfig, Endpoints, ServiceHandles) {
         min_delay: Duration::from_millis(1),
         ..HedgeConfig::default()
     });
-    let (endpoints, handles) = service(&arm);
+    let service = Service::new(arm);
+    let endpoints = &service.endpoints;
     let mut rng_free = Vec::new();
     for _ in 0..20 {
         let attempt = endpoints
@@ -330,18 +324,13 @@ fn hedging() -> (ArmConfig, Endpoints, ServiceHandles) {
         let ok = tailguard_resilience::AttemptOutcome::Status(200);
         endpoints.complete(attempt, ms10, Method::Get, ok, Duration::ZERO);
     }
-    (arm, endpoints, handles)
+    service
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_slow_first_attempt_gets_a_backup_and_the_first_success_wins() {
-    let (arm, endpoints, handles) = hedging();
-    let policy = Policy {
-        arm: &arm,
-        endpoints: &endpoints,
-        handles: &handles,
-        clock: Clock::start(),
-    };
+    let service = hedging();
+    let (policy, handles, endpoints) = (service.policy(), &service.handles, &service.endpoints);
     let delay = endpoints.hedge_delay(Duration::from_secs(2)).expect("warm");
     let next = Scripted::new(3, &[(1_000, End::Status(200)), (10, End::Status(201))]);
     let started = Instant::now();
@@ -373,13 +362,8 @@ async fn a_slow_first_attempt_gets_a_backup_and_the_first_success_wins() {
 
 #[tokio::test(start_paused = true)]
 async fn when_the_backup_fails_the_first_attempt_decides() {
-    let (arm, endpoints, handles) = hedging();
-    let policy = Policy {
-        arm: &arm,
-        endpoints: &endpoints,
-        handles: &handles,
-        clock: Clock::start(),
-    };
+    let service = hedging();
+    let (policy, handles) = (service.policy(), &service.handles);
     let next = Scripted::new(3, &[(300, End::Status(200)), (10, End::Unreachable)]);
     let result = run(policy, &next, &request(AttemptBody::Empty)).await;
     assert_eq!(status(&result), 200);
