@@ -45,6 +45,35 @@ pub async fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
     socket.listen(4096)
 }
 
+/// Binds `n` listeners on one address with `SO_REUSEPORT` (the kernel spreads new connections
+/// over them), for `n` threads that each accept on their own; port 0 binds the first to a free
+/// port and the others to the same. One listener is [`bind`]'s, without `SO_REUSEPORT`, so no
+/// other socket can share its port.
+///
+/// # Errors
+/// The first bind's error (the address in use, not permitted), or a later one's.
+pub async fn bind_many(addr: SocketAddr, n: usize) -> io::Result<Vec<TcpListener>> {
+    if n <= 1 {
+        return Ok(vec![bind(addr).await?]);
+    }
+    let mut out: Vec<TcpListener> = Vec::with_capacity(n);
+    let mut at = addr;
+    for _ in 0..n {
+        let socket = if at.is_ipv4() {
+            TcpSocket::new_v4()?
+        } else {
+            TcpSocket::new_v6()?
+        };
+        socket.set_reuseaddr(true)?;
+        socket.set_reuseport(true)?;
+        socket.bind(at)?;
+        let listener = socket.listen(4096)?;
+        at = listener.local_addr()?;
+        out.push(listener);
+    }
+    Ok(out)
+}
+
 /// Accepts one connection and sets `TCP_NODELAY` on it per `nagle`.
 pub async fn accept(listener: &TcpListener, nagle: Nagle) -> io::Result<(TcpStream, SocketAddr)> {
     let (stream, peer) = listener.accept().await?;
@@ -75,5 +104,19 @@ mod tests {
         let (accepted, _) = accept(&listener, Nagle::Off).await.unwrap();
         assert!(dialed.nodelay().unwrap());
         assert!(accepted.nodelay().unwrap());
+    }
+
+    #[tokio::test]
+    async fn listeners_bound_together_share_a_port_and_one_alone_shares_it_with_none() {
+        let many = bind_many("127.0.0.1:0".parse().unwrap(), 3).await.unwrap();
+        let port = many[0].local_addr().unwrap().port();
+        assert!(many.iter().all(|l| l.local_addr().unwrap().port() == port));
+        let alone = bind_many("127.0.0.1:0".parse().unwrap(), 1).await.unwrap();
+        assert_eq!(alone.len(), 1);
+        let taken = alone[0].local_addr().unwrap();
+        assert!(
+            bind_many(taken, 2).await.is_err(),
+            "a single listener's port was shared"
+        );
     }
 }

@@ -66,11 +66,12 @@ mod shared;
 mod start;
 mod tls;
 mod upstream;
+mod worker;
 pub mod yaml;
 
 pub use endpoints::{EndpointView, MAX_PROBES_IN_FLIGHT};
 pub use response::ERROR_HEADER;
 pub use run::{run, Source};
 pub use shared::Shared;
-pub use start::{start, Proxy, StartError};
+pub use start::{start, start_on, Proxy, StartError};
 pub use upstream::Connector;

@@ -1,6 +1,7 @@
-//! Running the proxy as a process: a Tokio runtime on `threads` threads, SIGHUP reloads the configuration
-//! file (invalid files, and files changing what only a restart applies, are reported and the
-//! running configuration kept), SIGTERM and SIGINT drain and exit. The file is read and parsed
+//! Running the proxy as a process: `threads` serving threads, each with its own runtime and
+//! listener ([`crate::start_on`]); SIGHUP reloads the configuration file (invalid files, and
+//! files changing what only a restart applies, are reported and the running configuration
+//! kept), SIGTERM and SIGINT drain and exit. The file is read and parsed
 //! on a blocking thread, never on the runtime that serves requests, and read bounded
 //! ([`crate::config_file`]: a regular file only, within a timeout).
 //!
@@ -9,7 +10,7 @@
 //! for whatever it left on the blocking pool.
 
 use crate::config::Config;
-use crate::start::{start, StartError};
+use crate::start::{start_on, StartError};
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -50,7 +51,7 @@ impl Source {
 /// The largest `threads` accepted.
 pub const MAX_THREADS: usize = 1024;
 
-/// Runs the proxy on `threads` worker threads until SIGTERM or SIGINT.
+/// Runs the proxy on `threads` serving threads until SIGTERM or SIGINT.
 ///
 /// # Errors
 /// [`StartError`] when the configuration is invalid or a listener cannot bind.
@@ -61,28 +62,25 @@ pub fn run(source: Source, threads: usize) -> Result<(), StartError> {
             format!("{threads} threads: at most {MAX_THREADS}"),
         )));
     }
-    // One thread: a current-thread runtime, with no cross-thread wake-ups on the request path.
-    let mut builder = if threads <= 1 {
-        tokio::runtime::Builder::new_current_thread()
-    } else {
-        let mut b = tokio::runtime::Builder::new_multi_thread();
-        b.worker_threads(threads);
-        b
-    };
-    let runtime = builder.enable_all().build().map_err(StartError::Runtime)?;
-    let result = runtime.block_on(serve(source));
+    // A current-thread runtime per serving thread: no work stealing, no cross-thread wake-up
+    // on the request path ([`crate::start_on`]).
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(StartError::Runtime)?;
+    let result = runtime.block_on(serve(source, threads));
     // Dropping a runtime waits for every blocking task; a stuck one must not keep the
     // drained process alive.
     runtime.shutdown_timeout(EXIT_WAIT);
     result
 }
 
-async fn serve(source: Source) -> Result<(), StartError> {
+async fn serve(source: Source, threads: usize) -> Result<(), StartError> {
     // The handlers first: a SIGHUP that arrives while the proxy starts is held for the loop
     // below, not left to its default action (which ends the process); SIGTERM and SIGINT end
     // the start at once, as their default actions did.
     let mut signals = Signals::install()?;
-    let starting = async { start(source.load_off_runtime().await?).await };
+    let starting = async { start_on(source.load_off_runtime().await?, threads).await };
     let proxy = tokio::select! {
         proxy = starting => proxy?,
         () = signals.stop() => {

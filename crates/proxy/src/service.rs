@@ -29,7 +29,7 @@ pub struct Service {
 }
 
 impl Service {
-    /// A service over `upstreams` (its first endpoint set).
+    /// A service over `upstreams` (its first endpoint set), served by `threads` threads.
     ///
     /// # Errors
     /// When the service's arm does not validate.
@@ -38,11 +38,12 @@ impl Service {
         upstreams: &[Upstream],
         clock: Clock,
         seed: u64,
+        threads: usize,
     ) -> Result<Self, ArmError> {
         let endpoints = Endpoints::new(upstreams, &config.arm, clock.now(), seed)?;
         let limit = config.max_in_flight.map(|n| Arc::new(Semaphore::new(n)));
         Ok(Self {
-            upstreams: Upstreams::new(config.pool),
+            upstreams: Upstreams::new(config.pool, threads),
             config,
             current: RwLock::new(Arc::new(endpoints)),
             limit,

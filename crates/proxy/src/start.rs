@@ -60,6 +60,10 @@ pub struct Proxy {
     shared: Arc<Shared>,
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
+    /// The serving threads beside the starting runtime's, joined once drained.
+    workers: Vec<std::thread::JoinHandle<()>>,
+    /// Serving threads in all.
+    threads: usize,
     /// The admin server stops last, so health checks see the drain.
     admin: Option<AdminServer>,
     /// The dashboard's ticker, aborted after the admin server stops.
@@ -69,71 +73,152 @@ pub struct Proxy {
     max_connections: usize,
 }
 
-/// Validates `config`, binds its listeners and starts serving.
+/// Validates `config`, binds its listeners and starts serving on the calling runtime.
 ///
 /// # Errors
 /// [`StartError`] when the configuration is invalid or a listener cannot bind.
 pub async fn start(config: Config) -> Result<Proxy, StartError> {
+    start_on(config, 1).await
+}
+
+/// [`start`] on `threads` serving threads: the calling runtime's, and `threads - 1` more, each
+/// with a current-thread runtime, its own listener on the same address (`SO_REUSEPORT`), its
+/// share of the connection limit and its own upstream pools ([`crate::worker`]). The balancers,
+/// metrics and dashboard are shared. The periodic work, discovery and reloads run on the
+/// calling runtime.
+///
+/// # Errors
+/// [`StartError`] when the configuration is invalid, a listener cannot bind or a thread
+/// cannot start.
+pub async fn start_on(config: Config, threads: usize) -> Result<Proxy, StartError> {
     config.validate()?;
+    let threads = threads.max(1);
     let acceptor = tls::acceptor(config.tls.as_ref()).await?;
     let clock = Clock::start();
-    let services = build_services(&config, clock).await?;
-    let bind = |what, addr| async move {
-        tailguard_http::tcp::bind(addr)
-            .await
-            .map_err(|source| StartError::Bind { what, addr, source })
-    };
-    let listener = bind("proxy", config.listen).await?;
+    let services = build_services(&config, clock, threads).await?;
+    let bind_error = |what, addr| move |source| StartError::Bind { what, addr, source };
+    let listeners = tailguard_http::tcp::bind_many(config.listen, threads)
+        .await
+        .map_err(bind_error("proxy", config.listen))?;
     let admin = match config.admin {
-        Some(a) => Some(bind("admin", a).await?),
+        Some(a) => Some(
+            tailguard_http::tcp::bind(a)
+                .await
+                .map_err(bind_error("admin", a))?,
+        ),
         None => None,
     };
     let shared = Arc::new(Shared::new(clock, services, acceptor));
-    let addr = listener.local_addr().map_err(|source| StartError::Bind {
-        what: "proxy",
-        addr: config.listen,
-        source,
-    })?;
+    let mut listeners = listeners.into_iter();
+    let listener = listeners.next().expect("bind_many binds at least one");
+    let addr = listener
+        .local_addr()
+        .map_err(bind_error("proxy", config.listen))?;
     let (stop, stopped) = watch::channel(false);
     let max_connections = connection_limit(&config.limits);
-    let tasks = vec![tokio::spawn(listener::serve(
-        listener,
-        Arc::clone(&shared),
-        config.limits,
-        max_connections,
-        stopped.clone(),
-    ))];
+    let each = (max_connections / threads).max(1);
+    let serving = |listener| {
+        listener::serve(
+            listener,
+            Arc::clone(&shared),
+            config.limits,
+            each,
+            stopped.clone(),
+        )
+    };
+    let tasks = vec![tokio::spawn(serving(listener))];
+    let mut workers = Vec::new();
+    for (i, listener) in listeners.enumerate() {
+        let listener = listener
+            .into_std()
+            .map_err(bind_error("proxy", config.listen))?;
+        let args = serving_args(&shared, &config, each, &stopped);
+        workers.push(serving_thread(i + 1, listener, args).map_err(StartError::Runtime)?);
+    }
     // The periodic work: the dashboard's second, and the watch on the event loop's delay.
     let (a, b) = (Arc::downgrade(&shared), Arc::downgrade(&shared));
     let ticker = tokio::spawn(async move {
         tokio::join!(dashboard::ticker(a), crate::lag::watch(b));
     });
-    let admin =
-        match (admin, config.admin) {
-            (Some(l), Some(addr)) => Some(admin::serve(l, Arc::clone(&shared)).map_err(
-                |source| StartError::Bind {
-                    what: "admin",
-                    addr,
-                    source,
-                },
-            )?),
-            _ => None,
-        };
+    let admin = match (admin, config.admin) {
+        (Some(l), Some(addr)) => {
+            Some(admin::serve(l, Arc::clone(&shared)).map_err(bind_error("admin", addr))?)
+        }
+        _ => None,
+    };
     drop(stopped);
     Ok(Proxy {
         addr,
         shared,
         stop,
         tasks,
+        workers,
         admin,
         ticker,
         started: config,
+        threads,
         max_connections,
     })
 }
 
+/// What a serving thread's listener loop takes.
+struct ServingArgs {
+    shared: Arc<Shared>,
+    limits: crate::config::Limits,
+    max_connections: usize,
+    stopped: watch::Receiver<bool>,
+}
+
+fn serving_args(
+    shared: &Arc<Shared>,
+    config: &Config,
+    max_connections: usize,
+    stopped: &watch::Receiver<bool>,
+) -> ServingArgs {
+    ServingArgs {
+        shared: Arc::clone(shared),
+        limits: config.limits,
+        max_connections,
+        stopped: stopped.clone(),
+    }
+}
+
+/// Starts serving thread `k` on `listener`: its runtime is built first (an error is the
+/// start's), and the thread ends when its connections have drained.
+fn serving_thread(
+    k: usize,
+    listener: std::net::TcpListener,
+    args: ServingArgs,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::thread::Builder::new()
+        .name(format!("tg-proxy-{k}"))
+        .spawn(move || {
+            crate::worker::set(k);
+            let ServingArgs {
+                shared,
+                limits,
+                max_connections,
+                stopped,
+            } = args;
+            runtime.block_on(async move {
+                match tokio::net::TcpListener::from_std(listener) {
+                    Ok(l) => listener::serve(l, shared, limits, max_connections, stopped).await,
+                    Err(err) => tracing::error!(%err, thread = k, "serving thread's listener"),
+                }
+            });
+            runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+        })
+}
+
 /// Builds every service and starts the watchers of file-discovered ones.
-async fn build_services(config: &Config, clock: Clock) -> Result<Vec<Arc<Service>>, StartError> {
+async fn build_services(
+    config: &Config,
+    clock: Clock,
+    threads: usize,
+) -> Result<Vec<Arc<Service>>, StartError> {
     let mut out = Vec::new();
     let base_seed = config.seed.unwrap_or_else(crate::seed::drawn);
     for (i, sc) in config.services.iter().enumerate() {
@@ -153,7 +238,8 @@ async fn build_services(config: &Config, clock: Clock) -> Result<Vec<Arc<Service
             source,
         };
         let seed = crate::seed::mix(base_seed, i as u64 + 1);
-        let service = Service::new(sc.clone(), &upstreams, clock, seed).map_err(arm_error)?;
+        let service =
+            Service::new(sc.clone(), &upstreams, clock, seed, threads).map_err(arm_error)?;
         let service = Arc::new(service);
         let feed = Feed(Arc::downgrade(&service));
         match (&sc.discovery, resolver) {
@@ -315,7 +401,7 @@ impl Proxy {
             return Err(StartError::RestartNeeded(changed));
         }
         let acceptor = tls::acceptor(config.tls.as_ref()).await?;
-        let services = build_services(config, self.shared.clock).await?;
+        let services = build_services(config, self.shared.clock, self.threads).await?;
         self.shared.tls.set(acceptor);
         *self
             .shared
@@ -336,6 +422,13 @@ impl Proxy {
         for t in self.tasks {
             let _ = t.await;
         }
+        let workers = self.workers;
+        let _ = tokio::task::spawn_blocking(move || {
+            for w in workers {
+                let _ = w.join();
+            }
+        })
+        .await;
         if let Some(admin) = self.admin {
             admin.shutdown().await;
         }

@@ -62,7 +62,8 @@ pub struct Args {
     /// over HTTP/1.1), http1 or h2.
     #[arg(long, default_value = "auto", value_parser = parse_protocol)]
     protocol: UpstreamProtocol,
-    /// Runtime worker threads (1 to 1024).
+    /// Serving threads (1 to 1024), each with its own listener on the address (SO_REUSEPORT),
+    /// runtime and upstream connections.
     #[arg(long, default_value_t = 1, value_parser = super::parse_threads)]
     threads: usize,
 }

@@ -110,7 +110,7 @@ fn service(edit: impl FnOnce(&mut ServiceConfig)) -> (Arc<Shared>, Arc<Service>)
     let upstreams = vec![Upstream::new("127.0.0.1:9".parse().unwrap())];
     let mut config = ServiceConfig::new("web", upstreams.clone());
     edit(&mut config);
-    let service = Arc::new(Service::new(config, &upstreams, clock, 7).unwrap());
+    let service = Arc::new(Service::new(config, &upstreams, clock, 7, 1).unwrap());
     let shared = Arc::new(Shared::new(clock, vec![Arc::clone(&service)], None));
     (shared, service)
 }

@@ -115,7 +115,7 @@ fn shared(edit: impl FnOnce(&mut ServiceConfig)) -> Arc<Shared> {
     let mut config = ServiceConfig::new("web", upstreams.clone());
     config.hosts = vec!["web.test".into()];
     edit(&mut config);
-    let service = Arc::new(Service::new(config, &upstreams, clock, 7).unwrap());
+    let service = Arc::new(Service::new(config, &upstreams, clock, 7, 1).unwrap());
     Arc::new(Shared::new(clock, vec![service], None))
 }
 

@@ -48,16 +48,24 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 /// The upstream pools of one service: HTTP/1.1 connections in [`H1Pool`], HTTP/2 in
-/// [`H2Pool`] (one multiplexed connection per endpoint).
+/// [`H2Pool`] (one multiplexed connection per endpoint), one pair per serving thread
+/// ([`crate::worker`]) so that a connection's task and the requests on it share a thread; the
+/// connection limit per endpoint is shared by all of them.
 #[derive(Clone, Debug)]
 pub struct Upstreams {
+    per_thread: Arc<[Pools]>,
+}
+
+#[derive(Debug)]
+struct Pools {
     http1: Arc<H1Pool>,
     http2: Arc<H2Pool>,
 }
 
 impl Upstreams {
-    /// Both pools, sharing one connection limit per endpoint when `config` sets one.
-    pub fn new(config: PoolConfig) -> Self {
+    /// Pools for `threads` serving threads, sharing one connection limit per endpoint when
+    /// `config` sets one.
+    pub fn new(config: PoolConfig, threads: usize) -> Self {
         let limit = config.max_per_endpoint.map(|max| {
             Arc::new(Limit {
                 max,
@@ -69,18 +77,27 @@ impl Upstreams {
             limit,
             connect_timeout: config.connect_timeout,
         };
-        Self {
-            http1: Arc::new(H1Pool {
-                per: Mutex::new(HashMap::new()),
-                connector: connector.clone(),
-                idle_timeout: config.idle_timeout,
-                sweeping: AtomicBool::new(false),
-            }),
-            http2: Arc::new(H2Pool {
-                connector,
-                per: Mutex::new(HashMap::new()),
-            }),
-        }
+        let per_thread = (0..threads.max(1))
+            .map(|_| Pools {
+                http1: Arc::new(H1Pool {
+                    per: Mutex::new(HashMap::new()),
+                    connector: connector.clone(),
+                    idle_timeout: config.idle_timeout,
+                    sweeping: AtomicBool::new(false),
+                }),
+                http2: Arc::new(H2Pool {
+                    connector: connector.clone(),
+                    per: Mutex::new(HashMap::new()),
+                }),
+            })
+            .collect();
+        Self { per_thread }
+    }
+
+    /// This thread's pools.
+    fn pools(&self) -> &Pools {
+        let i = crate::worker::index().min(self.per_thread.len() - 1);
+        &self.per_thread[i]
     }
 
     /// A connection to `addr` ready for a request, over HTTP/2 when `h2`. Nothing has been
@@ -89,17 +106,18 @@ impl Upstreams {
     /// # Errors
     /// [`SendError::Connect`] or [`SendError::Exhausted`].
     pub async fn checkout(&self, h2: bool, addr: SocketAddr) -> Result<Checkout<'_>, SendError> {
+        let pools = self.pools();
         if h2 {
-            let tx = self.http2.checkout(addr).await?;
+            let tx = pools.http2.checkout(addr).await?;
             return Ok(Checkout(Held::H2(tx)));
         }
-        let free = self.http1.free(addr);
-        let (tx, reused) = self.http1.checkout(&free, addr).await?;
+        let free = pools.http1.free(addr);
+        let (tx, reused) = pools.http1.checkout(&free, addr).await?;
         Ok(Checkout(Held::H1 {
             tx,
             reused,
             free,
-            pool: &self.http1,
+            pool: &pools.http1,
             addr,
         }))
     }
@@ -205,6 +223,6 @@ impl Stage for Upstreams {
 
 impl Default for Upstreams {
     fn default() -> Self {
-        Self::new(PoolConfig::default())
+        Self::new(PoolConfig::default(), 1)
     }
 }
