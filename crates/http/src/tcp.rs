@@ -35,12 +35,20 @@ impl Nagle {
 
 /// Binds a listener with `SO_REUSEADDR` (so restarted servers rebind at once) and a deep backlog.
 pub async fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
+    listen(addr, false)
+}
+
+/// A listener on `addr` with `SO_REUSEADDR`, `SO_REUSEPORT` when `share`, and a deep backlog.
+fn listen(addr: SocketAddr, share: bool) -> io::Result<TcpListener> {
     let socket = if addr.is_ipv4() {
         TcpSocket::new_v4()?
     } else {
         TcpSocket::new_v6()?
     };
     socket.set_reuseaddr(true)?;
+    if share {
+        socket.set_reuseport(true)?;
+    }
     socket.bind(addr)?;
     socket.listen(4096)
 }
@@ -59,15 +67,7 @@ pub async fn bind_many(addr: SocketAddr, n: usize) -> io::Result<Vec<TcpListener
     let mut out: Vec<TcpListener> = Vec::with_capacity(n);
     let mut at = addr;
     for _ in 0..n {
-        let socket = if at.is_ipv4() {
-            TcpSocket::new_v4()?
-        } else {
-            TcpSocket::new_v6()?
-        };
-        socket.set_reuseaddr(true)?;
-        socket.set_reuseport(true)?;
-        socket.bind(at)?;
-        let listener = socket.listen(4096)?;
+        let listener = listen(at, true)?;
         at = listener.local_addr()?;
         out.push(listener);
     }
