@@ -15,7 +15,7 @@
 //! assert!(config.validate().is_ok());
 //! ```
 
-pub use crate::upstream::PoolConfig;
+pub use crate::upstream::{H1Upstream, PoolConfig};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;

@@ -186,12 +186,17 @@ const HOP_BY_HOP: [HeaderName; 8] = [
 ];
 
 /// Removes hop-by-hop headers, including those named by `Connection`. `TE: trailers` is kept:
-/// gRPC needs it end to end.
+/// gRPC needs it end to end. A message that came with `Transfer-Encoding` loses its
+/// `Content-Length` too: the length did not frame it, and a proxy must not pass it on (RFC 9112
+/// section 6.3; an endpoint sending both is a smuggling shape).
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     // Most messages carry none: one pass over the few names present, no lookups.
     let any = headers.keys().any(|k| *k == TE || HOP_BY_HOP.contains(k));
     if !any {
         return;
+    }
+    if headers.contains_key(TRANSFER_ENCODING) {
+        headers.remove(http::header::CONTENT_LENGTH);
     }
     let named: Vec<HeaderName> = headers
         .get_all(CONNECTION)
@@ -262,6 +267,20 @@ mod tests {
         h.insert("accept", "*/*".parse().unwrap());
         super::strip_hop_by_hop(&mut h);
         assert_eq!(h.len(), 1);
+    }
+
+    #[test]
+    fn a_message_framed_by_transfer_encoding_loses_its_content_length() {
+        let mut h = http::HeaderMap::new();
+        h.insert("transfer-encoding", "chunked".parse().unwrap());
+        h.insert("content-length", "3".parse().unwrap());
+        h.insert("accept", "*/*".parse().unwrap());
+        super::strip_hop_by_hop(&mut h);
+        assert_eq!(h.keys().collect::<Vec<_>>(), ["accept"]);
+        let mut h = http::HeaderMap::new();
+        h.insert("content-length", "3".parse().unwrap());
+        super::strip_hop_by_hop(&mut h);
+        assert_eq!(h.get("content-length").unwrap(), "3");
     }
 
     use super::*;

@@ -5,7 +5,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
-use tailguard_proxy::config::{Config, ServiceConfig, TlsConfig, Upstream, UpstreamProtocol};
+use tailguard_proxy::config::{
+    Config, H1Upstream, ServiceConfig, TlsConfig, Upstream, UpstreamProtocol,
+};
 use tailguard_proxy::Source;
 
 /// Arguments of `tailguard proxy`.
@@ -15,7 +17,7 @@ use tailguard_proxy::Source;
   tailguard proxy --config proxy.yaml        (SIGHUP reloads it; SIGTERM drains and exits)")]
 pub struct Args {
     /// A configuration file (Linkerd-1-style keys; see docs/proxy.md).
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["upstream", "balancer", "listen", "admin", "no_admin", "attempt_timeout", "timeout", "no_retries", "no_accrual", "tls_cert", "tls_key", "max_connections_per_endpoint", "protocol", "connect_timeout"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["upstream", "balancer", "listen", "admin", "no_admin", "attempt_timeout", "timeout", "no_retries", "no_accrual", "tls_cert", "tls_key", "max_connections_per_endpoint", "protocol", "connect_timeout", "h1_upstream"])]
     config: Option<PathBuf>,
     /// Where to listen (HTTP/1.1 and h2c on one port; with --tls-cert, HTTP/1.1 and h2 over TLS).
     #[arg(long, default_value = "127.0.0.1:4140")]
@@ -62,6 +64,10 @@ pub struct Args {
     /// over HTTP/1.1), http1 or h2.
     #[arg(long, default_value = "auto", value_parser = parse_protocol)]
     protocol: UpstreamProtocol,
+    /// The HTTP/1.1 client to the upstreams: lean (tailguard's own, on httparse, no task per
+    /// connection) or hyper (hyper's client connection, the reference it is tested against).
+    #[arg(long, default_value = "lean", value_parser = parse_h1_upstream)]
+    h1_upstream: H1Upstream,
     /// Serving threads (1 to 1024), each with its own listener on the address (SO_REUSEPORT),
     /// runtime and upstream connections.
     #[arg(long, default_value_t = 1, value_parser = super::parse_threads)]
@@ -82,6 +88,14 @@ fn parse_protocol(s: &str) -> Result<UpstreamProtocol, String> {
     s.parse()
 }
 
+fn parse_h1_upstream(s: &str) -> Result<H1Upstream, String> {
+    match s {
+        "lean" => Ok(H1Upstream::Lean),
+        "hyper" => Ok(H1Upstream::Hyper),
+        other => Err(format!("{other:?}: expected lean or hyper")),
+    }
+}
+
 fn from_flags(args: &Args) -> anyhow::Result<Config> {
     let upstreams = args.upstream.iter().copied().map(Upstream::new).collect();
     let mut service = ServiceConfig::new("default", upstreams);
@@ -97,6 +111,7 @@ fn from_flags(args: &Args) -> anyhow::Result<Config> {
     service.pool.max_per_endpoint = args.max_connections_per_endpoint;
     service.protocol = args.protocol;
     service.pool.connect_timeout = args.connect_timeout;
+    service.pool.h1 = args.h1_upstream;
     anyhow::ensure!(
         !args.connect_timeout.is_zero(),
         "--connect-timeout must be above zero"

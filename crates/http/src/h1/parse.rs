@@ -4,7 +4,9 @@
 //!
 //! The body is counted, not kept: a load generator needs its length, not its content.
 
-use http::HeaderValue;
+use bytes::{Bytes, BytesMut};
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Version};
+use std::ops::Range;
 use tailguard_record::ErrorKind;
 
 /// Most header lines a response head (or its trailers) may carry: hyper's default.
@@ -52,6 +54,12 @@ pub enum Error {
     /// The peer closed the connection before the response was complete.
     #[error("connection closed before the response was complete")]
     Closed,
+    /// A header name `http` refuses.
+    #[error("invalid header name")]
+    HeaderName,
+    /// A header value `http` refuses.
+    #[error("invalid header value")]
+    HeaderValue,
 }
 
 impl Error {
@@ -174,6 +182,102 @@ impl Reader {
     /// Parses a head at the start of `buf`: the bytes it took (0: incomplete). A 1xx head is
     /// consumed and the reader waits for the next one.
     fn head(&mut self, buf: &[u8]) -> Result<usize, Error> {
+        self.head_seen(buf, |_| {})
+    }
+
+    /// Reads the final response head (1xx heads are skipped) from the front of `buf`, taking
+    /// its bytes out: `None` while it is incomplete. Header values are slices of those bytes,
+    /// not copies. The body follows with [`Reader::read_data`].
+    ///
+    /// # Errors
+    /// As [`Reader::read`]; besides, a header name or value `http` refuses.
+    pub fn read_head(&mut self, buf: &mut BytesMut) -> Result<Option<Head>, Error> {
+        while matches!(self.state, State::Head) {
+            let mut seen = None;
+            let n = self.head_seen(buf, |res| seen = Some(Seen::of(buf, res)))?;
+            if n == 0 {
+                return Ok(None);
+            }
+            let bytes = buf.split_to(n).freeze();
+            if let Some(seen) = seen {
+                return seen.head(&bytes, self.status, self.keep_alive).map(Some);
+            }
+        }
+        Err(Error::Status)
+    }
+
+    /// Reads body bytes from `buf` up to and including the first run of data: the bytes
+    /// consumed, where that run lies in `buf`, and whether the body has ended (then with its
+    /// trailers, if it had any). Call it after [`Reader::read_head`] until it says the end.
+    ///
+    /// # Errors
+    /// As [`Reader::read`].
+    pub fn read_data(&mut self, buf: &[u8]) -> Result<Data, Error> {
+        let data = match &mut self.state {
+            State::Head => Data::more(0, None),
+            State::Length(left) => {
+                let n = (buf.len() as u64).min(*left) as usize;
+                *left -= n as u64;
+                self.body_bytes += n as u64;
+                if *left == 0 {
+                    self.state = State::Done;
+                }
+                Data::more(n, Some(0..n))
+            }
+            State::Chunked(chunked) => {
+                let (n, run, end) = chunked.read_run(buf)?;
+                self.body_bytes += run.as_ref().map_or(0, |r| r.len() as u64);
+                if end {
+                    let trailers = chunked.trailer_map()?;
+                    self.state = State::Done;
+                    Data {
+                        used: n,
+                        run,
+                        end: true,
+                        trailers,
+                    }
+                } else {
+                    Data::more(n, run)
+                }
+            }
+            State::UntilClose => {
+                self.body_bytes += buf.len() as u64;
+                Data::more(buf.len(), Some(0..buf.len()))
+            }
+            State::Done => Data::more(0, None),
+        };
+        Ok(Data {
+            end: data.end || matches!(self.state, State::Done),
+            ..data
+        })
+    }
+
+    /// True when the body has ended (or there is none): the connection is free for the next
+    /// request if [`Head::keep_alive`] allows and no byte came after the response.
+    pub fn is_done(&self) -> bool {
+        matches!(self.state, State::Done)
+    }
+
+    /// The body's length when it is known from the head (and so far unread), for a size hint.
+    pub fn remaining(&self) -> Option<u64> {
+        match self.state {
+            State::Length(left) => Some(left),
+            State::Done => Some(0),
+            _ => None,
+        }
+    }
+
+    /// The body ends with the connection's close ([`Reader::eof`] then completes it).
+    pub fn until_close(&self) -> bool {
+        matches!(self.state, State::UntilClose)
+    }
+
+    /// Parses a head as [`Reader::head`] does, showing the final one to `seen`.
+    fn head_seen(
+        &mut self,
+        buf: &[u8],
+        seen: impl FnOnce(&httparse::Response<'_, '_>),
+    ) -> Result<usize, Error> {
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut res = httparse::Response::new(&mut headers);
         let len = match res.parse(buf) {
@@ -207,7 +311,103 @@ impl Reader {
         if matches!(self.state, State::UntilClose) {
             self.keep_alive = false;
         }
+        if !matches!(self.state, State::Head) {
+            seen(&res);
+        }
         Ok(len)
+    }
+}
+
+/// A final response head, its header values sharing the bytes it was read from.
+#[derive(Debug)]
+pub struct Head {
+    /// The status.
+    pub status: StatusCode,
+    /// HTTP/1.0 or HTTP/1.1.
+    pub version: Version,
+    /// The reason phrase, when it is not the status's canonical one.
+    pub reason: Option<Bytes>,
+    /// The headers, in order, names lower-cased.
+    pub headers: HeaderMap,
+    /// The connection can carry another request once the body has ended.
+    pub keep_alive: bool,
+}
+
+/// What [`Reader::read_data`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Data {
+    /// Bytes of the buffer consumed (framing and data).
+    pub used: usize,
+    /// Where the run of body data lies in the buffer, if one was found.
+    pub run: Option<Range<usize>>,
+    /// The body has ended.
+    pub end: bool,
+    /// The trailers of a chunked body that had some (with `end`).
+    pub trailers: Option<HeaderMap>,
+}
+
+impl Data {
+    fn more(used: usize, run: Option<Range<usize>>) -> Data {
+        Data {
+            used,
+            run,
+            end: false,
+            trailers: None,
+        }
+    }
+}
+
+/// Where a head's parts lie in the buffer it was parsed from, kept while the buffer is
+/// still borrowed by the parse.
+struct Seen {
+    version: Version,
+    reason: Option<Range<usize>>,
+    headers: Vec<(Range<usize>, Range<usize>)>,
+}
+
+impl Seen {
+    fn of(buf: &[u8], res: &httparse::Response<'_, '_>) -> Seen {
+        let base = buf.as_ptr() as usize;
+        // httparse hands an empty reason or value as a slice of its own, not of `buf`.
+        let at = |s: &[u8]| match (s.as_ptr() as usize).checked_sub(base) {
+            Some(start) if !s.is_empty() && start + s.len() <= buf.len() => start..start + s.len(),
+            _ => 0..0,
+        };
+        Seen {
+            version: if res.version == Some(1) {
+                Version::HTTP_11
+            } else {
+                Version::HTTP_10
+            },
+            reason: res.reason.map(|r| at(r.as_bytes())),
+            headers: res
+                .headers
+                .iter()
+                .map(|h| (at(h.name.as_bytes()), at(h.value)))
+                .collect(),
+        }
+    }
+
+    fn head(self, bytes: &Bytes, status: u16, keep_alive: bool) -> Result<Head, Error> {
+        let status = StatusCode::from_u16(status).map_err(|_| Error::Status)?;
+        let reason = self
+            .reason
+            .map(|r| bytes.slice(r))
+            .filter(|r| status.canonical_reason().map(str::as_bytes) != Some(&r[..]));
+        let mut headers = HeaderMap::with_capacity(self.headers.len());
+        for (name, value) in self.headers {
+            let name = HeaderName::from_bytes(&bytes[name]).map_err(|_| Error::HeaderName)?;
+            let value = HeaderValue::from_maybe_shared(bytes.slice(value))
+                .map_err(|_| Error::HeaderValue)?;
+            headers.append(name, value);
+        }
+        Ok(Head {
+            status,
+            version: self.version,
+            reason,
+            headers,
+            keep_alive,
+        })
     }
 }
 
@@ -346,24 +546,37 @@ impl Chunked {
     fn read(&mut self, buf: &[u8]) -> Result<(usize, u64, bool), Error> {
         let mut at = 0;
         let mut body = 0;
+        loop {
+            let (n, data, end) = self.read_run(&buf[at..])?;
+            at += n;
+            let found = data.is_some();
+            body += data.map_or(0, |d| d.len() as u64);
+            if end || !found {
+                return Ok((at, body, end));
+            }
+        }
+    }
+
+    /// Reads framing from `buf` up to and including the first run of chunk data: bytes
+    /// consumed, where that run lies in `buf`, and whether the body ended.
+    fn read_run(&mut self, buf: &[u8]) -> Result<(usize, Option<Range<usize>>, bool), Error> {
+        let mut at = 0;
         while at < buf.len() {
             if self.step == Step::Data {
-                let n = ((buf.len() - at) as u64).min(self.size);
-                self.size -= n;
-                body += n;
-                at += n as usize;
+                let n = ((buf.len() - at) as u64).min(self.size) as usize;
+                self.size -= n as u64;
                 if self.size == 0 {
                     self.step = Step::DataCr;
                 }
-                continue;
+                return Ok((at + n, Some(at..at + n), false));
             }
             let b = buf[at];
             at += 1;
             if self.byte(b)? {
-                return Ok((at, body, true));
+                return Ok((at, None, true));
             }
         }
-        Ok((at, body, false))
+        Ok((at, None, false))
     }
 
     /// Takes one framing byte; true when the body has ended.
@@ -450,21 +663,29 @@ impl Chunked {
 
     /// The trailer section, if any, must be valid header lines.
     fn check_trailers(&self) -> Result<(), Error> {
+        self.trailer_map().map(drop)
+    }
+
+    /// The trailer section as a header map (`None` when the body had none).
+    fn trailer_map(&self) -> Result<Option<HeaderMap>, Error> {
         let Some(bytes) = &self.trailers else {
-            return Ok(());
+            return Ok(None);
         };
         let mut headers = vec![httparse::EMPTY_HEADER; self.trailer_lines];
         match httparse::parse_headers(bytes, &mut headers) {
             Ok(httparse::Status::Complete((_, parsed))) => {
-                let valid = parsed.iter().all(|h| {
-                    http::HeaderName::from_bytes(h.name.as_bytes()).is_ok()
-                        && HeaderValue::from_bytes(h.value).is_ok()
-                });
-                if valid {
-                    Ok(())
-                } else {
-                    Err(Error::Chunk("invalid trailer"))
+                let mut map = HeaderMap::with_capacity(parsed.len());
+                for h in parsed.iter() {
+                    let name = HeaderName::from_bytes(h.name.as_bytes());
+                    let value = HeaderValue::from_bytes(h.value);
+                    match (name, value) {
+                        (Ok(name), Ok(value)) => {
+                            map.append(name, value);
+                        }
+                        _ => return Err(Error::Chunk("invalid trailer")),
+                    }
                 }
+                Ok(Some(map))
             }
             _ => Err(Error::Chunk("invalid trailers")),
         }

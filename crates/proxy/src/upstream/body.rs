@@ -2,6 +2,7 @@
 //! has been read to the end.
 
 use super::h1::{Free, Sender};
+use super::lean::LeanBody;
 use crate::body::{BoxError, ProxyBody};
 use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
@@ -25,9 +26,15 @@ pub struct UpstreamBody {
 }
 
 #[derive(Debug)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "the lean body carries its connection and reader; boxing it would cost an allocation per request"
+)]
 enum Inner {
     /// From hyper's client connection.
     Hyper(Incoming),
+    /// From the lean HTTP/1.1 client, which hands its connection back itself.
+    Lean(LeanBody),
     /// From another implementation of the upstream stage (a stage test's).
     Given(ProxyBody),
 }
@@ -51,6 +58,16 @@ impl UpstreamBody {
             body.hand_back();
         }
         body
+    }
+
+    /// A body from the lean HTTP/1.1 client; its connection goes back at once when there is
+    /// no body to read.
+    pub(super) fn lean(mut inner: LeanBody) -> Self {
+        inner.settle();
+        Self {
+            inner: Inner::Lean(inner),
+            back: None,
+        }
     }
 
     /// A body that did not come from a pooled connection: what a stand-in for the upstream
@@ -79,6 +96,7 @@ impl Body for UpstreamBody {
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let polled = match &mut self.inner {
             Inner::Hyper(b) => Pin::new(b).poll_frame(cx).map_err(Into::into),
+            Inner::Lean(b) => Pin::new(b).poll_frame(cx),
             Inner::Given(b) => Pin::new(b).poll_frame(cx),
         };
         let ended = match &polled {
@@ -95,6 +113,7 @@ impl Body for UpstreamBody {
     fn is_end_stream(&self) -> bool {
         match &self.inner {
             Inner::Hyper(b) => b.is_end_stream(),
+            Inner::Lean(b) => b.is_end_stream(),
             Inner::Given(b) => b.is_end_stream(),
         }
     }
@@ -102,6 +121,7 @@ impl Body for UpstreamBody {
     fn size_hint(&self) -> SizeHint {
         match &self.inner {
             Inner::Hyper(b) => b.size_hint(),
+            Inner::Lean(b) => b.size_hint(),
             Inner::Given(b) => b.size_hint(),
         }
     }

@@ -27,6 +27,20 @@ pub struct PoolConfig {
     /// A connection not established within this fails (an endpoint that drops SYNs would
     /// otherwise hold requests for the kernel's minutes of retransmissions).
     pub connect_timeout: Duration,
+    /// Which client speaks HTTP/1.1 to the endpoints.
+    pub h1: H1Upstream,
+}
+
+/// Which client speaks HTTP/1.1 to the endpoints (`proxy --h1-upstream`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum H1Upstream {
+    /// tailguard's own ([`super::lean`]): the request written and the response read by the
+    /// task that sends it, no connection task.
+    #[default]
+    Lean,
+    /// hyper's client connection, its own task per connection (the reference the lean client
+    /// is tested against).
+    Hyper,
 }
 
 impl Default for PoolConfig {
@@ -38,6 +52,7 @@ impl Default for PoolConfig {
             wait: Duration::from_secs(1),
             idle_timeout: Duration::from_secs(90),
             connect_timeout: Duration::from_secs(1),
+            h1: H1Upstream::Lean,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! HTTP/1.1 upstream connections: keep-alive free lists per endpoint, no task per request.
 
 use super::connect::{Connector, PoolExhausted, SendError};
+use super::lean::{Home, Lean};
 use crate::body::ProxyBody;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -23,6 +24,8 @@ pub(super) struct H1Pool {
     pub(super) connector: Connector,
     pub(super) idle_timeout: Duration,
     pub(super) sweeping: AtomicBool,
+    /// New connections use the lean client ([`super::lean`]), not hyper's.
+    pub(super) lean: bool,
 }
 
 /// The free connections of one endpoint.
@@ -33,7 +36,22 @@ pub(super) struct Free {
     pub(super) returned: Notify,
 }
 
-pub(super) type Sender = hyper::client::conn::http1::SendRequest<ProxyBody>;
+/// A kept-alive connection: hyper's client, or the lean one ([`super::lean`]).
+#[derive(Debug)]
+pub(super) enum Sender {
+    Hyper(hyper::client::conn::http1::SendRequest<ProxyBody>),
+    Lean(Lean),
+}
+
+impl Sender {
+    /// The endpoint closed it (or, for the lean client, sent bytes nobody asked for).
+    fn is_closed(&self) -> bool {
+        match self {
+            Sender::Hyper(tx) => tx.is_closed(),
+            Sender::Lean(conn) => !conn.is_open(),
+        }
+    }
+}
 
 impl Free {
     pub(super) fn put(&self, tx: Sender) {
@@ -55,15 +73,18 @@ impl Free {
             if tx.is_closed() || since.elapsed() >= idle_timeout {
                 continue;
             }
-            if !tx.is_ready() {
+            let Sender::Hyper(hyper_tx) = &mut tx else {
+                return Some(tx);
+            };
+            if !hyper_tx.is_ready() {
                 tokio::task::yield_now().await;
-                if !tx.is_ready() {
+                if !hyper_tx.is_ready() {
                     // Still busy: the endpoint answered before it had read the whole request
                     // body, which is still streaming. It is let go, not put back: putting it
                     // back would wake a request waiting at the connection limit, which would
                     // take it again at once, in a loop until its wait ran out. Its task ends
                     // when the body has been sent, and so frees its permit.
-                    let ready = std::future::poll_fn(|cx| Poll::Ready(tx.poll_ready(cx)));
+                    let ready = std::future::poll_fn(|cx| Poll::Ready(hyper_tx.poll_ready(cx)));
                     match ready.await {
                         Poll::Ready(Ok(())) => {}
                         Poll::Ready(Err(_)) | Poll::Pending => continue,
@@ -72,6 +93,12 @@ impl Free {
             }
             return Some(tx);
         }
+    }
+}
+
+impl Home for Free {
+    fn put_back(&self, conn: Lean) {
+        self.put(Sender::Lean(conn));
     }
 }
 
@@ -125,9 +152,14 @@ impl H1Pool {
         permit: Option<OwnedSemaphorePermit>,
     ) -> Result<Sender, SendError> {
         let io = self.connector.dial(addr, permit).await?;
-        let tx = client::h1(io, Writes::Flat, addr)
-            .await
-            .map_err(|e| SendError::Connect(e.into()))?;
+        let tx = if self.lean {
+            Sender::Lean(Lean::new(io))
+        } else {
+            let tx = client::h1(io, Writes::Flat, addr)
+                .await
+                .map_err(|e| SendError::Connect(e.into()))?;
+            Sender::Hyper(tx)
+        };
         self.sweep();
         Ok(tx)
     }

@@ -30,12 +30,13 @@ mod body;
 mod connect;
 mod h1;
 mod h2;
+mod lean;
 
 use crate::body::ProxyBody;
 pub use body::UpstreamBody;
 #[cfg(test)]
 pub(crate) use connect::PoolExhausted;
-pub use connect::{Connector, PoolConfig, SendError};
+pub use connect::{Connector, H1Upstream, PoolConfig, SendError};
 use futures_util::future::BoxFuture;
 
 use body::Back;
@@ -84,6 +85,7 @@ impl Upstreams {
                     connector: connector.clone(),
                     idle_timeout: config.idle_timeout,
                     sweeping: AtomicBool::new(false),
+                    lean: config.h1 == H1Upstream::Lean,
                 }),
                 http2: Arc::new(H2Pool {
                     connector: connector.clone(),
@@ -169,9 +171,19 @@ impl Checkout<'_> {
             } => (tx, reused, free, pool, addr),
         };
         loop {
-            match tx.try_send_request(req).await {
+            let mut hyper_tx = match tx {
+                Sender::Lean(conn) => {
+                    let resp = conn.send(req, free).await?;
+                    return Ok(resp.map(UpstreamBody::lean));
+                }
+                Sender::Hyper(hyper_tx) => hyper_tx,
+            };
+            match hyper_tx.try_send_request(req).await {
                 Ok(resp) => {
-                    let back = Back { tx, free };
+                    let back = Back {
+                        tx: Sender::Hyper(hyper_tx),
+                        free,
+                    };
                     return Ok(resp.map(|inner| UpstreamBody::over_h1(inner, back)));
                 }
                 Err(mut e) => match e.take_message() {

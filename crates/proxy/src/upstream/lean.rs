@@ -1,0 +1,575 @@
+//! HTTP/1.1 upstream connections without hyper's client: the request written by the task that
+//! sends it, the response head read by `httparse` ([`tailguard_http::h1::parse`]) into a header
+//! map whose values share the bytes read, the body handed downstream as slices of the same
+//! buffer. No connection task, no channel, no second wake-up per request.
+//!
+//! hyper's client stays the reference (`proxy --h1-upstream hyper`): the request bytes follow
+//! its framing rules (below), the response is read by the rules its client follows, and
+//! `tests/h1_upstream_differential.rs` puts both behind the same proxy and requires the same
+//! bytes at the backend and the same answer at the client, over valid and malformed responses.
+
+use super::connect::{Conn, SendError};
+use crate::body::{BoxError, ProxyBody};
+use bytes::{Bytes, BytesMut};
+use http::header::{CONTENT_LENGTH, TRAILER, TRANSFER_ENCODING};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, Version};
+use hyper::body::{Body, Frame, SizeHint};
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{ready, Context, Poll, Waker};
+use tailguard_http::h1::parse::{self, Reader};
+use tokio::net::TcpStream;
+
+/// Where a connection goes back when the response it carried has ended (its endpoint's free
+/// list, [`super::h1::Free`]).
+pub(super) trait Home: Send + Sync + std::fmt::Debug {
+    /// Takes `conn` back for the next request.
+    fn put_back(&self, conn: Lean);
+}
+
+/// The read buffer's first capacity, and the least room a read is given.
+const READ_ROOM: usize = 8 * 1024;
+
+/// An idle HTTP/1.1 connection of the lean client, with whatever it holds (its endpoint's
+/// connection permit).
+#[derive(Debug)]
+pub(super) struct Lean {
+    conn: Conn,
+    buf: BytesMut,
+}
+
+impl Lean {
+    pub(super) fn new(conn: Conn) -> Lean {
+        Lean {
+            conn,
+            buf: BytesMut::with_capacity(READ_ROOM),
+        }
+    }
+
+    /// False once the endpoint closed the idle connection, reset it or sent bytes nobody asked
+    /// for. Costs no system call unless the socket turned readable while idle.
+    pub(super) fn is_open(&self) -> bool {
+        let io = self.conn.io.inner();
+        let mut cx = Context::from_waker(Waker::noop());
+        match io.poll_read_ready(&mut cx) {
+            Poll::Pending => true,
+            Poll::Ready(Err(_)) => false,
+            Poll::Ready(Ok(())) => {
+                let mut probe = [0u8; 1];
+                matches!(io.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+            }
+        }
+    }
+
+    /// Sends `req` and reads its response head; the body follows in the response, and the
+    /// connection goes back to `free` when the body has been read to its end.
+    ///
+    /// # Errors
+    /// [`SendError::Http`]: the write or read failed, the response is not HTTP/1.1, or the
+    /// request body failed.
+    pub(super) async fn send(
+        mut self,
+        req: Request<ProxyBody>,
+        home: Arc<dyn Home>,
+    ) -> Result<Response<LeanBody>, SendError> {
+        let (mut parts, mut body) = req.into_parts();
+        let framing = frame(&parts.method, parts.version, &mut parts.headers, &body);
+        let mut head = Vec::with_capacity(64 + parts.headers.len() * 32);
+        encode_head(&parts, &mut head);
+        let mut reader = Reader::new(parts.method == Method::HEAD);
+        let mut sender = BodySender::new(framing);
+        let mut out = head;
+        // Most requests have no body, or all of it already here: one write.
+        let mut rest = !body.is_end_stream();
+        if rest {
+            let polled = std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut body).poll_frame(cx)));
+            match polled.await {
+                Poll::Ready(Some(Ok(frame))) => {
+                    sender.encode(frame, &mut out).map_err(SendError::Http)?;
+                    rest = !body.is_end_stream();
+                }
+                Poll::Ready(Some(Err(e))) => return Err(SendError::Http(e)),
+                Poll::Ready(None) => rest = false,
+                Poll::Pending => {}
+            }
+        }
+        if !rest {
+            sender.finish(&mut out).map_err(SendError::Http)?;
+        }
+        // The head (and what came of the body) is written, and the rest of the body streams,
+        // while the response is read: an endpoint may answer before it has read it all, or
+        // echo it as it reads.
+        let mut upload = Some(Upload::new(body, sender, out, !rest));
+        let resp_head = std::future::poll_fn(|cx| {
+            let Lean { conn, buf } = &mut self;
+            let io = conn.io.inner();
+            if let Some(up) = &mut upload {
+                if let Poll::Ready(sent) = up.poll(io, cx) {
+                    sent.map_err(SendError::Http)?;
+                    upload = None;
+                }
+            }
+            poll_head(io, buf, &mut reader, cx)
+        })
+        .await?;
+        let mut resp = Response::new(());
+        *resp.status_mut() = resp_head.status;
+        *resp.version_mut() = resp_head.version;
+        *resp.headers_mut() = resp_head.headers;
+        if let Some(reason) = resp_head.reason {
+            if let Ok(reason) = hyper::ext::ReasonPhrase::try_from(reason) {
+                resp.extensions_mut().insert(reason);
+            }
+        }
+        let body = LeanBody {
+            conn: Some(self),
+            reader,
+            upload,
+            reuse: resp_head.keep_alive,
+            home,
+            trailers: None,
+            ended: false,
+            fault: None,
+            yielded: false,
+        };
+        Ok(resp.map(|()| body))
+    }
+}
+
+fn io_err(e: io::Error) -> SendError {
+    SendError::Http(e.into())
+}
+
+/// Reads until a final response head is complete.
+fn poll_head(
+    io: &TcpStream,
+    buf: &mut BytesMut,
+    reader: &mut Reader,
+    cx: &mut Context<'_>,
+) -> Poll<Result<parse::Head, SendError>> {
+    loop {
+        if !buf.is_empty() {
+            match reader.read_head(buf) {
+                Ok(Some(head)) => return Poll::Ready(Ok(head)),
+                Ok(None) => {}
+                Err(e) => return Poll::Ready(Err(SendError::Http(e.into()))),
+            }
+        }
+        match ready!(poll_read(io, buf, cx)) {
+            Ok(0) => return Poll::Ready(Err(SendError::Http(parse::Error::Closed.into()))),
+            Ok(_) => {}
+            Err(e) => return Poll::Ready(Err(io_err(e))),
+        }
+    }
+}
+
+/// Reads what the socket has into `buf` (growing it to leave room for a read).
+fn poll_read(io: &TcpStream, buf: &mut BytesMut, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+    if buf.capacity() - buf.len() < READ_ROOM {
+        buf.reserve(READ_ROOM);
+    }
+    loop {
+        match io.try_read_buf(buf) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => ready!(io.poll_read_ready(cx))?,
+            other => return Poll::Ready(other),
+        }
+    }
+}
+
+/// The part of a request body not yet sent, written as it comes while the response is read.
+struct Upload {
+    body: ProxyBody,
+    sender: BodySender,
+    out: Vec<u8>,
+    at: usize,
+    done: bool,
+}
+
+impl std::fmt::Debug for Upload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upload").field("done", &self.done).finish()
+    }
+}
+
+impl Upload {
+    /// `out` is written first; `done` when it holds the whole request.
+    fn new(body: ProxyBody, sender: BodySender, out: Vec<u8>, done: bool) -> Upload {
+        Upload {
+            body,
+            sender,
+            out,
+            at: 0,
+            done,
+        }
+    }
+
+    /// Sends what it can: ready when the whole body has been written.
+    fn poll(&mut self, io: &TcpStream, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        loop {
+            if self.at < self.out.len() {
+                match io.try_write(&self.out[self.at..]) {
+                    Ok(n) => self.at += n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        ready!(io.poll_write_ready(cx))?;
+                    }
+                    Err(e) => return Poll::Ready(Err(e.into())),
+                }
+                continue;
+            }
+            if self.done {
+                return Poll::Ready(Ok(()));
+            }
+            self.out.clear();
+            self.at = 0;
+            match ready!(Pin::new(&mut self.body).poll_frame(cx)) {
+                Some(Ok(frame)) => self.sender.encode(frame, &mut self.out)?,
+                Some(Err(e)) => return Poll::Ready(Err(e)),
+                None => {
+                    self.sender.finish(&mut self.out)?;
+                    self.done = true;
+                }
+            }
+        }
+    }
+}
+
+/// How the request body goes on the wire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Framing {
+    /// Exactly this many bytes (0: none).
+    Length(u64),
+    /// Chunked, with the trailer fields the `Trailer` header declared.
+    Chunked { trailers: Vec<HeaderName> },
+}
+
+/// The request body's framing by the rules hyper's client follows (its `set_length`): a body
+/// that has ended sends none (and no `Transfer-Encoding`); `Transfer-Encoding` given is
+/// honoured (made to end in `chunked`, and `Content-Length` dropped); else a valid
+/// `Content-Length` given; else a known length is declared; else chunked, except for `GET`,
+/// `HEAD` and `CONNECT`, which then send none. HTTP/1.0 never chunks.
+fn frame(method: &Method, version: Version, headers: &mut HeaderMap, body: &ProxyBody) -> Framing {
+    if body.is_end_stream() {
+        headers.remove(TRANSFER_ENCODING);
+        return Framing::Length(0);
+    }
+    let known = body.size_hint().exact();
+    let given = content_length(headers);
+    if version != Version::HTTP_11 {
+        headers.remove(TRANSFER_ENCODING);
+        return match (given, known) {
+            (Some(len), _) => Framing::Length(len),
+            (None, Some(len)) => declare(headers, len),
+            (None, None) => Framing::Length(0),
+        };
+    }
+    if headers.contains_key(TRANSFER_ENCODING) {
+        if !last_is_chunked(headers) {
+            add_chunked(headers);
+        }
+        headers.remove(CONTENT_LENGTH);
+        chunked(headers)
+    } else if let Some(len) = given {
+        Framing::Length(len)
+    } else if let Some(len) = known {
+        declare(headers, len)
+    } else if matches!(*method, Method::GET | Method::HEAD | Method::CONNECT) {
+        Framing::Length(0)
+    } else {
+        headers.insert(TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
+        headers.remove(CONTENT_LENGTH);
+        chunked(headers)
+    }
+}
+
+fn declare(headers: &mut HeaderMap, len: u64) -> Framing {
+    headers.insert(CONTENT_LENGTH, HeaderValue::from(len));
+    Framing::Length(len)
+}
+
+fn chunked(headers: &HeaderMap) -> Framing {
+    let trailers = headers
+        .get_all(TRAILER)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|s| s.split(','))
+        .filter_map(|s| HeaderName::from_bytes(s.trim().as_bytes()).ok())
+        .collect();
+    Framing::Chunked { trailers }
+}
+
+/// Every `Content-Length` value (comma lists included) the same valid length.
+fn content_length(headers: &HeaderMap) -> Option<u64> {
+    let mut length = None;
+    for v in headers.get_all(CONTENT_LENGTH) {
+        for part in v.to_str().ok()?.split(',') {
+            let part = part.trim();
+            if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            let n: u64 = part.parse().ok()?;
+            match length {
+                Some(m) if m != n => return None,
+                _ => length = Some(n),
+            }
+        }
+    }
+    length
+}
+
+fn last_is_chunked(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(TRANSFER_ENCODING)
+        .iter()
+        .next_back()
+        .and_then(|v| v.to_str().ok())
+        .and_then(|s| s.rsplit(',').next())
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case("chunked"))
+}
+
+fn add_chunked(headers: &mut HeaderMap) {
+    let last = headers
+        .get_all(TRANSFER_ENCODING)
+        .iter()
+        .next_back()
+        .cloned();
+    if let Some(last) = last {
+        let mut value = last.as_bytes().to_vec();
+        value.extend_from_slice(b", chunked");
+        if let Ok(value) = HeaderValue::from_bytes(&value) {
+            // Replace the last line, keeping the others.
+            let mut all: Vec<HeaderValue> =
+                headers.get_all(TRANSFER_ENCODING).iter().cloned().collect();
+            all.pop();
+            headers.remove(TRANSFER_ENCODING);
+            for v in all {
+                headers.append(TRANSFER_ENCODING, v);
+            }
+            headers.append(TRANSFER_ENCODING, value);
+        }
+    }
+}
+
+/// The request line and headers, as hyper's client writes them (names as stored: lower case).
+fn encode_head(parts: &http::request::Parts, out: &mut Vec<u8>) {
+    out.extend_from_slice(parts.method.as_str().as_bytes());
+    out.push(b' ');
+    match parts.uri.path_and_query() {
+        Some(pq) if parts.uri.scheme().is_none() => out.extend_from_slice(pq.as_str().as_bytes()),
+        _ => out.extend_from_slice(parts.uri.to_string().as_bytes()),
+    }
+    out.extend_from_slice(match parts.version {
+        Version::HTTP_10 => b" HTTP/1.0\r\n",
+        _ => b" HTTP/1.1\r\n",
+    });
+    for (name, value) in &parts.headers {
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Writes body frames in the request's framing, counting what a declared length allows.
+struct BodySender {
+    framing: Framing,
+    sent: u64,
+}
+
+impl BodySender {
+    fn new(framing: Framing) -> BodySender {
+        BodySender { framing, sent: 0 }
+    }
+
+    fn encode(&mut self, frame: Frame<Bytes>, out: &mut Vec<u8>) -> Result<(), BoxError> {
+        match frame.into_data() {
+            Ok(data) => {
+                if data.is_empty() {
+                    return Ok(());
+                }
+                self.sent += data.len() as u64;
+                match &self.framing {
+                    Framing::Length(len) if self.sent > *len => {
+                        return Err("request body longer than its content-length".into())
+                    }
+                    Framing::Length(_) => out.extend_from_slice(&data),
+                    Framing::Chunked { .. } => {
+                        out.extend_from_slice(format!("{:X}\r\n", data.len()).as_bytes());
+                        out.extend_from_slice(&data);
+                        out.extend_from_slice(b"\r\n");
+                    }
+                }
+            }
+            Err(frame) => {
+                if let (Ok(trailers), Framing::Chunked { trailers: allowed }) =
+                    (frame.into_trailers(), &self.framing)
+                {
+                    if allowed.is_empty() {
+                        return Ok(());
+                    }
+                    out.extend_from_slice(b"0\r\n");
+                    for (name, value) in &trailers {
+                        if allowed.contains(name) {
+                            out.extend_from_slice(name.as_str().as_bytes());
+                            out.extend_from_slice(b": ");
+                            out.extend_from_slice(value.as_bytes());
+                            out.extend_from_slice(b"\r\n");
+                        }
+                    }
+                    out.extend_from_slice(b"\r\n");
+                    self.framing = Framing::Length(self.sent);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The body has ended: the last chunk, or a check that the length was met.
+    fn finish(&mut self, out: &mut Vec<u8>) -> Result<(), BoxError> {
+        match &self.framing {
+            Framing::Chunked { .. } => out.extend_from_slice(b"0\r\n\r\n"),
+            Framing::Length(len) if self.sent < *len => {
+                return Err("request body shorter than its content-length".into())
+            }
+            Framing::Length(_) => {}
+        }
+        self.framing = Framing::Length(self.sent);
+        Ok(())
+    }
+}
+
+/// A response body read from a lean connection, as slices of its read buffer; the connection
+/// goes back to its free list when the body has ended, unless the response or stray bytes
+/// after it forbid reuse.
+#[derive(Debug)]
+pub struct LeanBody {
+    conn: Option<Lean>,
+    reader: Reader,
+    /// The request body's unsent rest, if the response came first.
+    upload: Option<Upload>,
+    reuse: bool,
+    home: Arc<dyn Home>,
+    trailers: Option<HeaderMap>,
+    ended: bool,
+    /// A fault found in the body after some of its data, given on the next poll: that data
+    /// goes downstream first (the server flushes when the body is not ready), as it does
+    /// through hyper's client, whose connection task hands data and fault over separately.
+    fault: Option<BoxError>,
+    /// Some data has been handed downstream.
+    yielded: bool,
+}
+
+impl LeanBody {
+    /// Ends the body with `e` after one turn (see `fault`); the connection is closed.
+    fn fail(
+        &mut self,
+        e: BoxError,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        self.conn = None;
+        self.upload = None;
+        if !self.yielded {
+            return Poll::Ready(Some(Err(e)));
+        }
+        self.fault = Some(e);
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+
+    /// The body has ended: the connection goes back when it may carry another request.
+    fn end(&mut self) {
+        self.ended = true;
+        if let Some(conn) = self.conn.take() {
+            // A request body still unsent leaves the connection mid-request.
+            let unsent = self.upload.take().is_some();
+            if self.reuse && !unsent && conn.buf.is_empty() && self.reader.is_done() {
+                self.home.put_back(conn);
+            }
+        }
+    }
+
+    /// The body is complete without another read (no body, or all of it already read).
+    pub(super) fn settle(&mut self) {
+        if self.reader.is_done() && self.trailers.is_none() {
+            self.end();
+        }
+    }
+}
+
+impl Body for LeanBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = &mut *self;
+        if let Some(e) = this.fault.take() {
+            return Poll::Ready(Some(Err(e)));
+        }
+        loop {
+            if this.ended {
+                return Poll::Ready(this.trailers.take().map(|t| Ok(Frame::trailers(t))));
+            }
+            let Some(conn) = this.conn.as_mut() else {
+                return Poll::Ready(None);
+            };
+            if !conn.buf.is_empty() || this.reader.is_done() {
+                let data = match this.reader.read_data(&conn.buf) {
+                    Ok(d) => d,
+                    Err(e) => return this.fail(e.into(), cx),
+                };
+                let taken = conn.buf.split_to(data.used);
+                if data.end {
+                    this.trailers = data.trailers;
+                    this.end();
+                }
+                if let Some(run) = data.run.filter(|r| !r.is_empty()) {
+                    let bytes = taken.freeze().slice(run);
+                    this.yielded = true;
+                    return Poll::Ready(Some(Ok(Frame::data(bytes))));
+                }
+                if data.end || data.used > 0 {
+                    continue;
+                }
+            }
+            let conn = this.conn.as_mut().expect("checked above");
+            let io = conn.conn.io.inner();
+            if let Some(up) = &mut this.upload {
+                match up.poll(io, cx) {
+                    Poll::Ready(Ok(())) => this.upload = None,
+                    Poll::Ready(Err(e)) => return this.fail(e, cx),
+                    Poll::Pending => {}
+                }
+            }
+            let read = ready!(poll_read(io, &mut conn.buf, cx));
+            match read {
+                Ok(0) => {
+                    if this.reader.until_close() {
+                        this.reuse = false;
+                        this.ended = true;
+                        this.conn = None;
+                        continue;
+                    }
+                    return this.fail(parse::Error::Closed.into(), cx);
+                }
+                Ok(_) => {}
+                Err(e) => return this.fail(e.into(), cx),
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.ended && self.trailers.is_none()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.reader.remaining() {
+            _ if self.ended => SizeHint::with_exact(0),
+            Some(n) => SizeHint::with_exact(n),
+            None => SizeHint::default(),
+        }
+    }
+}
