@@ -5,6 +5,8 @@
 # and proxy CPU µs per request (user + system) for every run, then the medians per arm.
 # With GRPC=1: gRPC ping calls (tailguard.serve.v1.Ping/Ping) on one HTTP/2 connection, CONNS in
 # flight, to `tailguard serve --threads 1` (AFTER_BIN's), HAProxy with `proto h2` on both sides.
+# BEFORE_ARGS and AFTER_ARGS add proxy flags to one arm (e.g. the same binary twice, with
+# BEFORE_ARGS="--h1-upstream hyper": hyper's HTTP/1.1 client against the lean one).
 # Usage: [GRPC=1] bench/proxy/ab.sh BEFORE_BIN AFTER_BIN [SECONDS] [ROUNDS] [CONNS]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -22,9 +24,9 @@ else
   cfg=bench/proxy/haproxy.cfg calls=()
 fi
 "$before" proxy --listen 127.0.0.1:18341 --admin 127.0.0.1:18342 --upstream 127.0.0.1:18301 \
-  --threads 1 2>"$dir/a.log" & a_pid=$!; pids+=($a_pid)
+  --threads 1 ${BEFORE_ARGS:-} 2>"$dir/a.log" & a_pid=$!; pids+=($a_pid)
 "$after" proxy --listen 127.0.0.1:18351 --admin 127.0.0.1:18352 --upstream 127.0.0.1:18301 \
-  --threads 1 2>"$dir/b.log" & b_pid=$!; pids+=($b_pid)
+  --threads 1 ${AFTER_ARGS:-} 2>"$dir/b.log" & b_pid=$!; pids+=($b_pid)
 haproxy -f "$cfg" -db 2>"$dir/haproxy.log" & ha_pid=$!; pids+=($ha_pid)
 wait_ready 18301 18341 18351 18321
 declare -A port=([before]=18341 [after]=18351 [haproxy]=18321)
