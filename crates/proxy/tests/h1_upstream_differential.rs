@@ -19,7 +19,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tailguard_proxy::config::{Config, H1Upstream, ServiceConfig, Upstream, UpstreamProtocol};
-use tailguard_testsupport::h1_responses::{response, CASES};
+use tailguard_testsupport::h1_responses::{over_the_limits, response, split, CASES};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -401,21 +401,6 @@ fn compare(bytes: &[u8], cuts: &[usize], ask: Ask) -> Result<(), String> {
     })
 }
 
-/// `bytes` cut at the given offsets (each taken modulo the length).
-fn split(bytes: &[u8], cuts: &[usize]) -> Vec<Vec<u8>> {
-    let mut at: Vec<usize> = cuts
-        .iter()
-        .map(|c| c % bytes.len().max(1))
-        .chain([0, bytes.len()])
-        .collect();
-    at.sort_unstable();
-    at.dedup();
-    at.windows(2)
-        .map(|w| bytes[w[0]..w[1]].to_vec())
-        .filter(|p| !p.is_empty())
-        .collect()
-}
-
 #[test]
 fn hand_picked_responses_are_forwarded_as_through_hyper() {
     let mut failures = Vec::new();
@@ -479,17 +464,7 @@ fn requests_reach_the_backend_as_hyper_sends_them() {
 
 #[test]
 fn too_many_headers_and_a_head_past_the_limit_are_refused_by_both() {
-    let mut many = b"HTTP/1.1 200 OK\r\n".to_vec();
-    for i in 0..101 {
-        many.extend_from_slice(format!("x-{i}: v\r\n").as_bytes());
-    }
-    many.extend_from_slice(b"content-length: 0\r\n\r\n");
-    let mut long = b"HTTP/1.1 200 OK\r\nx-long: ".to_vec();
-    long.resize(tailguard_http::h1::parse::MAX_HEAD_BYTES * 3, b'a');
-    long.extend_from_slice(b"\r\ncontent-length: 0\r\n\r\n");
-    let mut big_body = b"HTTP/1.1 200 OK\r\ncontent-length: 1000000\r\n\r\n".to_vec();
-    big_body.resize(big_body.len() + 1_000_000, b'b');
-    for bytes in [many, long, big_body] {
+    for bytes in over_the_limits(tailguard_http::h1::parse::MAX_HEAD_BYTES) {
         compare(&bytes, &[], Ask::Get).unwrap();
     }
 }

@@ -151,3 +151,35 @@ pub fn response() -> impl Strategy<Value = Vec<u8>> {
             },
         )
 }
+
+/// `bytes` cut at the given offsets (each taken modulo the length), to be served piece by piece.
+pub fn split(bytes: &[u8], cuts: &[usize]) -> Vec<Vec<u8>> {
+    let mut at: Vec<usize> = cuts
+        .iter()
+        .map(|c| c % bytes.len().max(1))
+        .chain([0, bytes.len()])
+        .collect();
+    at.sort_unstable();
+    at.dedup();
+    at.windows(2)
+        .map(|w| bytes[w[0]..w[1]].to_vec())
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
+/// Responses at the limits: 101 headers (one over), a head three times `max_head` long (hyper
+/// checks its limit only between reads, so a head up to one read past it may pass; three times
+/// is past any reader's), and a body of 1,000,000 bytes.
+pub fn over_the_limits(max_head: usize) -> Vec<Vec<u8>> {
+    let mut many = b"HTTP/1.1 200 OK\r\n".to_vec();
+    for i in 0..101 {
+        many.extend_from_slice(format!("x-{i}: v\r\n").as_bytes());
+    }
+    many.extend_from_slice(b"content-length: 0\r\n\r\n");
+    let mut long = b"HTTP/1.1 200 OK\r\nx-long: ".to_vec();
+    long.resize(max_head * 3, b'a');
+    long.extend_from_slice(b"\r\ncontent-length: 0\r\n\r\n");
+    let mut big_body = b"HTTP/1.1 200 OK\r\ncontent-length: 1000000\r\n\r\n".to_vec();
+    big_body.resize(big_body.len() + 1_000_000, b'b');
+    vec![many, long, big_body]
+}
