@@ -40,10 +40,27 @@ impl Service {
         seed: u64,
         threads: usize,
     ) -> Result<Self, ArmError> {
+        let pools = Upstreams::new(config.pool, threads);
+        Self::over(config, upstreams, clock, seed, pools)
+    }
+
+    /// A service over `upstreams` whose connections come from `pools` (which other services
+    /// may share: [`crate::start`] shares them between services with the same pool settings
+    /// and no connection limit).
+    ///
+    /// # Errors
+    /// When the service's arm does not validate.
+    pub fn over(
+        config: ServiceConfig,
+        upstreams: &[Upstream],
+        clock: Clock,
+        seed: u64,
+        pools: Upstreams,
+    ) -> Result<Self, ArmError> {
         let endpoints = Endpoints::new(upstreams, &config.arm, clock.now(), seed)?;
         let limit = config.max_in_flight.map(|n| Arc::new(Semaphore::new(n)));
         Ok(Self {
-            upstreams: Upstreams::new(config.pool, threads),
+            upstreams: pools,
             config,
             current: RwLock::new(Arc::new(endpoints)),
             limit,

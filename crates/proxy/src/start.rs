@@ -2,10 +2,12 @@
 //! services, which applies what their discovery sources find.
 
 use crate::clock::Clock;
-use crate::config::{self, Config, ConfigError, Discovery, Limits, Upstream};
+use crate::config::{self, Config, ConfigError, Discovery, Limits, PoolConfig, Upstream};
 use crate::service::Service;
 use crate::shared::Shared;
+use crate::upstream::Upstreams;
 use crate::{admin, dashboard, discovery, dns, listener, tls, yaml};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Weak};
 use tailguard_http::admin::AdminServer;
@@ -221,6 +223,10 @@ async fn build_services(
 ) -> Result<Vec<Arc<Service>>, StartError> {
     let mut out = Vec::new();
     let base_seed = config.seed.unwrap_or_else(crate::seed::drawn);
+    // Services with the same pool settings and no connection limit share their pools: ten
+    // services over the same twenty backends keep one set of connections to them, not ten.
+    // A limit (`hostConnectionPool.maxSize`) stays each service's own, as configured.
+    let mut shared_pools: HashMap<PoolConfig, Upstreams> = HashMap::new();
     for (i, sc) in config.services.iter().enumerate() {
         let (upstreams, resolver) = match &sc.discovery {
             Discovery::Static(list) => (list.clone(), None),
@@ -238,8 +244,15 @@ async fn build_services(
             source,
         };
         let seed = crate::seed::mix(base_seed, i as u64 + 1);
+        let pools = match sc.pool.max_per_endpoint {
+            Some(_) => Upstreams::new(sc.pool, threads),
+            None => shared_pools
+                .entry(sc.pool)
+                .or_insert_with(|| Upstreams::new(sc.pool, threads))
+                .clone(),
+        };
         let service =
-            Service::new(sc.clone(), &upstreams, clock, seed, threads).map_err(arm_error)?;
+            Service::over(sc.clone(), &upstreams, clock, seed, pools).map_err(arm_error)?;
         let service = Arc::new(service);
         let feed = Feed(Arc::downgrade(&service));
         match (&sc.discovery, resolver) {

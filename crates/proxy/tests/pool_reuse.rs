@@ -43,6 +43,34 @@ async fn sequential_requests_share_one_upstream_connection() {
     proxy.shutdown().await;
 }
 
+/// Services with the same pool settings share their connections to an endpoint both name;
+/// a service with a connection limit keeps its own (the limit is per service, as configured).
+#[tokio::test]
+async fn services_naming_the_same_endpoint_share_its_connections_unless_limited() {
+    let server = TestServer::builder().spawn();
+    let routed = |name: &str, limit: Option<usize>| {
+        let mut s = service(server.addr());
+        s.name = name.to_owned();
+        s.path_prefix = Some(format!("/{name}"));
+        s.pool.max_per_endpoint = limit;
+        s
+    };
+    let services = vec![routed("a", None), routed("b", None), routed("c", Some(4))];
+    let proxy = tailguard_proxy::start(support::config_of(services))
+        .await
+        .unwrap();
+    let c = client(false);
+    for path in ["/a", "/b", "/a", "/b"] {
+        assert_eq!(send(&c, proxy.addr(), "GET", path).await.0, 200, "{path}");
+    }
+    assert_eq!(server.connections(), 1, "a and b share one connection");
+    for _ in 0..2 {
+        assert_eq!(send(&c, proxy.addr(), "GET", "/c").await.0, 200);
+    }
+    assert_eq!(server.connections(), 2, "c, limited, has its own");
+    proxy.shutdown().await;
+}
+
 #[tokio::test]
 async fn concurrent_requests_open_no_more_connections_than_requests_in_flight() {
     let server = TestServer::builder().spawn();

@@ -16,7 +16,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Upstream pool settings of one service.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PoolConfig {
     /// Connections per endpoint at most (`None`: no limit).
     pub max_per_endpoint: Option<usize>,
@@ -32,7 +32,7 @@ pub struct PoolConfig {
 }
 
 /// Which client speaks HTTP/1.1 to the endpoints (`proxy --h1-upstream`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum H1Upstream {
     /// tailguard's own ([`super::lean`]): the request written and the response read by the
     /// task that sends it, no connection task.

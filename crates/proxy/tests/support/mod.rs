@@ -32,7 +32,12 @@ impl AsUpstream for TestServer {
 
 /// A config with one service over `upstreams`, proxy and admin on free ports.
 pub fn config(service: ServiceConfig) -> Config {
-    let mut c = Config::new("127.0.0.1:0".parse().unwrap(), vec![service]);
+    config_of(vec![service])
+}
+
+/// A config with these services, proxy and admin on free ports, seeded.
+pub fn config_of(services: Vec<ServiceConfig>) -> Config {
+    let mut c = Config::new("127.0.0.1:0".parse().unwrap(), services);
     c.admin = Some("127.0.0.1:0".parse().unwrap());
     // Seeded: every random pick of a test replays.
     c.seed = Some(1);
