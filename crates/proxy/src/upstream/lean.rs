@@ -63,7 +63,7 @@ impl Lean {
     }
 
     /// Sends `req` and reads its response head; the body follows in the response, and the
-    /// connection goes back to `free` when the body has been read to its end.
+    /// connection goes back `home` when the body has been read to its end.
     ///
     /// # Errors
     /// [`SendError::Http`]: the write or read failed, the response is not HTTP/1.1, or the
