@@ -169,6 +169,8 @@ enum Ask {
     Trailers,
     /// PUT with an empty body.
     Empty,
+    /// GET with a streamed body and no length (an HTTP/2 client may send one).
+    GetWithBody,
 }
 
 type Body = http_body_util::combinators::BoxBody<Bytes, std::convert::Infallible>;
@@ -207,6 +209,7 @@ fn request(ask: Ask, h2: bool, proxy: SocketAddr) -> Request<Body> {
             .header("trailer", "x-sum")
             .body(streamed(true)),
         Ask::Empty => b.method("PUT").body(Full::new(Bytes::new()).boxed()),
+        Ask::GetWithBody => b.method("GET").body(streamed(false)),
     }
     .expect("request")
 }
@@ -438,6 +441,7 @@ fn requests_reach_the_backend_as_hyper_sends_them() {
                 Ask::Stream,
                 Ask::Trailers,
                 Ask::Empty,
+                Ask::GetWithBody,
             ] {
                 for pieces in [vec![ok.clone()], vec![chunked.clone()]] {
                     let asks = [ask, ask];
