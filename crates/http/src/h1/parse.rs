@@ -466,6 +466,22 @@ impl Framing {
     }
 }
 
+/// The length every one of these `Content-Length` values states (a comma list of equal
+/// lengths is one length), or `None` when one is not a length or they disagree: hyper's rule,
+/// for a request the proxy sends as for a response it reads.
+pub fn agreed_length<'a>(values: impl IntoIterator<Item = &'a [u8]>) -> Option<u64> {
+    let mut length = None;
+    for value in values {
+        length = Some(content_length(value, length).ok()?);
+    }
+    length
+}
+
+/// A `Transfer-Encoding` value whose last coding is `chunked` (any case).
+pub fn ends_chunked(value: &[u8]) -> bool {
+    last_coding_is_chunked(value)
+}
+
 /// A header value as text: visible ASCII and tabs only, as `http`'s `to_str` takes it.
 fn text(value: &[u8]) -> Option<&str> {
     let visible = value.iter().all(|&b| b == b'\t' || (32..127).contains(&b));

@@ -300,52 +300,27 @@ fn chunked(headers: &HeaderMap) -> Framing {
 
 /// Every `Content-Length` value (comma lists included) the same valid length.
 fn content_length(headers: &HeaderMap) -> Option<u64> {
-    let mut length = None;
-    for v in headers.get_all(CONTENT_LENGTH) {
-        for part in v.to_str().ok()?.split(',') {
-            let part = part.trim();
-            if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
-                return None;
-            }
-            let n: u64 = part.parse().ok()?;
-            match length {
-                Some(m) if m != n => return None,
-                _ => length = Some(n),
-            }
-        }
-    }
-    length
+    parse::agreed_length(
+        headers
+            .get_all(CONTENT_LENGTH)
+            .iter()
+            .map(HeaderValue::as_bytes),
+    )
 }
 
 fn last_is_chunked(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(TRANSFER_ENCODING)
-        .iter()
-        .next_back()
-        .and_then(|v| v.to_str().ok())
-        .and_then(|s| s.rsplit(',').next())
-        .is_some_and(|t| t.trim().eq_ignore_ascii_case("chunked"))
+    let last = headers.get_all(TRANSFER_ENCODING).iter().next_back();
+    last.is_some_and(|v| parse::ends_chunked(v.as_bytes()))
 }
 
+/// Makes the last `Transfer-Encoding` line end in `chunked`, as hyper's client does.
 fn add_chunked(headers: &mut HeaderMap) {
-    let last = headers
-        .get_all(TRANSFER_ENCODING)
-        .iter()
-        .next_back()
-        .cloned();
-    if let Some(last) = last {
-        let mut value = last.as_bytes().to_vec();
-        value.extend_from_slice(b", chunked");
-        if let Ok(value) = HeaderValue::from_bytes(&value) {
-            // Replace the last line, keeping the others.
-            let mut all: Vec<HeaderValue> =
-                headers.get_all(TRANSFER_ENCODING).iter().cloned().collect();
-            all.pop();
-            headers.remove(TRANSFER_ENCODING);
-            for v in all {
-                headers.append(TRANSFER_ENCODING, v);
+    if let http::header::Entry::Occupied(mut lines) = headers.entry(TRANSFER_ENCODING) {
+        if let Some(last) = lines.iter_mut().next_back() {
+            let value = [last.as_bytes(), b", chunked"].concat();
+            if let Ok(value) = HeaderValue::from_bytes(&value) {
+                *last = value;
             }
-            headers.append(TRANSFER_ENCODING, value);
         }
     }
 }
@@ -574,5 +549,64 @@ impl Body for LeanBody {
             Some(n) => SizeHint::with_exact(n),
             None => SizeHint::default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::{BodyExt, StreamBody};
+
+    /// A body of unknown length that has not ended.
+    fn streamed() -> ProxyBody {
+        let frames =
+            futures_util::stream::iter([Ok::<_, BoxError>(Frame::data(Bytes::from_static(b"x")))]);
+        StreamBody::new(frames).boxed()
+    }
+
+    fn framed(method: Method, headers: &[(&str, &str)]) -> (Framing, Vec<(String, String)>) {
+        let mut map = HeaderMap::new();
+        for (n, v) in headers {
+            map.append(
+                HeaderName::from_bytes(n.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
+        }
+        let framing = frame(&method, Version::HTTP_11, &mut map, &streamed());
+        let listed = map
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_str().unwrap().to_owned()))
+            .collect();
+        (framing, listed)
+    }
+
+    #[test]
+    fn request_framing_follows_hyper_clients_rules() {
+        let chunked = Framing::Chunked { trailers: vec![] };
+        let te = |v: &str| ("transfer-encoding".to_owned(), v.to_owned());
+        assert_eq!(
+            framed(
+                Method::POST,
+                &[("transfer-encoding", "gzip"), ("content-length", "5")]
+            ),
+            (chunked.clone(), vec![te("gzip, chunked")]),
+            "a coding made to end in chunked, the length dropped"
+        );
+        assert_eq!(
+            framed(Method::POST, &[("content-length", "5, 5")]),
+            (
+                Framing::Length(5),
+                vec![("content-length".to_owned(), "5, 5".to_owned())]
+            )
+        );
+        assert_eq!(
+            framed(
+                Method::POST,
+                &[("content-length", "5"), ("content-length", "6")]
+            ),
+            (chunked, vec![te("chunked")]),
+            "disagreeing lengths are no length: chunked"
+        );
+        assert_eq!(framed(Method::GET, &[]), (Framing::Length(0), vec![]));
     }
 }
