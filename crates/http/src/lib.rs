@@ -37,6 +37,7 @@ pub mod preface;
 pub mod rewind;
 pub mod server;
 pub mod tcp;
+pub mod tls;
 
 pub use error::error_chain;
 pub use tcp::Nagle;
