@@ -108,15 +108,7 @@ impl Balancer<'_> {
         let endpoints = self.endpoints;
         let slot = pending.slot;
         let addr = endpoints.addr(slot);
-        let make = || {
-            build(
-                &request.parts,
-                request.body().take(),
-                endpoints,
-                slot,
-                request.h2,
-            )
-        };
+        let make = |h2| build(&request.parts, request.body().take(), endpoints, slot, h2);
         let sending = self.upstream.send(addr, request.h2, &make);
         let result = match self.service.config.arm.timeouts.attempt {
             Some(limit) => tokio::time::timeout(limit, sending).await.ok(),
@@ -259,7 +251,10 @@ fn build(
         .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
     let mut req = Request::new(body);
     *req.method_mut() = parts.method.clone();
-    *req.version_mut() = parts.version;
+    *req.version_mut() = match h2 {
+        true => http::Version::HTTP_2,
+        false => http::Version::HTTP_11,
+    };
     *req.headers_mut() = parts.headers.clone();
     if h2 {
         let host = req.headers_mut().remove(http::header::HOST);

@@ -15,7 +15,7 @@
 //! assert!(config.validate().is_ok());
 //! ```
 
-pub use crate::upstream::{H1Upstream, PoolConfig};
+pub use crate::upstream::{ClientAuth, H1Upstream, PoolConfig, UpstreamTls};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -211,6 +211,8 @@ pub struct ServiceConfig {
     pub max_in_flight: Option<usize>,
     /// Upstream connection pool: connections per endpoint, wait, idle timeout.
     pub pool: PoolConfig,
+    /// TLS to the endpoints (`client.tls`); `None`: cleartext.
+    pub tls: Option<UpstreamTls>,
     /// How long a request or response body may stall.
     pub body: BodyTimeouts,
     /// Where a probing balancer (`prequal`) asks each endpoint for its load
@@ -274,6 +276,7 @@ impl ServiceConfig {
             retry_buffer: 64 * 1024,
             max_in_flight: None,
             pool: PoolConfig::default(),
+            tls: None,
             body: BodyTimeouts::default(),
             probe_path: PROBE_PATH.to_owned(),
         }

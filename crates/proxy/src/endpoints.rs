@@ -315,6 +315,13 @@ impl Endpoints {
         end
     }
 
+    /// Slot `i`'s last error, just recorded, said in more words (`why`).
+    pub fn explain_last_error(&self, i: usize, why: &str) {
+        if let Some((_, what)) = lock(&self.counters[i].last_error).as_mut() {
+            why.clone_into(what);
+        }
+    }
+
     /// The attempt to slot `i` sent at `sent` was abandoned at `now`.
     pub fn cancel(&self, attempt: (usize, Option<Ticket>), sent: Duration, now: Duration) {
         let (i, ticket) = attempt;

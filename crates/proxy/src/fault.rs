@@ -64,6 +64,14 @@ impl EndpointFault {
         }
     }
 
+    /// Why, in words, when there is more to say than the outcome.
+    pub fn why(&self) -> Option<&str> {
+        match &self.failure {
+            Failure::Unreachable(why) | Failure::Broken(why) => Some(why),
+            Failure::Timeout => None,
+        }
+    }
+
     fn answer(&self, reply: Reply) -> Response<ProxyBody> {
         let addr = self.addr;
         match &self.failure {

@@ -58,7 +58,14 @@ impl InFlight {
 
     /// The endpoint failed the attempt, `rtt` after it was sent (the endpoint's fault only).
     pub fn failed(self, fault: &EndpointFault, rtt: Duration) -> Class {
-        self.finish(fault.outcome(), rtt)
+        let (endpoints, slot) = (Arc::clone(&self.endpoints), self.slot);
+        let class = self.finish(fault.outcome(), rtt);
+        // `/endpoints` shows the cause (`connect timeout (1s)`, a TLS certificate's problem),
+        // not only the outcome accrual reads.
+        if let Some(why) = fault.why() {
+            endpoints.explain_last_error(slot, why);
+        }
+        class
     }
 
     fn finish(mut self, outcome: AttemptOutcome, rtt: Duration) -> Class {

@@ -5,7 +5,7 @@ use crate::clock::Clock;
 use crate::config::{self, Config, ConfigError, Discovery, Limits, PoolConfig, Upstream};
 use crate::service::Service;
 use crate::shared::Shared;
-use crate::upstream::Upstreams;
+use crate::upstream::{TlsClient, Upstreams};
 use crate::{admin, dashboard, discovery, dns, listener, tls, yaml};
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -46,6 +46,9 @@ pub enum StartError {
     /// The TLS certificate or key is unusable.
     #[error(transparent)]
     Tls(#[from] tls::TlsError),
+    /// A file of a service's `client.tls` is unusable.
+    #[error(transparent)]
+    UpstreamTls(#[from] crate::upstream::UpstreamTlsError),
     /// The async runtime could not start.
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),
@@ -216,6 +219,10 @@ fn serving_thread(
 }
 
 /// Builds every service and starts the watchers of file-discovered ones.
+/// What services must have in common to share pools: the pool settings, the TLS settings,
+/// and (over TLS) whether connections offer both versions by ALPN.
+type PoolKey = (PoolConfig, Option<crate::upstream::UpstreamTls>, bool);
+
 async fn build_services(
     config: &Config,
     clock: Clock,
@@ -223,10 +230,10 @@ async fn build_services(
 ) -> Result<Vec<Arc<Service>>, StartError> {
     let mut out = Vec::new();
     let base_seed = config.seed.unwrap_or_else(crate::seed::drawn);
-    // Services with the same pool settings and no connection limit share their pools: ten
-    // services over the same twenty backends keep one set of connections to them, not ten.
-    // A limit (`hostConnectionPool.maxSize`) stays each service's own, as configured.
-    let mut shared_pools: HashMap<PoolConfig, Upstreams> = HashMap::new();
+    // Services with the same pool and TLS settings and no connection limit share their
+    // pools: ten services over the same twenty backends keep one set of connections to them,
+    // not ten. A limit (`hostConnectionPool.maxSize`) stays each service's own, as configured.
+    let mut shared_pools: HashMap<PoolKey, Upstreams> = HashMap::new();
     for (i, sc) in config.services.iter().enumerate() {
         let (upstreams, resolver) = match &sc.discovery {
             Discovery::Static(list) => (list.clone(), None),
@@ -244,11 +251,27 @@ async fn build_services(
             source,
         };
         let seed = crate::seed::mix(base_seed, i as u64 + 1);
+        let tls = match &sc.tls {
+            None => None,
+            Some(t) => {
+                let key = format!("services[{}].client.tls", sc.name);
+                if t.disable_validation {
+                    eprintln!(
+                        "warning: {key}.disableValidation: true: the endpoints' certificates \
+                         are NOT checked (anyone on the path can answer for them)"
+                    );
+                }
+                Some(TlsClient::load(t, &key).await?)
+            }
+        };
+        // Under `protocol: auto`, a TLS connection offers both versions by ALPN.
+        let either = sc.protocol == crate::config::UpstreamProtocol::Auto;
+        let new_pools = || Upstreams::over_tls(sc.pool, threads, tls.clone(), either);
         let pools = match sc.pool.max_per_endpoint {
-            Some(_) => Upstreams::new(sc.pool, threads),
+            Some(_) => new_pools(),
             None => shared_pools
-                .entry(sc.pool)
-                .or_insert_with(|| Upstreams::new(sc.pool, threads))
+                .entry((sc.pool, sc.tls.clone(), either && sc.tls.is_some()))
+                .or_insert_with(new_pools)
                 .clone(),
         };
         let service =

@@ -62,7 +62,7 @@ impl Stage for Scripted {
         &'a self,
         _addr: SocketAddr,
         _h2: bool,
-        make: &'a (dyn Fn() -> Request<ProxyBody> + Sync),
+        make: &'a (dyn Fn(bool) -> Request<ProxyBody> + Sync),
     ) -> BoxFuture<'a, Result<Response<UpstreamBody>, SendError>> {
         let step = self.steps.lock().unwrap().pop_front().expect("scripted");
         Box::pin(async move {
@@ -77,7 +77,7 @@ impl Stage for Scripted {
                 }
                 _ => {}
             }
-            drop(make());
+            drop(make(false));
             self.made.fetch_add(1, Ordering::Relaxed);
             match step {
                 Step::Broken => Err(SendError::Http("connection reset by peer".into())),

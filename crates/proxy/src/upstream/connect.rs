@@ -14,6 +14,9 @@ use std::time::Duration;
 use tailguard_http::tcp::{self, Nagle};
 use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_rustls::client::TlsStream;
+
+use super::tls::{Chosen, Offer, TlsClient};
 
 /// Upstream pool settings of one service.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -111,19 +114,22 @@ impl Limit {
 }
 
 /// Dials `IP:PORT` authorities with `TCP_NODELAY` set, under the per-endpoint limit if any,
-/// within the connect timeout.
+/// within the connect timeout, then shakes hands over TLS when the service has `client.tls`
+/// (within the connect timeout again).
 #[derive(Clone, Debug)]
 pub struct Connector {
     pub(super) limit: Option<Arc<Limit>>,
     pub(super) connect_timeout: Duration,
+    pub(super) tls: Option<TlsClient>,
 }
 
 impl Default for Connector {
-    /// No connection limit, [`PoolConfig::default`]'s connect timeout.
+    /// No connection limit, [`PoolConfig::default`]'s connect timeout, cleartext.
     fn default() -> Self {
         Self {
             limit: None,
             connect_timeout: PoolConfig::default().connect_timeout,
+            tls: None,
         }
     }
 }
@@ -138,21 +144,34 @@ impl Connector {
             Some(l) => Some(l.acquire(addr).await.map_err(SendError::Exhausted)?),
             None => None,
         };
-        self.dial(addr, permit).await
+        self.dial(addr, permit, Offer::H2).await
     }
 
     /// A connection to `addr` holding `permit` (already acquired, if there is a limit) until
-    /// it closes, within the connect timeout.
+    /// it closes, within the connect timeout; over TLS offering `offer` by ALPN.
     pub(super) async fn dial(
         &self,
         addr: SocketAddr,
         permit: Option<OwnedSemaphorePermit>,
+        offer: Offer,
     ) -> Result<Conn, SendError> {
         let stream = dial_within(addr, self.connect_timeout)
             .await
             .map_err(|e| SendError::Connect(e.into()))?;
+        let Some(tls) = &self.tls else {
+            return Ok(Conn {
+                io: Io::Plain(TokioIo::new(stream)),
+                chosen: Chosen::None,
+                _permit: permit,
+            });
+        };
+        let (stream, chosen) = tls
+            .handshake(stream, addr, offer, self.connect_timeout)
+            .await
+            .map_err(|e| SendError::Connect(e.into()))?;
         Ok(Conn {
-            io: TokioIo::new(stream),
+            io: Io::Tls(TokioIo::new(Box::new(stream))),
+            chosen,
             _permit: permit,
         })
     }
@@ -161,15 +180,46 @@ impl Connector {
 /// An upstream connection, holding its endpoint's connection permit until it closes.
 #[derive(Debug)]
 pub struct Conn {
-    pub(super) io: TokioIo<TcpStream>,
+    pub(super) io: Io,
+    /// What the endpoint chose by ALPN (always [`Chosen::None`] in cleartext).
+    pub(super) chosen: Chosen,
     pub(super) _permit: Option<OwnedSemaphorePermit>,
 }
 
+/// The bytes of a connection: the socket itself, or TLS over it.
+#[derive(Debug)]
+pub(super) enum Io {
+    Plain(TokioIo<TcpStream>),
+    Tls(TokioIo<Box<TlsStream<TcpStream>>>),
+}
+
 impl Conn {
-    /// The socket.
+    /// The socket (under TLS, the one TLS runs over).
     pub fn stream(&self) -> &TcpStream {
-        self.io.inner()
+        match &self.io {
+            Io::Plain(io) => io.inner(),
+            Io::Tls(io) => io.inner().get_ref().0,
+        }
     }
+
+    /// The socket, when the connection is cleartext (the lean client reads and writes it
+    /// directly).
+    pub(super) fn plain(&self) -> Option<&TcpStream> {
+        match &self.io {
+            Io::Plain(io) => Some(io.inner()),
+            Io::Tls(_) => None,
+        }
+    }
+}
+
+/// Forwards one hyper I/O call to whichever stream the connection has.
+macro_rules! either {
+    ($io:expr, $s:ident => $call:expr) => {
+        match $io {
+            Io::Plain($s) => $call,
+            Io::Tls($s) => $call,
+        }
+    };
 }
 
 impl Read for Conn {
@@ -178,7 +228,7 @@ impl Read for Conn {
         cx: &mut Context<'_>,
         buf: ReadBufCursor<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_read(cx, buf)
+        either!(&mut self.io, s => Pin::new(s).poll_read(cx, buf))
     }
 }
 
@@ -188,19 +238,19 @@ impl Write for Conn {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
+        either!(&mut self.io, s => Pin::new(s).poll_write(cx, buf))
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
+        either!(&mut self.io, s => Pin::new(s).poll_flush(cx))
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
+        either!(&mut self.io, s => Pin::new(s).poll_shutdown(cx))
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
+        either!(&self.io, s => s.is_write_vectored())
     }
 
     fn poll_write_vectored(
@@ -208,7 +258,7 @@ impl Write for Conn {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+        either!(&mut self.io, s => Pin::new(s).poll_write_vectored(cx, bufs))
     }
 }
 

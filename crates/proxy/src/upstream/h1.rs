@@ -1,7 +1,9 @@
 //! HTTP/1.1 upstream connections: keep-alive free lists per endpoint, no task per request.
 
 use super::connect::{Connector, PoolExhausted, SendError};
+use super::h2::{H2Pool, H2Sender};
 use super::lean::{Home, Lean};
+use super::tls::{Chosen, Offer};
 use crate::body::ProxyBody;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -24,8 +26,14 @@ pub(super) struct H1Pool {
     pub(super) connector: Connector,
     pub(super) idle_timeout: Duration,
     pub(super) sweeping: AtomicBool,
-    /// New connections use the lean client ([`super::lean`]), not hyper's.
+    /// New cleartext connections use the lean client ([`super::lean`]), not hyper's (which
+    /// every TLS connection uses).
     pub(super) lean: bool,
+    /// What new connections offer by ALPN over TLS: `http/1.1`, or both under `protocol:
+    /// auto`, when an endpoint choosing `h2` has its connection go to `h2` (and is learned).
+    pub(super) offer: Offer,
+    /// Where a connection whose endpoint chose `h2` goes.
+    pub(super) h2: Arc<H2Pool>,
 }
 
 /// The free connections of one endpoint.
@@ -36,11 +44,14 @@ pub(super) struct Free {
     pub(super) returned: Notify,
 }
 
-/// A kept-alive connection: hyper's client, or the lean one ([`super::lean`]).
+/// A kept-alive connection: hyper's client, or the lean one ([`super::lean`]); or, straight
+/// from a dial where the endpoint chose `h2` by ALPN, an HTTP/2 connection (never in a free
+/// list).
 #[derive(Debug)]
 pub(super) enum Sender {
     Hyper(hyper::client::conn::http1::SendRequest<ProxyBody>),
     Lean(Lean),
+    H2(H2Sender),
 }
 
 impl Sender {
@@ -49,6 +60,7 @@ impl Sender {
         match self {
             Sender::Hyper(tx) => tx.is_closed(),
             Sender::Lean(conn) => !conn.is_open(),
+            Sender::H2(tx) => tx.is_closed(),
         }
     }
 }
@@ -151,17 +163,26 @@ impl H1Pool {
         addr: SocketAddr,
         permit: Option<OwnedSemaphorePermit>,
     ) -> Result<Sender, SendError> {
-        let io = self.connector.dial(addr, permit).await?;
-        let tx = if self.lean {
-            Sender::Lean(Lean::new(io))
-        } else {
-            let tx = client::h1(io, Writes::Flat, addr)
-                .await
-                .map_err(|e| SendError::Connect(e.into()))?;
-            Sender::Hyper(tx)
+        let io = self.connector.dial(addr, permit, self.offer).await?;
+        if io.chosen == Chosen::H2 {
+            self.h2.learned.learn(addr);
+            return Ok(Sender::H2(self.h2.adopt(addr, io).await?));
+        }
+        let io = match self.lean {
+            true => match Lean::new(io) {
+                Ok(lean) => {
+                    self.sweep();
+                    return Ok(Sender::Lean(lean));
+                }
+                Err(tls) => tls,
+            },
+            false => io,
         };
+        let tx = client::h1(io, Writes::Flat, addr)
+            .await
+            .map_err(|e| SendError::Connect(e.into()))?;
         self.sweep();
-        Ok(tx)
+        Ok(Sender::Hyper(tx))
     }
 
     /// Starts, once, the task closing connections idle for longer than the idle timeout; it

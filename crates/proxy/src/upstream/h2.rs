@@ -1,10 +1,12 @@
 //! HTTP/2 upstream connections: one multiplexed connection per endpoint.
 
-use super::connect::{Connector, SendError};
+use super::connect::{Conn, Connector, SendError};
+use super::tls::Chosen;
+use super::Learned;
 use crate::body::ProxyBody;
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use tailguard_http::client;
 
 /// HTTP/2 (prior knowledge) connections, one per endpoint, shared by every request to it (a
@@ -15,6 +17,8 @@ use tailguard_http::client;
 pub(super) struct H2Pool {
     pub(super) connector: Connector,
     pub(super) per: Mutex<HashMap<SocketAddr, H2Sender>>,
+    /// Endpoints that chose `h2` by ALPN when offered both (`protocol: auto` over TLS).
+    pub(super) learned: Arc<Learned>,
 }
 
 pub(super) type H2Sender = hyper::client::conn::http2::SendRequest<ProxyBody>;
@@ -41,6 +45,20 @@ impl H2Pool {
     /// A new connection to `addr`, its task spawned, put in the endpoint's slot.
     pub(super) async fn dial(&self, addr: SocketAddr) -> Result<H2Sender, SendError> {
         let conn = self.connector.connect(addr).await?;
+        if conn.chosen == Chosen::Http1 {
+            // Over TLS the endpoint was offered `h2` alone and chose `http/1.1` anyway (or
+            // no longer does HTTP/2): nothing was sent, and HTTP requests go back to HTTP/1.1.
+            self.learned.forget(addr);
+            return Err(SendError::Connect(
+                "the endpoint chose http/1.1 by ALPN when offered only h2".into(),
+            ));
+        }
+        self.adopt(addr, conn).await
+    }
+
+    /// HTTP/2 over `conn`, already dialed to `addr`, its task spawned, put in the endpoint's
+    /// slot.
+    pub(super) async fn adopt(&self, addr: SocketAddr, conn: Conn) -> Result<H2Sender, SendError> {
         let tx = client::h2(conn, addr)
             .await
             .map_err(|e| SendError::Connect(e.into()))?;

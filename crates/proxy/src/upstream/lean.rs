@@ -40,17 +40,22 @@ pub(super) struct Lean {
 }
 
 impl Lean {
-    pub(super) fn new(conn: Conn) -> Lean {
-        Lean {
+    /// The lean client on `conn`, if it is cleartext (it reads and writes the socket itself;
+    /// a TLS connection is given back).
+    pub(super) fn new(conn: Conn) -> Result<Lean, Conn> {
+        if conn.plain().is_none() {
+            return Err(conn);
+        }
+        Ok(Lean {
             conn,
             buf: BytesMut::with_capacity(READ_ROOM),
-        }
+        })
     }
 
     /// False once the endpoint closed the idle connection, reset it or sent bytes nobody asked
     /// for. Costs no system call unless the socket turned readable while idle.
     pub(super) fn is_open(&self) -> bool {
-        let io = self.conn.io.inner();
+        let io = self.conn.stream();
         let mut cx = Context::from_waker(Waker::noop());
         match io.poll_read_ready(&mut cx) {
             Poll::Pending => true,
@@ -103,7 +108,7 @@ impl Lean {
         let mut upload = Some(Upload::new(body, sender, out, !rest));
         let resp_head = std::future::poll_fn(|cx| {
             let Lean { conn, buf } = &mut self;
-            let io = conn.io.inner();
+            let io = conn.stream();
             if let Some(up) = &mut upload {
                 if let Poll::Ready(sent) = up.poll(io, cx) {
                     sent.map_err(SendError::Http)?;
@@ -514,7 +519,7 @@ impl Body for LeanBody {
                 }
             }
             let conn = this.conn.as_mut().expect("checked above");
-            let io = conn.conn.io.inner();
+            let io = conn.conn.stream();
             if let Some(up) = &mut this.upload {
                 match up.poll(io, cx) {
                     Poll::Ready(Ok(())) => this.upload = None,

@@ -31,6 +31,7 @@ mod connect;
 mod h1;
 mod h2;
 mod lean;
+mod tls;
 
 use crate::body::ProxyBody;
 pub use body::UpstreamBody;
@@ -38,12 +39,13 @@ pub use body::UpstreamBody;
 pub(crate) use connect::PoolExhausted;
 pub use connect::{Connector, H1Upstream, PoolConfig, SendError};
 use futures_util::future::BoxFuture;
+pub use tls::{ClientAuth, TlsClient, UpstreamTls, UpstreamTlsError};
 
 use body::Back;
 use connect::Limit;
 use h1::{Free, H1Pool, Sender};
 use h2::{H2Pool, H2Sender};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
@@ -65,8 +67,20 @@ struct Pools {
 
 impl Upstreams {
     /// Pools for `threads` serving threads, sharing one connection limit per endpoint when
-    /// `config` sets one.
+    /// `config` sets one, in cleartext.
     pub fn new(config: PoolConfig, threads: usize) -> Self {
+        Self::over_tls(config, threads, None, false)
+    }
+
+    /// Pools for `threads` serving threads, over `tls` if any. With `either`
+    /// (`protocol: auto`), an HTTP/1.1 connection offers `h2` too by ALPN, and an endpoint
+    /// that chooses it gets its HTTP requests over HTTP/2 from then on.
+    pub fn over_tls(
+        config: PoolConfig,
+        threads: usize,
+        tls: Option<TlsClient>,
+        either: bool,
+    ) -> Self {
         let limit = config.max_per_endpoint.map(|max| {
             Arc::new(Limit {
                 max,
@@ -74,23 +88,34 @@ impl Upstreams {
                 per: Mutex::new(HashMap::new()),
             })
         });
+        let offer = match tls.is_some() && either {
+            true => tls::Offer::Either,
+            false => tls::Offer::Http1,
+        };
         let connector = Connector {
             limit,
             connect_timeout: config.connect_timeout,
+            tls,
         };
         let per_thread = (0..threads.max(1))
-            .map(|_| Pools {
-                http1: Arc::new(H1Pool {
-                    per: Mutex::new(HashMap::new()),
-                    connector: connector.clone(),
-                    idle_timeout: config.idle_timeout,
-                    sweeping: AtomicBool::new(false),
-                    lean: config.h1 == H1Upstream::Lean,
-                }),
-                http2: Arc::new(H2Pool {
+            .map(|_| {
+                let http2 = Arc::new(H2Pool {
                     connector: connector.clone(),
                     per: Mutex::new(HashMap::new()),
-                }),
+                    learned: Arc::new(Learned::default()),
+                });
+                Pools {
+                    http1: Arc::new(H1Pool {
+                        per: Mutex::new(HashMap::new()),
+                        connector: connector.clone(),
+                        idle_timeout: config.idle_timeout,
+                        sweeping: AtomicBool::new(false),
+                        lean: config.h1 == H1Upstream::Lean,
+                        offer,
+                        h2: Arc::clone(&http2),
+                    }),
+                    http2,
+                }
             })
             .collect();
         Self { per_thread }
@@ -109,12 +134,16 @@ impl Upstreams {
     /// [`SendError::Connect`] or [`SendError::Exhausted`].
     pub async fn checkout(&self, h2: bool, addr: SocketAddr) -> Result<Checkout<'_>, SendError> {
         let pools = self.pools();
-        if h2 {
+        let tls = pools.http2.connector.tls.is_some();
+        if h2 || pools.http2.learned.knows(addr) {
             let tx = pools.http2.checkout(addr).await?;
-            return Ok(Checkout(Held::H2(tx)));
+            return Ok(Checkout(Held::H2 { tx, tls }));
         }
         let free = pools.http1.free(addr);
         let (tx, reused) = pools.http1.checkout(&free, addr).await?;
+        if let Sender::H2(tx) = tx {
+            return Ok(Checkout(Held::H2 { tx, tls }));
+        }
         Ok(Checkout(Held::H1 {
             tx,
             reused,
@@ -122,6 +151,31 @@ impl Upstreams {
             pool: &pools.http1,
             addr,
         }))
+    }
+}
+
+/// Endpoints that chose `h2` by ALPN when offered both (`protocol: auto` over TLS), so that
+/// their HTTP requests go over HTTP/2; forgotten when one no longer does.
+#[derive(Debug, Default)]
+pub(crate) struct Learned(Mutex<HashSet<SocketAddr>>);
+
+impl Learned {
+    fn set(&self) -> std::sync::MutexGuard<'_, HashSet<SocketAddr>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Nothing is learned in cleartext, or before a TLS endpoint chose: no lock then.
+    fn knows(&self, addr: SocketAddr) -> bool {
+        let set = self.set();
+        !set.is_empty() && set.contains(&addr)
+    }
+
+    fn learn(&self, addr: SocketAddr) {
+        self.set().insert(addr);
+    }
+
+    fn forget(&self, addr: SocketAddr) {
+        self.set().remove(&addr);
     }
 }
 
@@ -139,10 +193,19 @@ enum Held<'a> {
         pool: &'a Arc<H1Pool>,
         addr: SocketAddr,
     },
-    H2(H2Sender),
+    H2 {
+        tx: H2Sender,
+        /// Over TLS: the request's `:scheme` is `https`.
+        tls: bool,
+    },
 }
 
 impl Checkout<'_> {
+    /// The connection speaks HTTP/2: the request goes in that form.
+    pub fn is_h2(&self) -> bool {
+        matches!(self.0, Held::H2 { .. })
+    }
+
     /// Sends `req`: over HTTP/2 in absolute form (its authority the `:authority` sent), over
     /// HTTP/1.1 in origin form with a `Host` header. A kept-alive HTTP/1.1 connection the
     /// endpoint closed before taking the request is replaced (nothing was sent).
@@ -155,7 +218,12 @@ impl Checkout<'_> {
         mut req: http::Request<ProxyBody>,
     ) -> Result<http::Response<UpstreamBody>, SendError> {
         let (mut tx, mut reused, free, pool, addr) = match self.0 {
-            Held::H2(mut tx) => {
+            Held::H2 { mut tx, tls } => {
+                if tls {
+                    let mut uri = std::mem::take(req.uri_mut()).into_parts();
+                    uri.scheme = Some(http::uri::Scheme::HTTPS);
+                    *req.uri_mut() = http::Uri::from_parts(uri).unwrap_or_default();
+                }
                 let resp = tx
                     .send_request(req)
                     .await
@@ -177,6 +245,13 @@ impl Checkout<'_> {
                     return Ok(resp.map(UpstreamBody::lean));
                 }
                 Sender::Hyper(hyper_tx) => hyper_tx,
+                // A replacement whose endpoint now chose `h2`: the request is in HTTP/1.1
+                // form, and nothing was sent.
+                Sender::H2(_) => {
+                    return Err(SendError::Connect(
+                        "the endpoint chose h2 by ALPN on a new connection".into(),
+                    ))
+                }
             };
             match hyper_tx.try_send_request(req).await {
                 Ok(resp) => {
@@ -206,7 +281,8 @@ impl Checkout<'_> {
 pub trait Stage: Sync {
     /// A connection to `addr` (over HTTP/2 when `h2`), then the request `make` builds, sent on
     /// it. `make` is called only once a connection is ready, so a request that found none
-    /// keeps its body for another endpoint.
+    /// keeps its body for another endpoint, and is told whether the connection speaks HTTP/2
+    /// (over TLS under `protocol: auto`, the endpoint's ALPN choice decides).
     ///
     /// # Errors
     /// [`SendError`]: no connection ([`SendError::is_connect`]: nothing was sent), the pool at
@@ -215,7 +291,7 @@ pub trait Stage: Sync {
         &'a self,
         addr: SocketAddr,
         h2: bool,
-        make: &'a (dyn Fn() -> http::Request<ProxyBody> + Sync),
+        make: &'a (dyn Fn(bool) -> http::Request<ProxyBody> + Sync),
     ) -> BoxFuture<'a, Result<http::Response<UpstreamBody>, SendError>>;
 }
 
@@ -224,11 +300,12 @@ impl Stage for Upstreams {
         &'a self,
         addr: SocketAddr,
         h2: bool,
-        make: &'a (dyn Fn() -> http::Request<ProxyBody> + Sync),
+        make: &'a (dyn Fn(bool) -> http::Request<ProxyBody> + Sync),
     ) -> BoxFuture<'a, Result<http::Response<UpstreamBody>, SendError>> {
         Box::pin(async move {
             let conn = self.checkout(h2, addr).await?;
-            conn.send(make()).await
+            let req = make(conn.is_h2());
+            conn.send(req).await
         })
     }
 }

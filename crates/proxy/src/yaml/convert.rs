@@ -4,8 +4,8 @@
 use super::error::YamlError;
 use super::file::{Accrual, BackoffSpec, Balancer, File, Kind, Namer, Retries, ServiceSpec};
 use crate::config::{
-    Config, Discovery, EscapedSlashes, HostHeader, Limits, PortRef, ServiceConfig, TlsConfig,
-    UpstreamProtocol,
+    ClientAuth, Config, Discovery, EscapedSlashes, HostHeader, Limits, PortRef, ServiceConfig,
+    TlsConfig, UpstreamProtocol, UpstreamTls,
 };
 use crate::discovery::parse_upstream;
 use std::net::SocketAddr;
@@ -138,6 +138,9 @@ fn service(spec: ServiceSpec) -> Result<ServiceConfig, YamlError> {
         }
         s.pool.connect_timeout = ms(t);
     }
+    if let Some(t) = &spec.client.tls {
+        s.tls = Some(client_tls(t, &|k| key(&format!("client.tls.{k}")))?);
+    }
     if let Some(p) = &spec.client.host_connection_pool {
         s.pool.max_per_endpoint = p.max_size;
         s.pool.wait = p.max_wait_ms.map_or(s.pool.wait, ms);
@@ -156,6 +159,38 @@ fn service(spec: ServiceSpec) -> Result<ServiceConfig, YamlError> {
         }
     }
     Ok(s)
+}
+
+fn client_tls(
+    t: &super::file::ClientTls,
+    key: &dyn Fn(&str) -> String,
+) -> Result<UpstreamTls, YamlError> {
+    let disable_validation = t.disable_validation.unwrap_or(false);
+    let trust = t.trust_certs.clone().unwrap_or_default();
+    if disable_validation && !trust.is_empty() {
+        return Err(err(
+            key("trustCerts"),
+            "has no effect with disableValidation: true (no certificate is checked); remove one",
+        ));
+    }
+    if t.trust_certs.as_ref().is_some_and(Vec::is_empty) {
+        return Err(err(
+            key("trustCerts"),
+            "is empty: list CA files, or leave the key out for the built-in roots",
+        ));
+    }
+    if t.common_name.as_deref() == Some("") {
+        return Err(err(key("commonName"), "is empty"));
+    }
+    Ok(UpstreamTls {
+        server_name: t.common_name.clone(),
+        trust,
+        client_auth: t.client_auth.as_ref().map(|a| ClientAuth {
+            cert: a.cert_path.clone(),
+            key: a.key_path.clone(),
+        }),
+        disable_validation,
+    })
 }
 
 fn discovery(spec: &ServiceSpec, key: &dyn Fn(&str) -> String) -> Result<Discovery, YamlError> {

@@ -112,6 +112,17 @@ pub(super) struct ClientSpec {
     pub(super) failure_penalty_ms: Option<u64>,
     pub(super) host_connection_pool: Option<HostPool>,
     pub(super) outlier_detection: Option<OutlierSpec>,
+    pub(super) tls: Option<ClientTls>,
+}
+
+/// TLS to the endpoints (`client.tls`, Linkerd 1's keys).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct ClientTls {
+    pub(super) common_name: Option<String>,
+    pub(super) trust_certs: Option<Vec<std::path::PathBuf>>,
+    pub(super) client_auth: Option<TlsSpec>,
+    pub(super) disable_validation: Option<bool>,
 }
 
 /// Latency outlier ejection (`client.outlierDetection`).

@@ -259,3 +259,46 @@ fn a_file_larger_than_the_limit_is_not_read_whole() {
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(matches!(err, YamlError::TooLarge), "{err}");
 }
+
+#[test]
+fn client_tls_takes_linkerd_keys_and_refuses_what_cannot_apply() {
+    let with =
+        |tls: &str| GOOD.replace("    client:\n", &format!("    client:\n      tls: {tls}\n"));
+    let config = parse(&with(
+        "{commonName: backend.test, trustCerts: [/etc/ca.pem], \
+         clientAuth: {certPath: /etc/c.pem, keyPath: /etc/k.pem}}",
+    ))
+    .unwrap();
+    let tls = config.services[0].tls.clone().unwrap();
+    assert_eq!(tls.server_name.as_deref(), Some("backend.test"));
+    assert_eq!(tls.trust, vec![std::path::PathBuf::from("/etc/ca.pem")]);
+    let auth = tls.client_auth.unwrap();
+    assert_eq!(auth.cert, std::path::PathBuf::from("/etc/c.pem"));
+    assert!(!tls.disable_validation);
+    // No `tls`: cleartext. `tls: {}`: the built-in roots, the endpoint's IP as the name.
+    assert!(parse(GOOD).unwrap().services[0].tls.is_none());
+    let empty = parse(&with("{}")).unwrap().services[0].tls.clone().unwrap();
+    assert!(empty.trust.is_empty() && empty.server_name.is_none());
+    for (tls, says) in [
+        (
+            "{disableValidation: true, trustCerts: [/etc/ca.pem]}",
+            "services[web].client.tls.trustCerts: has no effect with disableValidation",
+        ),
+        (
+            "{trustCerts: []}",
+            "services[web].client.tls.trustCerts: is empty",
+        ),
+        (
+            "{commonName: \"\"}",
+            "services[web].client.tls.commonName: is empty",
+        ),
+        ("{commonname: x}", "unknown field `commonname`"),
+        (
+            "{clientAuth: {certPath: /c.pem}}",
+            "missing field `keyPath`",
+        ),
+    ] {
+        let e = error_of(&with(tls));
+        assert!(e.contains(says), "{tls}: {e}");
+    }
+}

@@ -36,6 +36,12 @@ impl Nginx {
 
     /// nginx with the `location` blocks `locations` in its one server.
     pub fn with_locations(locations: &str) -> Self {
+        Self::with_server("", locations)
+    }
+
+    /// nginx with `listen` options `listen` (e.g. `ssl http2`) and the directives `server`
+    /// in its one server.
+    pub fn with_server(listen: &str, server: &str) -> Self {
         let exe = tool("nginx", "nginx");
         let addr = TcpListener::bind("127.0.0.1:0")
             .unwrap()
@@ -54,7 +60,7 @@ impl Nginx {
              http {{\n  access_log off;\n  client_body_temp_path {tmp}; proxy_temp_path {tmp};\n  \
              fastcgi_temp_path {tmp}; uwsgi_temp_path {tmp}; scgi_temp_path {tmp};\n  \
              client_max_body_size 1m;\n  keepalive_requests 100000;\n  \
-             server {{ listen {addr};\n    {locations}\n  }}\n}}\n"
+             server {{ listen {addr} {listen};\n    {server}\n  }}\n}}\n"
         );
         std::fs::write(dir.join("nginx.conf"), conf).unwrap();
         let child = Command::new(exe)
