@@ -72,6 +72,25 @@ pub fn timeout(headers: &HeaderMap) -> Option<Duration> {
     })
 }
 
+/// `d` as a `grpc-timeout` value: the finest unit whose count fits the spec's 8 digits, the
+/// count rounded down (a receiver never gets more time than there is), e.g. `900000u`.
+pub fn timeout_value(d: Duration) -> String {
+    const MAX: u128 = 99_999_999;
+    let units: [(u128, char); 6] = [
+        (d.as_nanos(), 'n'),
+        (d.as_micros(), 'u'),
+        (d.as_millis(), 'm'),
+        (u128::from(d.as_secs()), 'S'),
+        (u128::from(d.as_secs() / 60), 'M'),
+        (u128::from(d.as_secs() / 3600), 'H'),
+    ];
+    let (n, unit) = units
+        .into_iter()
+        .find(|(n, _)| *n <= MAX)
+        .unwrap_or((MAX, 'H'));
+    format!("{n}{unit}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,6 +128,31 @@ mod tests {
         assert_eq!(t("99999999n"), Some(Duration::from_nanos(99_999_999)));
         for bad in ["", "m", "123456789m", "10x", "-1S", "1.5S"] {
             assert_eq!(t(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn timeout_values_pick_the_finest_unit_that_fits() {
+        let v = |d| timeout_value(d);
+        assert_eq!(v(Duration::from_nanos(99_999_999)), "99999999n");
+        assert_eq!(v(Duration::from_millis(900)), "900000u");
+        assert_eq!(v(Duration::from_secs(1000)), "1000000m");
+        assert_eq!(v(Duration::ZERO), "0n");
+        assert_eq!(v(Duration::MAX), "99999999H");
+    }
+
+    proptest::proptest! {
+        /// Written then read back: never more than the time there is, and less by under one
+        /// unit of the value (at most a millionth of it, or a whole unit below 100 ms).
+        #[test]
+        fn a_timeout_value_reads_back_at_most_its_duration(nanos in 0u64..=u64::MAX / 4) {
+            let d = Duration::from_nanos(nanos);
+            let back = timeout(&headers(&[("grpc-timeout", &timeout_value(d))])).unwrap();
+            proptest::prop_assert!(back <= d);
+            proptest::prop_assert!(d - back <= d / 1_000_000 + Duration::from_secs(60));
+            if d < Duration::from_secs(100) {
+                proptest::prop_assert!(d - back < Duration::from_micros(1));
+            }
         }
     }
 

@@ -18,9 +18,15 @@
 //! success wins and the other attempt is dropped, which cancels it (the balancer hears of the
 //! cancellation). A failure of one waits for the other. Retries after that are not hedged, as
 //! in the simulator. gRPC calls (POST) are not hedged: a call may not be idempotent.
+//!
+//! # Deadlines
+//! With a deadline ([`Outgoing::deadline`]: the total timeout or the caller's), a retry whose
+//! backoff would end within a millisecond of it is not started, and a backup whose delay would
+//! is not armed: the failure in hand is answered at once.
 
 use crate::body::{BoxError, ProxyBody};
 use crate::clock::Clock;
+use crate::deadline::Deadline;
 use crate::endpoints::Endpoints;
 use crate::fault::{Fault, ProxyFault};
 use crate::metrics::ServiceHandles;
@@ -111,6 +117,9 @@ pub struct Outgoing {
     pub reply: Reply,
     /// Where a streamed body writes the client's fault (`None`: a buffered body).
     pub fault: Option<FaultCell>,
+    /// The sooner of the total timeout and the caller's deadline, if any: no retry or backup
+    /// starts that would wait past it, and each attempt forwards what remains of the caller's.
+    pub deadline: Option<Deadline>,
 }
 
 impl Outgoing {
@@ -118,6 +127,13 @@ impl Outgoing {
     pub fn body(&self) -> std::sync::MutexGuard<'_, AttemptBody> {
         // Taking a copy cannot panic midway; keep what a panicked holder left.
         self.body.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether an attempt starting `wait` from now would still start before the deadline,
+    /// with a millisecond to spare.
+    fn in_time(&self, wait: Duration) -> bool {
+        let now = tokio::time::Instant::now();
+        self.deadline.is_none_or(|d| d.allows(now + wait))
     }
 
     /// Whether a backup may be sent: the classifier would repeat the method and the body can
@@ -218,10 +234,12 @@ pub async fn run(
     if endpoints.is_empty() {
         return Err(Fault::Proxy(ProxyFault::NoEndpoints));
     }
+    // A backup that would leave after the deadline is not armed.
     let hedge = request
         .hedgeable(arm)
         .then(|| endpoints.hedge_delay(clock.now()))
-        .flatten();
+        .flatten()
+        .filter(|&delay| request.in_time(delay));
     let (mut turn, mut tries) = (Turn::First, 0u32);
     loop {
         let (slot, done) = match hedge.filter(|_| tries == 0) {
@@ -239,6 +257,13 @@ pub async fn run(
         if !may {
             return done.result;
         }
+        let backoff = arm.retries.and_then(|r| r.backoff);
+        let wait = backoff.map_or(Duration::ZERO, |b| endpoints.retry_delay(&b, tries + 1));
+        if !request.in_time(wait) {
+            // A retry that could only start at or after the deadline: the failure now, rather
+            // than a timeout later (and the budget is not charged for it).
+            return done.result;
+        }
         if !endpoints.may_retry(clock.now()) {
             handles.budget_exhausted.inc();
             return done.result;
@@ -249,8 +274,8 @@ pub async fn run(
         drop(done);
         handles.retries.inc();
         tries += 1;
-        if let Some(backoff) = arm.retries.and_then(|r| r.backoff) {
-            tokio::time::sleep(endpoints.retry_delay(&backoff, tries)).await;
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
         }
         turn = Turn::Retry { after: slot };
     }

@@ -17,6 +17,10 @@
 //!   so the upstream request did, or the endpoint answered a request it never got whole:
 //!   [`Fault::Client`], the attempt cancelled;
 //! - the endpoint's pool is at its connection limit: [`Fault::Proxy`], cancelled;
+//! - the deadline (the caller's, or the total timeout) passed before the attempt was sent or
+//!   while it was out: [`Fault::Proxy`], cancelled; the attempt timeout is the time left when
+//!   that is sooner, and each attempt forwards the time left in the caller's deadline header
+//!   ([`crate::deadline`]);
 //! - an attempt abandoned midway (the total timeout fired, the client went away, a backup
 //!   won) is cancelled when its [`InFlight`] drops, so the balancer's pending count never
 //!   leaks.
@@ -33,7 +37,7 @@
 use crate::attempts::{Attempted, Balanced, Outgoing, Turn};
 use crate::body::ProxyBody;
 use crate::endpoints::Endpoints;
-use crate::fault::{EndpointFault, Failure, Fault};
+use crate::fault::{EndpointFault, Failure, Fault, ProxyFault};
 use crate::in_flight::{Answer, InFlight};
 use crate::response::Reply;
 use crate::response_body::{Deferred, ResponseBody};
@@ -51,6 +55,7 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 use tailguard_resilience::Class;
+use tokio::time::Instant;
 
 /// The balanced stage of one service's endpoint generation, over `upstream`.
 #[derive(Clone, Copy)]
@@ -108,12 +113,33 @@ impl Balancer<'_> {
         let endpoints = self.endpoints;
         let slot = pending.slot;
         let addr = endpoints.addr(slot);
-        let make = |h2| build(&request.parts, request.body().take(), endpoints, slot, h2);
+        // The attempt timeout, or the time left before the deadline if that is sooner: then
+        // running out is the caller's deadline (or the total timeout), not the endpoint's
+        // fault.
+        let attempt = self.service.config.arm.timeouts.attempt;
+        let (limit, by_deadline) = match (attempt, request.deadline) {
+            (Some(a), Some(d)) if d.left(Instant::now()) >= a => (Some(a), None),
+            (_, Some(d)) => (Some(d.left(Instant::now())), Some(d.why)),
+            (a, None) => (a, None),
+        };
+        if limit == Some(Duration::ZERO) && by_deadline.is_some() {
+            return past_deadline(pending, by_deadline);
+        }
+        let make = |h2| {
+            let mut req = build(&request.parts, request.body().take(), endpoints, slot, h2);
+            if let Some(d) = &request.deadline {
+                d.stamp(req.headers_mut(), Instant::now());
+            }
+            req
+        };
         let sending = self.upstream.send(addr, request.h2, &make);
-        let result = match self.service.config.arm.timeouts.attempt {
+        let result = match limit {
             Some(limit) => tokio::time::timeout(limit, sending).await.ok(),
             None => Some(sending.await),
         };
+        if result.is_none() && by_deadline.is_some() {
+            return past_deadline(pending, by_deadline);
+        }
         let rtt = self.shared.clock.now().saturating_sub(pending.sent);
         // The client's body failed, so the upstream request did, or the endpoint answered a
         // request it never got whole: the client's fault either way.
@@ -148,6 +174,18 @@ impl Balancer<'_> {
             class,
             result: Err(Fault::Endpoint(fault)),
         }
+    }
+}
+
+/// The deadline `why` passed before or while the attempt was out: cancelled, nobody's
+/// failure (the balancer sees it end, accrual sees nothing).
+fn past_deadline(pending: InFlight, why: Option<&'static str>) -> Attempted {
+    drop(pending);
+    Attempted {
+        class: Attempted::FINAL,
+        result: Err(Fault::Proxy(ProxyFault::Deadline(
+            why.unwrap_or("deadline"),
+        ))),
     }
 }
 

@@ -13,14 +13,17 @@
 //!    on. Every body is watched for the client's faults ([`crate::request_body`]). A body
 //!    without a copy, or one that outgrew it, is retried only when an attempt could not
 //!    connect (nothing was sent).
-//! 5. Hand it to the attempts stage, bounded by the total timeout and by the client's
-//!    `grpc-timeout`, whichever is sooner; answer a [`Fault`] in the form the client expects.
+//! 5. Hand it to the attempts stage, bounded by the total timeout and by the caller's own
+//!    deadline (`grpc-timeout`, `x-tailguard-timeout-ms`: [`crate::deadline`]), whichever is
+//!    sooner (one already expired is answered at once); answer a [`Fault`] in the form the
+//!    client expects.
 //! 6. Count the answer for the metrics and the dashboard ([`crate::response_body::count`]).
 
 use crate::attempts::{self, AttemptBody, Outgoing, Policy};
 use crate::balanced::Balancer;
 use crate::body::BoxError;
 use crate::config::{EscapedSlashes, Limits};
+use crate::deadline::{self, Deadline};
 use crate::fault::{Fault, ProxyFault};
 use crate::replay::Replay;
 use crate::request_body::{BodyRules, ClientBody, FaultCell};
@@ -179,7 +182,7 @@ where
     B::Error: Into<BoxError>,
 {
     let (mut parts, body) = req.into_parts();
-    let deadline = grpc::timeout(&parts.headers);
+    let caller = deadline::Caller::read(&mut parts.headers);
     let method: Method = parts.method.as_str().parse().unwrap_or(Method::Other);
     hygiene::strip_hop_by_hop(&mut parts.headers);
     hygiene::add_via(&mut parts.headers, parts.version);
@@ -209,6 +212,20 @@ where
         grace: timeouts.request_rate_grace,
     };
     // The total timeout counts from here, so it includes reading a body that is buffered.
+    let (limit, why) = match (arm.timeouts.total, caller.limit()) {
+        (Some(t), Some((c, header))) if c < t => (Some(c), header),
+        (None, Some((c, header))) => (Some(c), header),
+        (t, _) => (t, "total timeout"),
+    };
+    if limit == Some(std::time::Duration::ZERO) {
+        // Expired on arrival: answered at once, nothing sent.
+        return Err(Fault::Proxy(ProxyFault::Deadline(why)));
+    }
+    let deadline = limit.map(|limit| Deadline {
+        at: tokio::time::Instant::now() + limit,
+        why,
+        caller,
+    });
     let run = async {
         let limit = service.config.retry_buffer;
         let (body, fault) = prepare_body(body, may_replay, limit, rules);
@@ -219,17 +236,13 @@ where
             h2,
             reply,
             fault,
+            deadline,
         };
         next.attempts(shared, service, &sent).await
     };
-    let (limit, why) = match (arm.timeouts.total, deadline) {
-        (Some(t), Some(g)) if g < t => (Some(g), "grpc-timeout"),
-        (None, Some(g)) => (Some(g), "grpc-timeout"),
-        (t, _) => (t, "total timeout"),
-    };
-    match limit {
+    match deadline {
         None => run.await,
-        Some(limit) => match tokio::time::timeout(limit, run).await {
+        Some(d) => match tokio::time::timeout_at(d.at, run).await {
             Ok(result) => result,
             Err(_) => Err(Fault::Proxy(ProxyFault::Deadline(why))),
         },

@@ -41,6 +41,7 @@ mod clock;
 pub mod config;
 pub mod config_file;
 mod dashboard;
+mod deadline;
 mod discovery;
 pub mod dns;
 mod endpoints;
@@ -69,6 +70,7 @@ mod upstream;
 mod worker;
 pub mod yaml;
 
+pub use deadline::HTTP_HEADER as DEADLINE_HEADER;
 pub use endpoints::{EndpointView, MAX_PROBES_IN_FLIGHT};
 pub use response::ERROR_HEADER;
 pub use run::{run, Source};

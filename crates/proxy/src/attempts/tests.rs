@@ -149,6 +149,7 @@ fn request(body: AttemptBody) -> Outgoing {
         h2: false,
         reply: Reply::Http,
         fault: None,
+        deadline: None,
     }
 }
 

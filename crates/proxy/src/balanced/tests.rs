@@ -124,6 +124,7 @@ fn request(reply: Reply, fault: Option<FaultCell>) -> Outgoing {
         h2: reply == Reply::Grpc,
         reply,
         fault,
+        deadline: None,
     }
 }
 

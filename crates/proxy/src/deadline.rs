@@ -1,0 +1,164 @@
+//! The caller's deadline, end to end: read from the request, capping the proxy's own
+//! timeouts, and forwarded with each attempt as the time that remains.
+//!
+//! - gRPC callers send `grpc-timeout` (`100m`); HTTP callers may send
+//!   [`HTTP_HEADER`] (`x-tailguard-timeout-ms: 250`, whole milliseconds, at most 8 digits): the
+//!   time they still give the request. A relative time, so no clocks need to agree (Linkerd
+//!   1's `l5d-ctx-deadline` carries absolute times).
+//! - The request's deadline is the sooner of the caller's and the service's total timeout.
+//! - Each attempt carries, in whichever of the two headers the caller sent, the time left when
+//!   it is sent (rounded down): a backend behind the proxy knows how long it has.
+//! - A malformed value is ignored and not forwarded, as gRPC servers ignore one.
+
+use http::{HeaderMap, HeaderValue};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// An HTTP caller's deadline header: the milliseconds it still gives the request.
+pub const HTTP_HEADER: &str = "x-tailguard-timeout-ms";
+
+/// gRPC's deadline header.
+pub const GRPC_HEADER: &str = "grpc-timeout";
+
+/// What the caller said about its deadline.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Caller {
+    /// `grpc-timeout`, if well formed.
+    pub grpc: Option<Duration>,
+    /// [`HTTP_HEADER`], if well formed.
+    pub http: Option<Duration>,
+}
+
+impl Caller {
+    /// Reads both headers, removing malformed ones (they are not forwarded).
+    pub fn read(headers: &mut HeaderMap) -> Self {
+        let grpc = tailguard_http::grpc::timeout(headers);
+        if grpc.is_none() {
+            headers.remove(GRPC_HEADER);
+        }
+        let http = headers.get(HTTP_HEADER).and_then(|v| millis(v.as_bytes()));
+        if http.is_none() {
+            headers.remove(HTTP_HEADER);
+        }
+        Self { grpc, http }
+    }
+
+    /// The sooner of the two, and the header that said it.
+    pub fn limit(self) -> Option<(Duration, &'static str)> {
+        match (self.grpc, self.http) {
+            (Some(g), Some(h)) if h < g => Some((h, HTTP_HEADER)),
+            (Some(g), _) => Some((g, GRPC_HEADER)),
+            (None, Some(h)) => Some((h, HTTP_HEADER)),
+            (None, None) => None,
+        }
+    }
+}
+
+fn millis(v: &[u8]) -> Option<Duration> {
+    if v.is_empty() || v.len() > 8 || !v.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n: u64 = std::str::from_utf8(v).ok()?.parse().ok()?;
+    Some(Duration::from_millis(n))
+}
+
+/// A request's deadline: when its time is up, why, and which headers carry what remains.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Deadline {
+    /// When.
+    pub at: Instant,
+    /// What set it: `grpc-timeout`, [`HTTP_HEADER`] or `total timeout`.
+    pub why: &'static str,
+    /// The caller's headers, rewritten on each attempt.
+    pub caller: Caller,
+}
+
+impl Deadline {
+    /// The time left at `now` (zero once past).
+    pub fn left(&self, now: Instant) -> Duration {
+        self.at.saturating_duration_since(now)
+    }
+
+    /// Whether something that takes until `until` still ends before the deadline, with at
+    /// least a millisecond to spare for the attempt itself.
+    pub fn allows(&self, until: Instant) -> bool {
+        until + Duration::from_millis(1) <= self.at
+    }
+
+    /// Writes the time left at `now` into the headers the caller sent.
+    pub fn stamp(&self, headers: &mut HeaderMap, now: Instant) {
+        let left = self.left(now);
+        if self.caller.grpc.is_some() {
+            let v = tailguard_http::grpc::timeout_value(left);
+            if let Ok(v) = HeaderValue::from_str(&v) {
+                headers.insert(GRPC_HEADER, v);
+            }
+        }
+        if self.caller.http.is_some() {
+            let ms = left.as_millis().min(99_999_999) as u64;
+            headers.insert(HTTP_HEADER, HeaderValue::from(ms));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, v.parse().unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn the_sooner_header_sets_it_and_malformed_ones_are_dropped() {
+        let mut h = headers(&[(HTTP_HEADER, "250"), (GRPC_HEADER, "1S")]);
+        let c = Caller::read(&mut h);
+        assert_eq!(c.limit(), Some((Duration::from_millis(250), HTTP_HEADER)));
+        for bad in ["", "-1", "1.5", "123456789", " 5", "0x10"] {
+            let mut h = headers(&[(HTTP_HEADER, bad), (GRPC_HEADER, "5x")]);
+            assert_eq!(Caller::read(&mut h), Caller::default(), "{bad:?}");
+            assert!(h.is_empty(), "{bad:?}: not forwarded");
+        }
+        let mut h = headers(&[(GRPC_HEADER, "100m")]);
+        let c = Caller::read(&mut h);
+        assert_eq!(c.limit(), Some((Duration::from_millis(100), GRPC_HEADER)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn each_attempt_carries_what_remains_in_the_callers_headers() {
+        let now = Instant::now();
+        let caller = Caller {
+            grpc: Some(Duration::from_secs(1)),
+            http: Some(Duration::from_secs(1)),
+        };
+        let d = Deadline {
+            at: now + Duration::from_millis(700),
+            why: HTTP_HEADER,
+            caller,
+        };
+        let mut h = HeaderMap::new();
+        d.stamp(&mut h, now + Duration::from_micros(200_500));
+        assert_eq!(h[GRPC_HEADER], "499500u");
+        assert_eq!(h[HTTP_HEADER], "499");
+        d.stamp(&mut h, now + Duration::from_secs(2));
+        assert_eq!(h[GRPC_HEADER], "0n");
+        assert_eq!(h[HTTP_HEADER], "0");
+        assert!(d.allows(now + Duration::from_millis(699)));
+        assert!(!d.allows(now + Duration::from_micros(699_500)));
+        // Only the headers the caller sent.
+        let only_grpc = Deadline {
+            caller: Caller {
+                http: None,
+                ..caller
+            },
+            ..d
+        };
+        let mut h = HeaderMap::new();
+        only_grpc.stamp(&mut h, now);
+        assert!(h.get(HTTP_HEADER).is_none());
+    }
+}
