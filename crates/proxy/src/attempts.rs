@@ -17,7 +17,8 @@
 //! body is known and the hedge budget allows, a backup goes to another endpoint; the first
 //! success wins and the other attempt is dropped, which cancels it (the balancer hears of the
 //! cancellation). A failure of one waits for the other. Retries after that are not hedged, as
-//! in the simulator. gRPC calls (POST) are not hedged: a call may not be idempotent.
+//! in the simulator. gRPC calls (POST) are hedged only when their method is listed in
+//! `hedge.grpcMethods` (a call may not be idempotent; gRPC's own hedging is opt-in per method).
 //!
 //! # Deadlines
 //! With a deadline ([`Outgoing::deadline`]: the total timeout or the caller's), a retry whose
@@ -120,6 +121,9 @@ pub struct Outgoing {
     /// The sooner of the total timeout and the caller's deadline, if any: no retry or backup
     /// starts that would wait past it, and each attempt forwards what remains of the caller's.
     pub deadline: Option<Deadline>,
+    /// The request may have a backup: hedging is on and the classifier would repeat its
+    /// method, or it is a gRPC call to a method listed in `hedge.grpcMethods`.
+    pub hedge: bool,
 }
 
 impl Outgoing {
@@ -139,7 +143,7 @@ impl Outgoing {
     /// Whether a backup may be sent: the classifier would repeat the method and the body can
     /// be sent again (whether all of it is known yet is checked when the backup is due).
     fn hedgeable(&self, arm: &ArmConfig) -> bool {
-        arm.hedge.is_some() && arm.classifier.retries(self.method) && self.body().available()
+        arm.hedge.is_some() && self.hedge && self.body().available()
     }
 }
 

@@ -213,11 +213,69 @@ pub struct ServiceConfig {
     pub pool: PoolConfig,
     /// TLS to the endpoints (`client.tls`); `None`: cleartext.
     pub tls: Option<UpstreamTls>,
+    /// gRPC methods that may be hedged (`service.hedge.grpcMethods`), when hedging is on: a
+    /// call is not hedged unless the user says its method is idempotent, as in gRPC's own
+    /// hedging policy.
+    pub grpc_hedge: GrpcMethods,
     /// How long a request or response body may stall.
     pub body: BodyTimeouts,
     /// Where a probing balancer (`prequal`) asks each endpoint for its load
     /// (`client.loadBalancer.probePath`; `tailguard serve` answers [`PROBE_PATH`]).
     pub probe_path: String,
+}
+
+/// gRPC methods named `package.Service/Method`, or `package.Service/*` for all of a
+/// service's.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GrpcMethods(Vec<String>);
+
+impl GrpcMethods {
+    /// The most names a list may hold.
+    pub const MAX: usize = 1000;
+
+    /// Checks and keeps `names`.
+    ///
+    /// # Errors
+    /// The first name that is not `package.Service/Method` or `package.Service/*`, or more
+    /// than [`Self::MAX`] of them.
+    pub fn new(names: &[String]) -> Result<Self, String> {
+        if names.len() > Self::MAX {
+            return Err(format!("{} names: at most {}", names.len(), Self::MAX));
+        }
+        let word = |w: &str| {
+            !w.is_empty()
+                && w.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
+        };
+        for n in names {
+            let ok = match n.split_once('/') {
+                Some((service, method)) => word(service) && (method == "*" || word(method)),
+                None => false,
+            };
+            if !ok {
+                return Err(format!(
+                    "`{n}`: expected package.Service/Method or package.Service/*"
+                ));
+            }
+        }
+        Ok(Self(names.to_vec()))
+    }
+
+    /// Whether the call to `path` (`/package.Service/Method`) is one of them.
+    pub fn contains(&self, path: &str) -> bool {
+        let Some(name) = path.strip_prefix('/') else {
+            return false;
+        };
+        self.0.iter().any(|n| match n.strip_suffix('*') {
+            Some(service) => name.starts_with(service) && !name[service.len()..].contains('/'),
+            None => n == name,
+        })
+    }
+
+    /// No methods.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 /// Where `tailguard serve` answers load probes, and the proxy's default probe path.
@@ -277,6 +335,7 @@ impl ServiceConfig {
             max_in_flight: None,
             pool: PoolConfig::default(),
             tls: None,
+            grpc_hedge: GrpcMethods::default(),
             body: BodyTimeouts::default(),
             probe_path: PROBE_PATH.to_owned(),
         }

@@ -203,7 +203,10 @@ where
         Reply::Grpc => arm.classifier.retries_grpc() || arm.classifier.retries(method),
         Reply::Http => arm.classifier.retries(method),
     };
-    let hedges = arm.hedge.is_some() && arm.classifier.retries(method);
+    // A gRPC call (a POST) is hedged only when its method is listed as safe to repeat.
+    let hedges = arm.hedge.is_some()
+        && (arm.classifier.retries(method)
+            || (reply == Reply::Grpc && service.config.grpc_hedge.contains(parts.uri.path())));
     let may_replay = (arm.retries.is_some() && retryable) || hedges;
     let timeouts = service.config.body;
     let rules = BodyRules {
@@ -237,6 +240,7 @@ where
             reply,
             fault,
             deadline,
+            hedge: hedges,
         };
         next.attempts(shared, service, &sent).await
     };

@@ -174,3 +174,70 @@ fn the_configuration_names_the_hedge_keys() {
         .to_string();
     assert!(err.contains("delay"), "{err}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn grpc_calls_are_hedged_only_for_the_methods_listed() {
+    // Every call from the 21st on stalls `stalling` for 10 s.
+    let stalling = TestServer::builder()
+        .stall_after(21, Duration::from_secs(10))
+        .start()
+        .await;
+    let fine = TestServer::start().await;
+    let hedge = HedgeConfig {
+        max_extra_load: 0.5,
+        min_per_sec: 10,
+        min_samples: 20,
+        min_delay: Duration::from_millis(50),
+        ..HedgeConfig::default()
+    };
+    let mut s = service(&[&stalling, &fine], hedge);
+    s.grpc_hedge =
+        tailguard_proxy::config::GrpcMethods::new(&["tailguard.test.Svc/Get".into()]).unwrap();
+    let proxy = start(s).await;
+    let c = client(true);
+    let call = async |method: &str| {
+        let req = http::Request::post(format!(
+            "http://{}/tailguard.test.Svc/{method}",
+            proxy.addr()
+        ))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(http_body_util::Full::new(bytes::Bytes::from_static(&[
+            0, 0, 0, 0, 0,
+        ])))
+        .unwrap();
+        let started = tokio::time::Instant::now();
+        let resp = tailguard_testsupport::bounded(c.request(req))
+            .await
+            .unwrap();
+        let body = http_body_util::BodyExt::collect(resp.into_body());
+        let trailers = tailguard_testsupport::bounded(body).await.unwrap();
+        let code = trailers.trailers().and_then(tailguard_proxy::grpc::status);
+        (code, started.elapsed())
+    };
+    // Warm-up: 40 calls of the listed method, 20 to each backend, to learn the delay.
+    for _ in 0..40 {
+        assert_eq!(call("Get").await.0, Some(0));
+    }
+    // Now every call the balancer sends to `stalling` stalls there: a listed method's gets a
+    // backup to `fine` after the hedge delay.
+    let mut slowest = Duration::ZERO;
+    for _ in 0..10 {
+        let (code, took) = call("Get").await;
+        assert_eq!(code, Some(0));
+        slowest = slowest.max(took);
+    }
+    assert!(slowest < Duration::from_millis(100), "slowest {slowest:?}");
+    let hedged = metric(&proxy, "tailguard_proxy_hedges_total");
+    assert!(hedged >= 5.0, "{hedged} backups");
+    // A method not listed is never hedged: the one sent to `stalling` waits out the stall.
+    let mut slowest = Duration::ZERO;
+    for _ in 0..2 {
+        let (code, took) = call("Put").await;
+        assert_eq!(code, Some(0));
+        slowest = slowest.max(took);
+    }
+    assert!(slowest >= Duration::from_secs(9), "slowest {slowest:?}");
+    assert_eq!(metric(&proxy, "tailguard_proxy_hedges_total"), hedged);
+    proxy.shutdown().await;
+}

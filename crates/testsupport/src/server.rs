@@ -29,9 +29,9 @@ pub struct Builder {
 /// A running test server on 127.0.0.1; stops when dropped.
 ///
 /// It answers every request with its status (200 unless set) and `ok`, after its delay, except
-/// two paths: `/echo` streams the request body back as it arrives, and `/trailers` answers
-/// `msg` followed by gRPC-style trailers (`grpc-status: 0`, or the code of a
-/// `?grpc-status=N` query).
+/// two paths: `/echo` streams the request body back as it arrives, and `/trailers` (and every
+/// method of the test package, `/tailguard.test.Svc/Get`) answers `msg` followed by gRPC-style
+/// trailers (`grpc-status: 0`, or the code of a `?grpc-status=N` query).
 #[derive(Debug)]
 pub struct TestServer {
     addr: SocketAddr,
@@ -373,7 +373,9 @@ async fn answer(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Bo
     }
     let body: Body = match req.uri().path() {
         "/echo" => req.into_body().boxed(),
-        "/trailers" => {
+        // And the methods of the test package `tailguard.test` (`/tailguard.test.Svc/Get`), so
+        // gRPC calls can differ by method.
+        p if p == "/trailers" || p.starts_with("/tailguard.test.") => {
             // `?grpc-status=14` ends the call with that code instead of 0.
             let code = req
                 .uri()

@@ -150,6 +150,7 @@ fn request(body: AttemptBody) -> Outgoing {
         reply: Reply::Http,
         fault: None,
         deadline: None,
+        hedge: true,
     }
 }
 

@@ -125,6 +125,7 @@ fn request(reply: Reply, fault: Option<FaultCell>) -> Outgoing {
         reply,
         fault,
         deadline: None,
+        hedge: true,
     }
 }
 

@@ -120,6 +120,15 @@ fn service(spec: ServiceSpec) -> Result<ServiceConfig, YamlError> {
         ..b
     };
     s.arm = arm(&spec, &key)?;
+    if let Some(names) = spec
+        .service
+        .hedge
+        .as_ref()
+        .and_then(|h| h.grpc_methods.as_ref())
+    {
+        s.grpc_hedge = crate::config::GrpcMethods::new(names)
+            .map_err(|e| err(key("service.hedge.grpcMethods"), e))?;
+    }
     if let Some(b) = &spec.client.load_balancer {
         match (&b.probe_path, &s.arm.policy) {
             (Some(p), Policy::Prequal(_)) => s.probe_path = p.clone(),

@@ -202,6 +202,7 @@ pub(super) struct HedgeSpec {
     pub(super) min_samples: Option<u64>,
     pub(super) min_delay_ms: Option<u64>,
     pub(super) max_delay_ms: Option<u64>,
+    pub(super) grpc_methods: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]

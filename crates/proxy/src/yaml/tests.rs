@@ -302,3 +302,36 @@ fn client_tls_takes_linkerd_keys_and_refuses_what_cannot_apply() {
         assert!(e.contains(says), "{tls}: {e}");
     }
 }
+
+#[test]
+fn hedge_grpc_methods_are_named_in_full_or_by_service() {
+    let with = |list: &str| {
+        GOOD.replace(
+            "    service:\n",
+            &format!("    service:\n      hedge: {{grpcMethods: {list}}}\n"),
+        )
+    };
+    let config = parse(&with("[pkg.Search/Find, pkg.Cache/*]")).unwrap();
+    let m = &config.services[0].grpc_hedge;
+    assert!(m.contains("/pkg.Search/Find"));
+    assert!(m.contains("/pkg.Cache/Get") && m.contains("/pkg.Cache/Put"));
+    assert!(!m.contains("/pkg.Search/Delete"));
+    assert!(
+        !m.contains("/pkg.CacheX/Get"),
+        "a service's prefix is not another service"
+    );
+    assert!(!m.contains("pkg.Search/Find"), "a path starts with /");
+    assert!(parse(GOOD).unwrap().services[0].grpc_hedge.is_empty());
+    for bad in [
+        "[/pkg.Search/Find]",
+        "[pkg.Search]",
+        "[\"pkg.Search/Fi nd\"]",
+        "[pkg/a/b]",
+    ] {
+        let e = error_of(&with(bad));
+        assert!(
+            e.contains("services[web].service.hedge.grpcMethods: `"),
+            "{bad}: {e}"
+        );
+    }
+}
