@@ -27,12 +27,6 @@ port=18290
 srv=$!
 trap 'kill $srv 2>/dev/null; rm -rf "$work"' EXIT
 for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
-cat >"$work/ping.proto" <<'PROTO'
-syntax = "proto3";
-package fgrpc;
-message PingMessage { int64 seq = 1; int64 ts = 2; string payload = 3; int64 delayNanos = 4; }
-service PingServer { rpc Ping (PingMessage) returns (PingMessage) {} }
-PROTO
 
 run() { # $1 = tool; prints "calls cpu_seconds ok_calls"
   local t="$work/$1.time"
@@ -45,7 +39,7 @@ run() { # $1 = tool; prints "calls cpu_seconds ok_calls"
       cpu "$t"
       python3 -c "import json;j=json.load(open('$work/tg.json'));print('', j['status_codes'].get('OK', 0))" ;;
     ghz)
-      /usr/bin/time -f "%U %S" -o "$t" ghz --insecure --proto "$work/ping.proto" \
+      /usr/bin/time -f "%U %S" -o "$t" ghz --insecure --proto proto/fgrpc/ping.proto \
         --call fgrpc.PingServer.Ping -c "$conc" --connections 1 --cpus 1 -z "${secs}s" \
         -O json -o "$work/ghz.json" 127.0.0.1:$port >/dev/null 2>&1 || true
       python3 -c "import json;j=json.load(open('$work/ghz.json'));print(j['count'], end=' ')"

@@ -12,19 +12,13 @@
 //!   `--overrides` (as `?delay=` does for HTTP), at most 10 s.
 //! - `/grpc.health.v1.Health/*` from tonic-health, always `SERVING` (a paused or down backend
 //!   does not answer at all).
+//! - `/grpc.reflection.v1.ServerReflection/*` and `/grpc.reflection.v1alpha...` (tonic's
+//!   reflection), so ghz, grpcurl and Postman find these services and their messages with no
+//!   `.proto` at hand. The descriptors are the repository's `proto/` files, compiled by
+//!   `build.rs` with protox.
 //!
-//! The messages are written by hand with prost's derive, so the build needs no protoc:
-//! ```proto
-//! syntax = "proto3";
-//! package tailguard.serve.v1;
-//! service Ping { rpc Ping(PingRequest) returns (PingResponse); }
-//! message PingRequest { bytes payload = 1; }
-//! message PingResponse { bytes payload = 1; string backend = 2; }
-//!
-//! package fgrpc;  // fortio's
-//! service PingServer { rpc Ping(PingMessage) returns (PingMessage); }
-//! message PingMessage { int64 seq = 1; int64 ts = 2; string payload = 3; int64 delayNanos = 4; }
-//! ```
+//! The messages are written by hand with prost's derive (no code generation); a test holds
+//! them to the repository's `proto/` files, field by field.
 
 use crate::service::{BackendService, RespBody};
 use http_body_util::Either;
@@ -37,6 +31,40 @@ use tokio::time::Instant;
 use tonic::codegen::Service;
 use tonic::server::UnaryService;
 use tonic::Status;
+
+/// The repository's `proto/` files as a descriptor set (`build.rs`).
+pub const DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/descriptors.bin"));
+
+/// A call's answer, boxed (the reflection services' types are opaque).
+type Answer = Pin<Box<dyn Future<Output = Response<tonic::body::Body>> + Send>>;
+
+/// The reflection services, v1 and v1alpha, over [`DESCRIPTORS`]: built once, each call
+/// answered by a clone.
+static REFLECTION: std::sync::LazyLock<Box<dyn Fn(Request<Incoming>) -> Answer + Send + Sync>> =
+    std::sync::LazyLock::new(|| {
+        let builder = || {
+            tonic_reflection::server::Builder::configure()
+                .register_encoded_file_descriptor_set(DESCRIPTORS)
+        };
+        let v1 = builder().build_v1().expect("proto/ compiled by build.rs");
+        let v1alpha = builder()
+            .build_v1alpha()
+            .expect("proto/ compiled by build.rs");
+        Box::new(move |req: Request<Incoming>| -> Answer {
+            let alpha = req.uri().path().starts_with("/grpc.reflection.v1alpha.");
+            let (mut v1, mut v1alpha) = (v1.clone(), v1alpha.clone());
+            Box::pin(async move {
+                let answered = match alpha {
+                    true => v1alpha.call(req).await,
+                    false => v1.call(req).await,
+                };
+                match answered {
+                    Ok(resp) => resp,
+                    Err(never) => match never {},
+                }
+            })
+        })
+    });
 
 /// The ping method's path.
 pub const PING_PATH: &str = "/tailguard.serve.v1.Ping/Ping";
@@ -96,6 +124,11 @@ pub(crate) async fn handle(
     arrival: Instant,
 ) -> Response<RespBody> {
     let path = req.uri().path();
+    if path.starts_with("/grpc.reflection.v1.ServerReflection/")
+        || path.starts_with("/grpc.reflection.v1alpha.ServerReflection/")
+    {
+        return REFLECTION(req).await.map(Either::Right);
+    }
     if path.starts_with("/grpc.health.v1.Health/") {
         let mut health = svc.backend.health.clone();
         return match health.call(req).await {
@@ -231,5 +264,72 @@ where
                 None => Err(Status::internal("connection was to be closed")),
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost::Message;
+    use prost_reflect::{DescriptorPool, DynamicMessage, Value};
+
+    /// `msg` encoded by its hand-written type, decoded as `name` of `proto/`: the fields read
+    /// back by their `.proto` names.
+    fn as_proto(msg: &impl Message, name: &str) -> DynamicMessage {
+        let pool = DescriptorPool::decode(DESCRIPTORS).unwrap();
+        let desc = pool.get_message_by_name(name).unwrap();
+        DynamicMessage::decode(desc, msg.encode_to_vec().as_slice()).unwrap()
+    }
+
+    #[test]
+    fn the_hand_written_messages_are_the_protos() {
+        let req = as_proto(
+            &PingRequest {
+                payload: b"hi".to_vec(),
+            },
+            "tailguard.serve.v1.PingRequest",
+        );
+        assert_eq!(
+            req.get_field_by_name("payload")
+                .unwrap()
+                .as_bytes()
+                .unwrap()
+                .as_ref(),
+            b"hi"
+        );
+        let resp = PingResponse {
+            payload: b"hi".to_vec(),
+            backend: "a".into(),
+        };
+        let resp = as_proto(&resp, "tailguard.serve.v1.PingResponse");
+        assert_eq!(
+            resp.get_field_by_name("backend").unwrap().as_str(),
+            Some("a")
+        );
+        let fortio = PingMessage {
+            seq: 7,
+            ts: 8,
+            payload: "p".into(),
+            delay_nanos: 9,
+        };
+        let m = as_proto(&fortio, "fgrpc.PingMessage");
+        let field = |n: &str| m.get_field_by_name(n).unwrap().into_owned();
+        assert_eq!(field("seq"), Value::I64(7));
+        assert_eq!(field("ts"), Value::I64(8));
+        assert_eq!(field("payload"), Value::String("p".into()));
+        assert_eq!(field("delayNanos"), Value::I64(9));
+        // Every method answered here is in the descriptors, under the path it is served at.
+        let pool = DescriptorPool::decode(DESCRIPTORS).unwrap();
+        let paths: Vec<String> = pool
+            .services()
+            .flat_map(|s| {
+                s.methods()
+                    .map(|m| format!("/{}/{}", s.full_name(), m.name()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        for path in [PING_PATH, FORTIO_PING_PATH, "/grpc.health.v1.Health/Check"] {
+            assert!(paths.iter().any(|p| p == path), "{path}: {paths:?}");
+        }
     }
 }
