@@ -35,6 +35,28 @@ pub struct Upstream {
 /// The largest upstream weight.
 pub const MAX_WEIGHT: u32 = 100;
 
+impl Discovery {
+    /// The list `entries`: [`Discovery::Static`] when every entry is an address,
+    /// [`Discovery::Named`] (re-resolved every [`NAMES_INTERVAL`]) when any is a name.
+    pub fn of_entries(entries: Vec<Entry>) -> Self {
+        let addrs: Option<Vec<Upstream>> = entries
+            .iter()
+            .map(|e| match e {
+                Entry::Addr(u) => Some(*u),
+                Entry::Name { .. } => None,
+            })
+            .collect();
+        match addrs {
+            Some(list) => Discovery::Static(list),
+            None => Discovery::Named {
+                entries,
+                server: None,
+                interval: NAMES_INTERVAL,
+            },
+        }
+    }
+}
+
 impl Upstream {
     /// `addr` with weight 1.
     pub fn new(addr: SocketAddr) -> Self {
@@ -42,11 +64,93 @@ impl Upstream {
     }
 }
 
+/// One entry of a configured upstream list (`--upstream`, `upstreams:`): an address, or a
+/// host name resolved through DNS, each with a weight.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Entry {
+    /// `IP:PORT [weight]`.
+    Addr(Upstream),
+    /// `HOST:PORT [weight]`: every address the name resolves to, each with the weight.
+    Name {
+        /// The host name.
+        host: String,
+        /// The port.
+        port: u16,
+        /// The weight of each of its addresses.
+        weight: u32,
+    },
+}
+
+impl Entry {
+    /// Parses `IP:PORT [weight]` or `HOST:PORT [weight]` (`[::1]:80` for IPv6; a host name of
+    /// letters, digits, `-` and `.`, at most 253 bytes).
+    ///
+    /// # Errors
+    /// What is wrong, in words that name the expected form.
+    pub fn parse(text: &str) -> Result<Entry, String> {
+        let bad = || {
+            format!("`{text}` is not `IP:PORT` or `HOST:PORT`, with an optional weight 1 to {MAX_WEIGHT}")
+        };
+        let mut words = text.split_whitespace();
+        let at = words.next().ok_or_else(bad)?;
+        let weight = match words.next() {
+            None => 1,
+            Some(w) => w
+                .parse()
+                .ok()
+                .filter(|w| (1..=MAX_WEIGHT).contains(w))
+                .ok_or_else(bad)?,
+        };
+        if words.next().is_some() {
+            return Err(bad());
+        }
+        if let Ok(addr) = at.parse::<SocketAddr>() {
+            return Ok(Entry::Addr(Upstream { addr, weight }));
+        }
+        let (host, port) = at.rsplit_once(':').ok_or_else(bad)?;
+        let port: u16 = port.parse().map_err(|_| bad())?;
+        let label_ok = |l: &str| {
+            !l.is_empty()
+                && l.len() <= 63
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        };
+        let name = host.strip_suffix('.').unwrap_or(host);
+        // All digits and dots is an IP address that did not parse, not a name.
+        let numeric = name.bytes().all(|b| b.is_ascii_digit() || b == b'.');
+        if host.len() > 253 || numeric || !name.split('.').all(label_ok) {
+            return Err(bad());
+        }
+        Ok(Entry::Name {
+            host: host.to_owned(),
+            port,
+            weight,
+        })
+    }
+}
+
+/// How often host names in an upstream list are resolved again (Linkerd 1's DNS namer's
+/// 5 s).
+pub const NAMES_INTERVAL: Duration = Duration::from_secs(5);
+
 /// Where a service's endpoints come from.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Discovery {
     /// A fixed list.
     Static(Vec<Upstream>),
+    /// A fixed list with host names in it: each resolved through DNS (the system's resolver,
+    /// `/etc/hosts` included) at start, where a name that does not resolve is an error, then
+    /// every `interval`; every address a name has is an endpoint (its IPv4 ones when it has
+    /// any, as Envoy's `V4_PREFERRED`, so `localhost` is 127.0.0.1, not also `::1`).
+    Named {
+        /// The list, in order.
+        entries: Vec<Entry>,
+        /// The name server (`None`, what the file and the flags give: the system's).
+        server: Option<SocketAddr>,
+        /// How often the names are resolved again.
+        interval: Duration,
+    },
     /// A file of `host:port [weight]` lines, re-read when it changes (Linkerd 1's fs namer).
     File {
         /// The file.

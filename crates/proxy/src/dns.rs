@@ -5,7 +5,7 @@
 //!
 //! The names themselves ([`DnsName`]) are configuration; this module resolves them.
 
-use crate::config::{DnsName, Upstream};
+use crate::config::{DnsName, Entry, Upstream};
 use crate::discovery::Target;
 use hickory_resolver::config::{ConnectionConfig, NameServerConfig, ResolverConfig};
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
@@ -110,6 +110,69 @@ pub async fn watch(
             Ok(_) => None,
             Err(err) => {
                 tracing::warn!(%err, ?name, "DNS resolution failed; keeping endpoints");
+                None
+            }
+        }
+    };
+    crate::discovery::poll(target, interval, last, fetch).await;
+}
+
+/// Every endpoint of an upstream list with host names: its addresses as they are, and every
+/// address each name resolves to with the name's weight (its IPv4 ones when it has any, as
+/// Envoy's `V4_PREFERRED`: `localhost` is 127.0.0.1 and not also `::1`, where a backend
+/// listening on 127.0.0.1 would refuse); sorted, without duplicates.
+///
+/// # Errors
+/// The first name that does not resolve (or resolves to nothing), and why.
+pub async fn resolve_entries(
+    resolver: &TokioResolver,
+    entries: &[Entry],
+) -> Result<Vec<Upstream>, (String, DnsError)> {
+    let mut out = Vec::new();
+    for e in entries {
+        match e {
+            Entry::Addr(u) => out.push(*u),
+            Entry::Name { host, port, weight } => {
+                let name = DnsName::A {
+                    host: host.clone(),
+                    port: *port,
+                };
+                let at = format!("{host}:{port}");
+                let found = resolve(resolver, &name)
+                    .await
+                    .map_err(|e| (at.clone(), e))?;
+                if found.is_empty() {
+                    return Err((at, DnsError("no address".into())));
+                }
+                let v4 = found.iter().any(|u| u.addr.is_ipv4());
+                let found = found.into_iter().filter(|u| !v4 || u.addr.is_ipv4());
+                out.extend(found.map(|u| Upstream {
+                    weight: *weight,
+                    ..u
+                }));
+            }
+        }
+    }
+    out.sort_by_key(|u| u.addr);
+    out.dedup_by_key(|u| u.addr);
+    Ok(out)
+}
+
+/// Resolves the names of `entries` again every `interval` for `target` while it is there. A
+/// round in which any name fails keeps the current endpoints (a name that stops resolving for
+/// a moment does not take its endpoints away).
+pub async fn watch_entries(
+    target: impl Target,
+    resolver: TokioResolver,
+    entries: Vec<Entry>,
+    interval: Duration,
+    last: Vec<Upstream>,
+) {
+    let fetch = || async {
+        match resolve_entries(&resolver, &entries).await {
+            Ok(next) => Some(next),
+            Err((name, err)) => {
+                tracing::warn!(%err, %name, "DNS resolution failed; keeping endpoints");
                 None
             }
         }

@@ -43,6 +43,16 @@ pub enum StartError {
         /// What is wrong.
         reason: String,
     },
+    /// A host name in a service's upstream list does not resolve.
+    #[error("services[{service}].upstreams (--upstream): `{name}` does not resolve: {reason}")]
+    Unresolved {
+        /// The service.
+        service: String,
+        /// The `HOST:PORT` entry.
+        name: String,
+        /// The resolver's answer.
+        reason: String,
+    },
     /// The TLS certificate or key is unusable.
     #[error(transparent)]
     Tls(#[from] tls::TlsError),
@@ -238,6 +248,12 @@ async fn build_services(
         let (upstreams, resolver) = match &sc.discovery {
             Discovery::Static(list) => (list.clone(), None),
             Discovery::File { path, .. } => (read_discovery(&sc.name, path).await?, None),
+            Discovery::Named {
+                entries, server, ..
+            } => {
+                let (list, r) = resolve_names(&sc.name, entries, *server).await?;
+                (list, Some(r))
+            }
             Discovery::Dns { name, server, .. } => {
                 let (list, r) = first_resolution(&sc.name, name, *server).await?;
                 (list, Some(r))
@@ -281,6 +297,15 @@ async fn build_services(
         match (&sc.discovery, resolver) {
             (Discovery::File { path, interval }, _) => {
                 let watch = discovery::watch_file(feed, path.clone(), *interval, upstreams);
+                tokio::spawn(watch);
+            }
+            (
+                Discovery::Named {
+                    entries, interval, ..
+                },
+                Some(r),
+            ) => {
+                let watch = dns::watch_entries(feed, r, entries.clone(), *interval, upstreams);
                 tokio::spawn(watch);
             }
             (Discovery::Dns { name, interval, .. }, Some(r)) => {
@@ -344,6 +369,27 @@ async fn read_discovery(
             path: path.display().to_string(),
             reason,
         })
+}
+
+/// The endpoints of an upstream list with host names, each name resolved through the system's
+/// resolver (`/etc/hosts` included), and the resolver that will resolve them again. Unlike a
+/// DNS namer's name, a name in the list is configuration: one that does not resolve stops the
+/// start (or refuses the reload), naming it.
+async fn resolve_names(
+    service: &str,
+    entries: &[config::Entry],
+    server: Option<SocketAddr>,
+) -> Result<(Vec<config::Upstream>, hickory_resolver::TokioResolver), StartError> {
+    let fail = |name: String, reason: String| StartError::Unresolved {
+        service: service.to_owned(),
+        name,
+        reason,
+    };
+    let resolver = dns::resolver(server).map_err(|e| fail("(resolver)".into(), e.to_string()))?;
+    let list = dns::resolve_entries(&resolver, entries)
+        .await
+        .map_err(|(name, e)| fail(name, e.to_string()))?;
+    Ok((list, resolver))
 }
 
 async fn first_resolution(

@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 use support::{client, eventually, send, start, AsUpstream};
 use tailguard_proxy::config::DnsName;
-use tailguard_proxy::config::{Discovery, ServiceConfig};
+use tailguard_proxy::config::{Discovery, Entry, ServiceConfig};
 use tailguard_proxy::dns::{resolve, resolver};
 use tailguard_testsupport::TestServer;
 
@@ -41,7 +41,7 @@ fn free_udp_and_tcp_port() -> u16 {
 
 fn dnsmasq(srv_port: u16) -> Dnsmasq {
     let port = free_udp_and_tcp_port();
-    let dir = std::env::temp_dir().join(format!("tailguard-dnsmasq-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("tailguard-dnsmasq-{}-{port}", std::process::id()));
     let hosts = dir.join("hosts");
     std::fs::create_dir_all(&hosts).unwrap();
     std::fs::write(hosts.join("web"), "127.0.0.1 web.test\n").unwrap();
@@ -168,5 +168,45 @@ async fn dns_discovery_uses_every_address_and_picks_up_an_added_one() {
         addrs,
         vec![format!("127.0.0.1:{port}"), format!("[::1]:{port}")]
     );
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+#[ignore = "tier 2: dnsmasq"]
+async fn names_in_the_upstream_list_are_resolved_again_ipv4_first() {
+    let backend = TestServer::start().await;
+    let port = backend.addr().port();
+    let dns = dnsmasq(port);
+    let r = resolver(Some(dns.addr)).unwrap();
+    let name = DnsName::parse(&format!("web.test:{port}")).unwrap();
+    let up = eventually(Duration::from_secs(30), async || {
+        resolve(&r, &name).await.is_ok()
+    })
+    .await;
+    assert!(up, "dnsmasq did not answer");
+    let mut s = ServiceConfig::new("web", vec![]);
+    s.discovery = Discovery::Named {
+        entries: vec![Entry::parse(&format!("web.test:{port}")).unwrap()],
+        server: Some(dns.addr),
+        interval: Duration::from_millis(100),
+    };
+    let proxy = start(s).await;
+    assert_eq!(send(&client(false), proxy.addr(), "GET", "/").await.0, 200);
+    let addrs = |proxy: &tailguard_proxy::Proxy| {
+        let mut a: Vec<String> = support::views(proxy).into_iter().map(|v| v.addr).collect();
+        a.sort();
+        a
+    };
+    assert_eq!(addrs(&proxy), [format!("127.0.0.1:{port}")]);
+    // A second IPv4 address and an IPv6 one: the IPv4 one joins, the IPv6 one is left out
+    // while the name has IPv4 addresses (nothing listens on 127.0.0.2: refused, loopback).
+    std::fs::write(
+        dns.dir.join("hosts").join("more"),
+        "127.0.0.2 web.test\n::1 web.test\n",
+    )
+    .unwrap();
+    let want = [format!("127.0.0.1:{port}"), format!("127.0.0.2:{port}")];
+    let grown = eventually(Duration::from_secs(10), async || addrs(&proxy) == want).await;
+    assert!(grown, "{:?}", addrs(&proxy));
     proxy.shutdown().await;
 }

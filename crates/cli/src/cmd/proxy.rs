@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 use tailguard_proxy::config::{
-    Config, H1Upstream, ServiceConfig, TlsConfig, Upstream, UpstreamProtocol,
+    Config, Discovery, Entry, H1Upstream, ServiceConfig, TlsConfig, UpstreamProtocol,
 };
 use tailguard_proxy::Source;
 
@@ -22,9 +22,10 @@ pub struct Args {
     /// Where to listen (HTTP/1.1 and h2c on one port; with --tls-cert, HTTP/1.1 and h2 over TLS).
     #[arg(long, default_value = "127.0.0.1:4140")]
     listen: SocketAddr,
-    /// Upstream addresses, IP:PORT, comma separated.
-    #[arg(long, value_delimiter = ',', required_unless_present = "config")]
-    upstream: Vec<SocketAddr>,
+    /// Upstreams, IP:PORT or HOST:PORT (every address the name resolves to, resolved again
+    /// every 5 s), comma separated.
+    #[arg(long, value_delimiter = ',', required_unless_present = "config", value_parser = Entry::parse)]
+    upstream: Vec<Entry>,
     /// roundRobin, random, p2c (least loaded), ewma (P2C peak EWMA), heap, bestOf, aperture,
     /// prequal (probing, after Google's Prequal).
     #[arg(long, default_value = "ewma")]
@@ -97,8 +98,8 @@ fn parse_h1_upstream(s: &str) -> Result<H1Upstream, String> {
 }
 
 fn from_flags(args: &Args) -> anyhow::Result<Config> {
-    let upstreams = args.upstream.iter().copied().map(Upstream::new).collect();
-    let mut service = ServiceConfig::new("default", upstreams);
+    let mut service = ServiceConfig::new("default", Vec::new());
+    service.discovery = Discovery::of_entries(args.upstream.clone());
     service.arm.policy = tailguard_proxy::yaml::balancer_kind(&args.balancer)?;
     service.arm.timeouts.attempt = args.attempt_timeout;
     service.arm.timeouts.total = args.timeout;

@@ -7,7 +7,6 @@ use crate::config::{
     ClientAuth, Config, Discovery, EscapedSlashes, HostHeader, Limits, PortRef, ServiceConfig,
     TlsConfig, UpstreamProtocol, UpstreamTls,
 };
-use crate::discovery::parse_upstream;
 use std::net::SocketAddr;
 use std::time::Duration;
 use tailguard_balance::load::PeakEwmaConfig;
@@ -205,11 +204,10 @@ fn client_tls(
 fn discovery(spec: &ServiceSpec, key: &dyn Fn(&str) -> String) -> Result<Discovery, YamlError> {
     match (&spec.upstreams, &spec.namer) {
         (Some(list), None) => {
-            let parsed = list.iter().map(|u| {
-                parse_upstream(u, 0)
-                    .map_err(|_| err(key("upstreams"), format!("`{u}` is not `IP:PORT [weight]`")))
-            });
-            Ok(Discovery::Static(parsed.collect::<Result<_, _>>()?))
+            let parsed = list
+                .iter()
+                .map(|u| crate::config::Entry::parse(u).map_err(|e| err(key("upstreams"), e)));
+            Ok(Discovery::of_entries(parsed.collect::<Result<_, _>>()?))
         }
         (None, Some(n)) => namer(n, key),
         _ => Err(err(
