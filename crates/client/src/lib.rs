@@ -50,6 +50,7 @@
 #![warn(missing_docs)]
 
 mod config;
+pub mod spec;
 
 pub use config::{ArmConfig, ArmError, RetryConfig, Timeouts, DEFAULT_FAILURE_PENALTY};
 pub use tailguard_resilience::accrual::Transition;

@@ -203,7 +203,8 @@ fn the_configuration_names_the_probing_keys() {
             .to_string()
     };
     assert!(err("{kind: ewma, probePath: /load}").contains("loadBalancer.probePath"));
-    assert!(err("{kind: ewma, probes: 2}").contains("only for kind prequal"));
+    assert!(err("{kind: ewma, probes: 2}")
+        .contains("probes: does not apply to kind ewma; it belongs to prequal"));
     assert!(err("{kind: prequal, qRif: 1.5}").contains("quantile"));
     assert!(err("{kind: prequal, probePath: load}").contains("probePath: must start with `/`"));
 }

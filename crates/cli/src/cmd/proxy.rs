@@ -26,8 +26,8 @@ pub struct Args {
     /// every 5 s), comma separated.
     #[arg(long, value_delimiter = ',', required_unless_present = "config", value_parser = Entry::parse)]
     upstream: Vec<Entry>,
-    /// roundRobin, random, p2c (least loaded), ewma (P2C peak EWMA), heap, bestOf, aperture,
-    /// prequal (probing, after Google's Prequal).
+    /// roundRobin, random, p2c (least loaded), ewma (P2C peak EWMA), heap, bestOf, fullScan,
+    /// aperture, prequal (probing, after Google's Prequal).
     #[arg(long, default_value = "ewma")]
     balancer: String,
     /// The admin server (metrics, ready, live, endpoints).

@@ -2,19 +2,17 @@
 //! naming its key.
 
 use super::error::YamlError;
-use super::file::{Accrual, BackoffSpec, Balancer, File, Kind, Namer, Retries, ServiceSpec};
+use super::file::{BalancerSpec, File, Kind, Namer, ServiceSpec};
 use crate::config::{
     ClientAuth, Config, Discovery, EscapedSlashes, HostHeader, Limits, PortRef, ServiceConfig,
     TlsConfig, UpstreamProtocol, UpstreamTls,
 };
 use std::net::SocketAddr;
 use std::time::Duration;
-use tailguard_balance::load::PeakEwmaConfig;
-use tailguard_balance::{ApertureConfig, Choices, LoadKind, Policy, PrequalConfig};
+use tailguard_balance::{LoadKind, Policy};
+use tailguard_client::spec::SpecError;
 use tailguard_client::{ArmConfig, RetryConfig, Timeouts};
-use tailguard_resilience::{
-    AccrualConfig, Backoff, Classifier, HedgeConfig, OutlierConfig, RetryBudgetConfig, TripPolicy,
-};
+use tailguard_resilience::{AccrualConfig, Classifier};
 
 fn err(key: impl Into<String>, message: impl Into<String>) -> YamlError {
     YamlError::Key {
@@ -128,17 +126,14 @@ fn service(spec: ServiceSpec) -> Result<ServiceConfig, YamlError> {
         s.grpc_hedge = crate::config::GrpcMethods::new(names)
             .map_err(|e| err(key("service.hedge.grpcMethods"), e))?;
     }
-    if let Some(b) = &spec.client.load_balancer {
-        match (&b.probe_path, &s.arm.policy) {
-            (Some(p), Policy::Prequal(_)) => s.probe_path = p.clone(),
-            (Some(_), _) => {
-                return Err(err(
-                    key("client.loadBalancer.probePath"),
-                    "only for kind prequal",
-                ))
-            }
-            (None, _) => {}
-        }
+    // The shared parser refused a probePath on any kind but prequal.
+    if let Some(p) = spec
+        .client
+        .load_balancer
+        .as_ref()
+        .and_then(|b| b.probe_path.as_ref())
+    {
+        s.probe_path = p.clone();
     }
     if let Some(t) = spec.client.connect_timeout_ms {
         if t == 0 {
@@ -265,7 +260,7 @@ fn namer(n: &Namer, key: &dyn Fn(&str) -> String) -> Result<Discovery, YamlError
 fn arm(spec: &ServiceSpec, key: &dyn Fn(&str) -> String) -> Result<ArmConfig, YamlError> {
     let policy = match &spec.client.load_balancer {
         None => Policy::p2c(LoadKind::peak_ewma()),
-        Some(b) => balancer(b, &key("client.loadBalancer"))?,
+        Some(b) => b.policy().map_err(spec_err(&key("client.loadBalancer")))?,
     };
     let mut arm = ArmConfig::new(spec.name.clone(), policy);
     arm.classifier = match (&spec.response_classifier, &spec.service.response_classifier) {
@@ -281,118 +276,32 @@ fn arm(spec: &ServiceSpec, key: &dyn Fn(&str) -> String) -> Result<ArmConfig, Ya
     };
     arm.accrual = match &spec.client.failure_accrual {
         None => Some(AccrualConfig::default()),
-        Some(a) => accrual(a, &key("client.failureAccrual"))?,
+        Some(a) => a
+            .config()
+            .map_err(spec_err(&key("client.failureAccrual")))?,
     };
-    arm.retries = Some(retries(
-        spec.service.retries.as_ref(),
-        &key("service.retries"),
-    )?);
+    // Retries are on by default, as in Linkerd 1.
+    arm.retries = Some(match &spec.service.retries {
+        None => RetryConfig::default(),
+        Some(r) => r.config().map_err(spec_err(&key("service.retries")))?,
+    });
     arm.timeouts = Timeouts {
         attempt: spec.client.request_attempt_timeout_ms.map(ms),
         total: spec.service.total_timeout_ms.map(ms),
     };
     if let Some(o) = &spec.client.outlier_detection {
-        let d = OutlierConfig::default();
-        let config = OutlierConfig {
-            interval: o.interval_ms.map_or(d.interval, ms),
-            factor: o.factor.unwrap_or(d.factor),
-            min_requests: o.min_requests.unwrap_or(d.min_requests),
-            base_ejection: o.base_ejection_ms.map_or(d.base_ejection, ms),
-            max_ejection: o.max_ejection_ms.map_or(d.max_ejection, ms),
-            max_ejected_percent: o
-                .max_ejected_percent
-                .map_or(d.max_ejected_percent, |p| p / 100.0),
-        };
-        config
-            .validate()
-            .map_err(|e| err(key("client.outlierDetection"), e.to_string()))?;
+        let config = o
+            .config()
+            .map_err(spec_err(&key("client.outlierDetection")))?;
         arm.outlier = Some(config);
     }
     if let Some(h) = &spec.service.hedge {
-        let d = HedgeConfig::default();
-        let config = HedgeConfig {
-            max_extra_load: h.max_extra_load.unwrap_or(d.max_extra_load),
-            min_per_sec: h.min_per_sec.unwrap_or(d.min_per_sec),
-            window: h.window_ms.map_or(d.window, ms),
-            refresh: d.refresh,
-            min_samples: h.min_samples.unwrap_or(d.min_samples),
-            min_delay: h.min_delay_ms.map_or(d.min_delay, ms),
-            max_delay: h.max_delay_ms.map(ms),
-        };
-        config
-            .validate()
-            .map_err(|e| err(key("service.hedge"), e.to_string()))?;
-        arm.hedge = Some(config);
+        arm.hedge = Some(h.config().map_err(spec_err(&key("service.hedge")))?);
     }
     if let Some(p) = spec.client.failure_penalty_ms {
         arm.failure_penalty = Some(ms(p)).filter(|d| !d.is_zero());
     }
     Ok(arm)
-}
-
-fn balancer(b: &Balancer, key: &str) -> Result<Policy, YamlError> {
-    let d = PeakEwmaConfig::default();
-    let ewma = LoadKind::PeakEwma(PeakEwmaConfig {
-        tau: b.decay_time_ms.map_or(d.tau, ms),
-        default_rtt: b.default_rtt_ms.map_or(d.default_rtt, ms),
-    });
-    let load = match b.load.as_deref() {
-        None | Some("leastLoaded") => LoadKind::Pending,
-        Some("ewma") => ewma,
-        Some(o) => {
-            return Err(err(
-                format!("{key}.load"),
-                format!("`{o}`: expected leastLoaded or ewma"),
-            ))
-        }
-    };
-    let policy = match b.kind.as_str() {
-        "roundRobin" => Policy::RoundRobin,
-        "random" => Policy::Random,
-        "p2c" => Policy::p2c(LoadKind::Pending),
-        "ewma" => Policy::p2c(ewma),
-        "heap" => Policy::Heap,
-        "bestOf" => Policy::BestOf {
-            choices: Choices::D(b.choices.unwrap_or(2)),
-            load,
-        },
-        "aperture" => {
-            let mut config = ApertureConfig::default();
-            config.min_aperture = b.min_aperture.unwrap_or(config.min_aperture);
-            Policy::Aperture { config, load }
-        }
-        "prequal" => {
-            let d = PrequalConfig::default();
-            let config = PrequalConfig {
-                probes_per_query: b.probes.unwrap_or(d.probes_per_query),
-                pool_size: b.pool_size.unwrap_or(d.pool_size),
-                max_age: b.max_age_ms.map_or(d.max_age, ms),
-                max_uses: b.max_uses.unwrap_or(d.max_uses),
-                q_rif: b.q_rif.unwrap_or(d.q_rif),
-            };
-            config
-                .validate()
-                .map_err(|e| err(key.to_owned(), e.to_string()))?;
-            Policy::Prequal(config)
-        }
-        o => {
-            let expected = BALANCER_KINDS.join(", ");
-            let why = format!("`{o}`: expected one of {expected}");
-            return Err(err(format!("{key}.kind"), why));
-        }
-    };
-    let prequal_keys = b.probes.is_some()
-        || b.pool_size.is_some()
-        || b.max_age_ms.is_some()
-        || b.max_uses.is_some()
-        || b.q_rif.is_some();
-    if prequal_keys && !matches!(policy, Policy::Prequal(_)) {
-        return Err(err(
-            key.to_owned(),
-            "probes, poolSize, maxAgeMs, maxUses and qRif are only for kind prequal",
-        ));
-    }
-    Ok(policy)
 }
 
 fn classifier(k: Option<&Kind>, key: &str) -> Result<Classifier, YamlError> {
@@ -430,82 +339,16 @@ fn classifier(k: Option<&Kind>, key: &str) -> Result<Classifier, YamlError> {
     Ok(c)
 }
 
-fn accrual(a: &Accrual, key: &str) -> Result<Option<AccrualConfig>, YamlError> {
-    let need = |v: Option<f64>, name: &str| {
-        v.ok_or_else(|| err(format!("{key}.{name}"), "required for this kind"))
-    };
-    let policy = match a.kind.trim_start_matches("io.l5d.") {
-        "none" => return Ok(None),
-        "consecutiveFailures" => TripPolicy::ConsecutiveFailures { failures: a.failures.unwrap_or(5) },
-        "successRate" => TripPolicy::SuccessRate { threshold: need(a.success_rate, "successRate")?, requests: a.requests.unwrap_or(20) },
-        "successRateWindowed" => TripPolicy::SuccessRateWindowed {
-            threshold: need(a.success_rate, "successRate")?,
-            window: Duration::from_secs(a.window.unwrap_or(30)),
-            min_requests: a.requests.unwrap_or(5),
-        },
-        o => return Err(err(format!("{key}.kind"), format!("`{o}`: expected io.l5d.consecutiveFailures, io.l5d.successRate, io.l5d.successRateWindowed or none"))),
-    };
-    let backoff = match &a.backoff {
-        None => AccrualConfig::default().backoff,
-        Some(b) => backoff(b, &format!("{key}.backoff"))?,
-    };
-    Ok(Some(AccrualConfig { policy, backoff }))
-}
-
-fn backoff(b: &BackoffSpec, key: &str) -> Result<Backoff, YamlError> {
-    let need = |v: Option<u64>, name: &str| {
-        v.map(ms)
-            .ok_or_else(|| err(format!("{key}.{name}"), "required for this kind"))
-    };
-    Ok(match b.kind.as_str() {
-        "constant" => Backoff::Constant(need(b.ms, "ms")?),
-        "jittered" => Backoff::EqualJittered {
-            start: need(b.min_ms, "minMs")?,
-            max: need(b.max_ms, "maxMs")?,
-        },
-        "fullJittered" => Backoff::FullJittered {
-            start: need(b.min_ms, "minMs")?,
-            max: need(b.max_ms, "maxMs")?,
-        },
-        "exponential" => Backoff::Exponential {
-            start: need(b.min_ms, "minMs")?,
-            max: need(b.max_ms, "maxMs")?,
-        },
-        o => {
-            return Err(err(
-                format!("{key}.kind"),
-                format!("`{o}`: expected constant, jittered, fullJittered or exponential"),
-            ))
-        }
-    })
-}
-
-fn retries(r: Option<&Retries>, key: &str) -> Result<RetryConfig, YamlError> {
-    let mut out = RetryConfig::default();
-    let Some(r) = r else { return Ok(out) };
-    if let Some(b) = &r.budget {
-        let d = RetryBudgetConfig::default();
-        out.budget = RetryBudgetConfig {
-            ttl: b.ttl_secs.map_or(d.ttl, Duration::from_secs),
-            min_per_sec: b.min_retries_per_sec.unwrap_or(d.min_per_sec),
-            percent: b.percent_can_retry.unwrap_or(d.percent),
-        };
-    }
-    if let Some(b) = &r.backoff {
-        out.backoff = Some(backoff(b, &format!("{key}.backoff"))?);
-    }
-    out.max_retries = r.max_retries.unwrap_or(out.max_retries);
-    Ok(out)
-}
-
-/// Every `loadBalancer.kind` (and `--balancer`) the proxy takes.
-pub const BALANCER_KINDS: [&str; 8] = [
+/// Every `loadBalancer.kind` (and `--balancer`) the proxy takes, in its canonical spelling
+/// (the scenario spellings, `round-robin` and the like, are accepted too).
+pub const BALANCER_KINDS: [&str; 9] = [
     "roundRobin",
     "random",
     "p2c",
     "ewma",
     "heap",
     "bestOf",
+    "fullScan",
     "aperture",
     "prequal",
 ];
@@ -515,19 +358,12 @@ pub const BALANCER_KINDS: [&str; 8] = [
 /// # Errors
 /// An unknown kind.
 pub fn balancer_kind(kind: &str) -> Result<Policy, YamlError> {
-    let b = Balancer {
-        kind: kind.to_owned(),
-        decay_time_ms: None,
-        default_rtt_ms: None,
-        choices: None,
-        load: None,
-        min_aperture: None,
-        probes: None,
-        pool_size: None,
-        max_age_ms: None,
-        max_uses: None,
-        q_rif: None,
-        probe_path: None,
-    };
-    balancer(&b, "--balancer")
+    BalancerSpec::of_kind(kind)
+        .policy()
+        .map_err(spec_err("--balancer"))
+}
+
+/// A shared block's error ([`tailguard_client::spec`]) under its place in the file.
+fn spec_err(block: &str) -> impl Fn(SpecError) -> YamlError + '_ {
+    move |e| err(e.key_in(block), e.message)
 }

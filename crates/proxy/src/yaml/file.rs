@@ -2,6 +2,9 @@
 //! camelCase, unknown keys refused). `convert` turns them into the typed [`crate::config`].
 
 use serde::Deserialize;
+pub(super) use tailguard_client::spec::{
+    AccrualSpec, BalancerSpec, HedgeSpec, OutlierSpec, RetriesSpec,
+};
 
 /// The file as written.
 #[derive(Debug, Deserialize)]
@@ -105,8 +108,8 @@ pub(super) struct Kind {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(super) struct ClientSpec {
-    pub(super) load_balancer: Option<Balancer>,
-    pub(super) failure_accrual: Option<Accrual>,
+    pub(super) load_balancer: Option<BalancerSpec>,
+    pub(super) failure_accrual: Option<AccrualSpec>,
     pub(super) request_attempt_timeout_ms: Option<u64>,
     pub(super) connect_timeout_ms: Option<u64>,
     pub(super) failure_penalty_ms: Option<u64>,
@@ -125,18 +128,6 @@ pub(super) struct ClientTls {
     pub(super) disable_validation: Option<bool>,
 }
 
-/// Latency outlier ejection (`client.outlierDetection`).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub(super) struct OutlierSpec {
-    pub(super) interval_ms: Option<u64>,
-    pub(super) factor: Option<f64>,
-    pub(super) min_requests: Option<u32>,
-    pub(super) base_ejection_ms: Option<u64>,
-    pub(super) max_ejection_ms: Option<u64>,
-    pub(super) max_ejected_percent: Option<f64>,
-}
-
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(super) struct HostPool {
@@ -145,78 +136,12 @@ pub(super) struct HostPool {
     pub(super) idle_time_ms: Option<u64>,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub(super) struct Balancer {
-    pub(super) kind: String,
-    pub(super) decay_time_ms: Option<u64>,
-    pub(super) default_rtt_ms: Option<u64>,
-    pub(super) choices: Option<usize>,
-    pub(super) load: Option<String>,
-    pub(super) min_aperture: Option<usize>,
-    pub(super) probes: Option<u32>,
-    pub(super) pool_size: Option<usize>,
-    pub(super) max_age_ms: Option<u64>,
-    pub(super) max_uses: Option<u32>,
-    pub(super) q_rif: Option<f64>,
-    pub(super) probe_path: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub(super) struct Accrual {
-    pub(super) kind: String,
-    pub(super) failures: Option<u32>,
-    pub(super) success_rate: Option<f64>,
-    pub(super) requests: Option<u32>,
-    pub(super) window: Option<u64>,
-    pub(super) backoff: Option<BackoffSpec>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub(super) struct BackoffSpec {
-    pub(super) kind: String,
-    pub(super) ms: Option<u64>,
-    pub(super) min_ms: Option<u64>,
-    pub(super) max_ms: Option<u64>,
-}
-
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(super) struct ServicePart {
     pub(super) total_timeout_ms: Option<u64>,
-    pub(super) retries: Option<Retries>,
+    pub(super) retries: Option<RetriesSpec>,
     pub(super) hedge: Option<HedgeSpec>,
     /// Where Linkerd 1 puts it; the service's own `responseClassifier` is accepted too.
     pub(super) response_classifier: Option<Kind>,
-}
-
-/// Hedged requests (`service.hedge`), Finagle's `BackupRequestFilter` parameters.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub(super) struct HedgeSpec {
-    pub(super) max_extra_load: Option<f64>,
-    pub(super) min_per_sec: Option<u32>,
-    pub(super) window_ms: Option<u64>,
-    pub(super) min_samples: Option<u64>,
-    pub(super) min_delay_ms: Option<u64>,
-    pub(super) max_delay_ms: Option<u64>,
-    pub(super) grpc_methods: Option<Vec<String>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub(super) struct Retries {
-    pub(super) budget: Option<Budget>,
-    pub(super) backoff: Option<BackoffSpec>,
-    pub(super) max_retries: Option<u32>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub(super) struct Budget {
-    pub(super) min_retries_per_sec: Option<u32>,
-    pub(super) percent_can_retry: Option<f64>,
-    pub(super) ttl_secs: Option<u64>,
 }

@@ -77,12 +77,12 @@ fn errors_name_the_place_and_the_constraint() {
     // (scenario text, expected fragment of the message)
     let cases = [
         (with_arms("  - {name: a, balancer: {kind: p2c, tua: 1s}}\n"), "test.yaml:4:"),
-        (with_arms("  - {name: a, balancer: {kind: rr}}\n"), "unknown variant `rr`"),
-        (with_arms("  - {name: a, balancer: {kind: p2c, tau: 1s}}\n"), "apply to `load: peak-ewma` only"),
-        (with_arms("  - {name: a, balancer: {kind: p2c, choices: 3}}\n"), "`choices` does not apply"),
-        (with_arms("  - {name: a, balancer: {kind: best-of}}\n"), "best-of needs `choices`"),
+        (with_arms("  - {name: a, balancer: {kind: rr}}\n"), "balancer.kind: `rr`: expected one of roundRobin"),
+        (with_arms("  - {name: a, balancer: {kind: p2c, tau: 1s}}\n"), "balancer.decayTimeMs: applies to kind ewma, or to kind p2c with `load: ewma`"),
+        (with_arms("  - {name: a, balancer: {kind: p2c, choices: 3}}\n"), "balancer.choices: does not apply to kind p2c; it belongs to bestOf"),
+        (with_arms("  - {name: a, balancer: {kind: best-of, choices: 1}}\n"), "balancer.choices: must be at least 2"),
         (with_arms("  - {name: a, balancer: {kind: heap}}\n  - {name: a, balancer: {kind: heap}}\n"), "two arms are named `a`"),
-        (with_arms("  - {name: a, balancer: {kind: heap}, accrual: {kind: success-rate}}\n"), "need `threshold`"),
+        (with_arms("  - {name: a, balancer: {kind: heap}, accrual: {kind: success-rate}}\n"), "accrual.successRate: required for kind io.l5d.successRate"),
         (with_arms("  - {name: a, balancer: {kind: heap}, retries: {percent: -1}}\n"), "percent must be between"),
         (with_arms("  - {name: a, balancer: {kind: heap}, timeouts: {attempt: 0s}}\n"), "timeouts must be above zero"),
         (format!("{MINIMAL}arms: []\n"), "at least one arm"),
