@@ -32,3 +32,19 @@ for arm, v in by.items():
     print(fmt.format(arm=arm, runs=len(v), m=m))
 PY
 }
+
+# Prints one run's row, `round R ARM req/s cpu ... us/req (user ... sys ...) good G/N`, from
+# load's JSON report FILE and the proxy's user and system clock ticks over the run, the arm's
+# name padded to WIDTH (the rows `medians` reads).
+# Usage: cpu_row FILE ARM ROUND USER_TICKS SYSTEM_TICKS WIDTH
+cpu_row() {
+  python3 - "$@" "$(getconf CLK_TCK)" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+arm, r, user, system, width, hz = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
+rate, good = s["achieved_rate"], s["good"]
+us = lambda ticks: ticks / hz * 1e6 / max(1, s["requests"])
+print(f"round {r} {arm:{width}} {rate:9.0f} req/s  cpu {us(user + system):5.1f} us/req"
+      f" (user {us(user):4.1f} sys {us(system):4.1f})  good {good}/{s['requests']}")
+PY
+}

@@ -94,22 +94,13 @@ declare -A url=([tailguard]=http://127.0.0.1:18351/ [haproxy]=http://127.0.0.1:1
 declare -A pid=([tailguard]=$plain_pid [haproxy]=$ha_pid [tailguard-tls]=$tls_pid
   [haproxy-tls]=$ha_pid)
 ticks() { awk '{print $14, $15}' "/proc/$1/stat"; } # user and system
-hz=$(getconf CLK_TCK)
 for r in $(seq "$rounds"); do
   for arm in tailguard haproxy tailguard-tls haproxy-tls; do
     read -r u0 s0 < <(ticks "${pid[$arm]}")
     "$bin" load --rate 0 -c "$conns" -d "${secs}s" -q --insecure --http1 \
       --json "$dir/out.json" "${url[$arm]}" >/dev/null
     read -r u1 s1 < <(ticks "${pid[$arm]}")
-    python3 - "$dir/out.json" "$arm" "$r" "$((u1 - u0))" "$((s1 - s0))" "$hz" <<'PY' | tee -a "$dir/rows"
-import json, sys
-s = json.load(open(sys.argv[1]))
-arm, r, user, system, hz = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
-rate, good = s["achieved_rate"], s["good"]
-us = lambda ticks: ticks / hz * 1e6 / max(1, s["requests"])
-print(f"round {r} {arm:13} {rate:9.0f} req/s  cpu {us(user + system):5.1f} us/req"
-      f" (user {us(user):4.1f} sys {us(system):4.1f})  good {good}/{s['requests']}")
-PY
+    cpu_row "$dir/out.json" "$arm" "$r" "$((u1 - u0))" "$((s1 - s0))" 13 | tee -a "$dir/rows"
   done
 done
 medians "$dir/rows" \

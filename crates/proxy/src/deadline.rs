@@ -106,11 +106,10 @@ mod tests {
     use super::*;
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        for (k, v) in pairs {
-            h.insert(*k, v.parse().unwrap());
-        }
-        h
+        pairs
+            .iter()
+            .map(|(k, v)| (http::HeaderName::from_static(k), v.parse().unwrap()))
+            .collect()
     }
 
     #[test]

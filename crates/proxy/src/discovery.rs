@@ -40,24 +40,14 @@ pub enum DiscoveryError {
 /// # Errors
 /// When the address or weight is malformed (`line` is used in the error).
 pub fn parse_upstream(text: &str, line: usize) -> Result<Upstream, DiscoveryError> {
-    let bad = || DiscoveryError::Line {
-        line,
-        text: text.to_owned(),
-    };
-    let mut words = text.split_whitespace();
-    let addr = words.next().and_then(|a| a.parse().ok()).ok_or_else(bad)?;
-    let weight = match words.next() {
-        None => 1,
-        Some(w) => w
-            .parse()
-            .ok()
-            .filter(|w| (1..=MAX_WEIGHT).contains(w))
-            .ok_or_else(bad)?,
-    };
-    if words.next().is_some() {
-        return Err(bad());
+    // The upstream list's own entry syntax, less host names (a file is not resolved).
+    match crate::config::Entry::parse(text) {
+        Ok(crate::config::Entry::Addr(u)) => Ok(u),
+        _ => Err(DiscoveryError::Line {
+            line,
+            text: text.to_owned(),
+        }),
     }
-    Ok(Upstream { addr, weight })
 }
 
 /// Parses a whole file.
