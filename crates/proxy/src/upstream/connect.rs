@@ -135,7 +135,8 @@ impl Default for Connector {
 }
 
 impl Connector {
-    /// A connection to `addr`, within the connection limit and the connect timeout.
+    /// A connection to `addr`, within the connection limit and the connect timeout (over TLS,
+    /// offering `h2` by ALPN: the HTTP/2 pool dials with it).
     ///
     /// # Errors
     /// [`SendError::Exhausted`] at the limit, [`SendError::Connect`] when the dial fails.

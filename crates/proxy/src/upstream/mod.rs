@@ -15,6 +15,11 @@
 //!
 //! Only the proxy's own endpoint addresses reach the dialer, so it never resolves names.
 //!
+//! With `client.tls` every connection is TLS ([`tls`]): the HTTP/1.1 pool's connections offer
+//! `http/1.1` by ALPN (both versions under `protocol: auto`, when an endpoint that chooses `h2`
+//! has its connection handed to the HTTP/2 pool and is remembered in [`Learned`]), the HTTP/2
+//! pool's offer `h2`; HTTP/1.1 over TLS uses hyper's client.
+//!
 //! # Connection limit
 //! With [`PoolConfig::max_per_endpoint`] (`hostConnectionPool.maxSize`), every connection
 //! holds one permit of a per-endpoint semaphore (shared by both pools) for as long as it
