@@ -2,9 +2,8 @@
 
 use super::connect::{Conn, Connector, SendError};
 use super::tls::Chosen;
-use super::Learned;
 use crate::body::ProxyBody;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use tailguard_http::client;
@@ -66,5 +65,30 @@ impl H2Pool {
         per.retain(|_, tx| !tx.is_closed());
         per.insert(addr, tx.clone());
         Ok(tx)
+    }
+}
+
+/// Endpoints that chose `h2` by ALPN when offered both (`protocol: auto` over TLS), so that
+/// their HTTP requests go over HTTP/2; forgotten when one no longer does.
+#[derive(Debug, Default)]
+pub(super) struct Learned(Mutex<HashSet<SocketAddr>>);
+
+impl Learned {
+    fn set(&self) -> std::sync::MutexGuard<'_, HashSet<SocketAddr>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Nothing is learned in cleartext, or before a TLS endpoint chose: no lock then.
+    pub(super) fn knows(&self, addr: SocketAddr) -> bool {
+        let set = self.set();
+        !set.is_empty() && set.contains(&addr)
+    }
+
+    pub(super) fn learn(&self, addr: SocketAddr) {
+        self.set().insert(addr);
+    }
+
+    pub(super) fn forget(&self, addr: SocketAddr) {
+        self.set().remove(&addr);
     }
 }

@@ -17,7 +17,7 @@
 //!
 //! With `client.tls` every connection is TLS ([`tls`]): the HTTP/1.1 pool's connections offer
 //! `http/1.1` by ALPN (both versions under `protocol: auto`, when an endpoint that chooses `h2`
-//! has its connection handed to the HTTP/2 pool and is remembered in [`Learned`]), the HTTP/2
+//! has its connection handed to the HTTP/2 pool and is remembered in [`h2::Learned`]), the HTTP/2
 //! pool's offer `h2`; HTTP/1.1 over TLS uses hyper's client.
 //!
 //! # Connection limit
@@ -49,8 +49,8 @@ pub use tls::{ClientAuth, TlsClient, UpstreamTls, UpstreamTlsError};
 use body::Back;
 use connect::Limit;
 use h1::{Free, H1Pool, Sender};
-use h2::{H2Pool, H2Sender};
-use std::collections::{HashMap, HashSet};
+use h2::{H2Pool, H2Sender, Learned};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
@@ -156,31 +156,6 @@ impl Upstreams {
             pool: &pools.http1,
             addr,
         }))
-    }
-}
-
-/// Endpoints that chose `h2` by ALPN when offered both (`protocol: auto` over TLS), so that
-/// their HTTP requests go over HTTP/2; forgotten when one no longer does.
-#[derive(Debug, Default)]
-pub(crate) struct Learned(Mutex<HashSet<SocketAddr>>);
-
-impl Learned {
-    fn set(&self) -> std::sync::MutexGuard<'_, HashSet<SocketAddr>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Nothing is learned in cleartext, or before a TLS endpoint chose: no lock then.
-    fn knows(&self, addr: SocketAddr) -> bool {
-        let set = self.set();
-        !set.is_empty() && set.contains(&addr)
-    }
-
-    fn learn(&self, addr: SocketAddr) {
-        self.set().insert(addr);
-    }
-
-    fn forget(&self, addr: SocketAddr) {
-        self.set().remove(&addr);
     }
 }
 
