@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use support::peers::Nginx;
 use support::{client, config, send, views};
 use tailguard_proxy::config::{ClientAuth, ServiceConfig, Upstream, UpstreamProtocol, UpstreamTls};
+use tailguard_testsupport::TestServer;
 
 /// A CA, a server certificate it signed for `backend.test` and 127.0.0.1, and a client
 /// certificate it signed; plus a second CA that signed nothing here. All written as PEM files
@@ -267,7 +268,7 @@ async fn an_endpoint_that_never_shakes_hands_or_speaks_cleartext_is_a_502_in_tim
     let pki = Pki::new("silent");
     // Takes connections (the kernel's backlog) and never answers the ClientHello.
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let cleartext = tailguard_testsupport::TestServer::start().await;
+    let cleartext = TestServer::start().await;
     for (addr, says) in [
         (
             silent.local_addr().unwrap(),
@@ -324,4 +325,28 @@ async fn unusable_tls_files_stop_the_start_naming_the_key() {
         let e = tailguard_proxy::start(config(s)).await.unwrap_err();
         assert!(e.to_string().contains(says), "{e}");
     }
+}
+
+#[tokio::test]
+async fn under_protocol_auto_an_endpoint_that_chooses_h2_gets_http_and_grpc_on_one_connection() {
+    // The test backend offers h2 and http/1.1 by ALPN, with a self-signed certificate.
+    let backend = TestServer::builder().tls().start().await;
+    let mut s = ServiceConfig::new("web", vec![Upstream::new(backend.addr())]);
+    s.tls = Some(UpstreamTls {
+        disable_validation: true,
+        ..UpstreamTls::default()
+    });
+    let proxy = tailguard_proxy::start(config(s)).await.unwrap();
+    for _ in 0..3 {
+        assert_eq!(get(&proxy).await.0, 200);
+    }
+    // The first HTTP/1.1 dial offered both; the endpoint chose h2, so that connection went to
+    // the HTTP/2 pool, and every request since, the gRPC call too, shares it.
+    assert_eq!(
+        support::grpc_call(&client(true), proxy.addr(), 0).await,
+        Some(0)
+    );
+    assert_eq!(backend.h2_requests(), 4);
+    assert_eq!(backend.connections(), 1);
+    proxy.shutdown().await;
 }
