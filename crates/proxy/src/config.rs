@@ -36,6 +36,27 @@ pub struct Upstream {
 pub const MAX_WEIGHT: u32 = 100;
 
 impl Discovery {
+    /// The host name the endpoints come from, when there is exactly one: the name of every
+    /// `HOST:PORT` entry of a list (when they agree), or a DNS namer's A/AAAA name. TLS checks
+    /// the endpoints' certificates for it when `commonName` is not set.
+    pub fn host_name(&self) -> Option<String> {
+        match self {
+            Discovery::Named { entries, .. } => {
+                let mut names = entries.iter().filter_map(|e| match e {
+                    Entry::Name { host, .. } => Some(host.trim_end_matches('.')),
+                    Entry::Addr(_) => None,
+                });
+                let first = names.next()?;
+                names.all(|n| n == first).then(|| first.to_owned())
+            }
+            Discovery::Dns {
+                name: DnsName::A { host, .. },
+                ..
+            } => Some(host.trim_end_matches('.').to_owned()),
+            _ => None,
+        }
+    }
+
     /// The list `entries`: [`Discovery::Static`] when every entry is an address,
     /// [`Discovery::Named`] (re-resolved every [`NAMES_INTERVAL`]) when any is a name.
     pub fn of_entries(entries: Vec<Entry>) -> Self {

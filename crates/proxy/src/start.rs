@@ -267,7 +267,12 @@ async fn build_services(
             source,
         };
         let seed = crate::seed::mix(base_seed, i as u64 + 1);
-        let tls = match &sc.tls {
+        // Without `commonName`, the one host name the endpoints come from is the name checked.
+        let tls_settings = sc.tls.clone().map(|mut t| {
+            t.server_name = t.server_name.or_else(|| sc.discovery.host_name());
+            t
+        });
+        let tls = match &tls_settings {
             None => None,
             Some(t) => {
                 let key = format!("services[{}].client.tls", sc.name);
@@ -286,7 +291,7 @@ async fn build_services(
         let pools = match sc.pool.max_per_endpoint {
             Some(_) => new_pools(),
             None => shared_pools
-                .entry((sc.pool, sc.tls.clone(), either && sc.tls.is_some()))
+                .entry((sc.pool, tls_settings.clone(), either && sc.tls.is_some()))
                 .or_insert_with(new_pools)
                 .clone(),
         };

@@ -111,3 +111,28 @@ async fn a_name_that_does_not_resolve_stops_the_start_naming_it() {
         "{e}"
     );
 }
+
+#[test]
+fn the_host_name_tls_checks_without_common_name() {
+    let named = |list: &[&str]| named(list).discovery.host_name();
+    assert_eq!(
+        named(&["api.internal:443", "127.0.0.1:443"]),
+        Some("api.internal".into())
+    );
+    assert_eq!(
+        named(&["api.internal:443", "api.internal.:8443 2"]),
+        Some("api.internal".into())
+    );
+    assert_eq!(
+        named(&["a.internal:443", "b.internal:443"]),
+        None,
+        "two names: none is the one"
+    );
+    assert_eq!(Discovery::Static(vec![]).host_name(), None);
+    let dns = Discovery::Dns {
+        name: tailguard_proxy::config::DnsName::parse("web.internal:8080").unwrap(),
+        server: None,
+        interval: std::time::Duration::from_secs(5),
+    };
+    assert_eq!(dns.host_name(), Some("web.internal".into()));
+}

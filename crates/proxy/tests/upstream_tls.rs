@@ -54,6 +54,11 @@ impl Pki {
         client.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
         let client_key = KeyPair::generate().unwrap();
         let client_cert = client.signed_by(&client_key, &ca_cert, &ca_key).unwrap();
+        let named = CertificateParams::new(vec!["localhost".into()]).unwrap();
+        let named_key = KeyPair::generate().unwrap();
+        let named_cert = named.signed_by(&named_key, &ca_cert, &ca_key).unwrap();
+        write("named.pem", named_cert.pem());
+        write("named-key.pem", named_key.serialize_pem());
         let (other_ca, _) = ca("another CA");
         write("ca.pem", ca_cert.pem());
         write("other-ca.pem", other_ca.pem());
@@ -71,12 +76,18 @@ impl Pki {
     /// nginx serving HTTPS with the server certificate (`listen` options `listen`, e.g.
     /// `http2`), answering with the protocol it spoke and whether the TLS session was resumed.
     fn nginx(&self, listen: &str, extra: &str) -> Nginx {
+        self.nginx_with("server", listen, extra)
+    }
+
+    /// As [`Pki::nginx`], serving the certificate `cert` (`server`: backend.test and
+    /// 127.0.0.1; `named`: localhost only).
+    fn nginx_with(&self, cert: &str, listen: &str, extra: &str) -> Nginx {
         let server = format!(
             "ssl_certificate {}; ssl_certificate_key {};\n    {extra}\n    \
              location / {{ default_type text/plain; \
              return 200 \"$server_protocol $ssl_session_reused\\n\"; }}",
-            self.path("server.pem").display(),
-            self.path("server-key.pem").display(),
+            self.path(&format!("{cert}.pem")).display(),
+            self.path(&format!("{cert}-key.pem")).display(),
         );
         Nginx::with_server(&format!("ssl {listen}"), &server)
     }
@@ -349,4 +360,32 @@ async fn under_protocol_auto_an_endpoint_that_chooses_h2_gets_http_and_grpc_on_o
     assert_eq!(backend.h2_requests(), 4);
     assert_eq!(backend.connections(), 1);
     proxy.shutdown().await;
+}
+
+#[tokio::test]
+#[ignore = "tier 2: nginx"]
+async fn without_common_name_the_upstreams_host_name_is_the_name_checked() {
+    let pki = Pki::new("named");
+    // A certificate for `localhost` alone (no IP address in it).
+    let nginx = pki.nginx_with("named", "", "");
+    let port = nginx.addr.port();
+    let mut tls = pki.tls("ca.pem", "x");
+    tls.server_name = None;
+    for (entry, status) in [
+        (format!("localhost:{port}"), 200),
+        (format!("127.0.0.1:{port}"), 502),
+    ] {
+        let mut s = ServiceConfig::new("web", Vec::new());
+        s.discovery = tailguard_proxy::config::Discovery::of_entries(vec![
+            tailguard_proxy::config::Entry::parse(&entry).unwrap(),
+        ]);
+        s.tls = Some(tls.clone());
+        let proxy = tailguard_proxy::start(config(s)).await.unwrap();
+        let (got, why) = get(&proxy).await;
+        assert_eq!(got, status, "{entry}: {why}");
+        if status == 502 {
+            assert!(why.contains(r#"not valid for name "127.0.0.1""#), "{why}");
+        }
+        proxy.shutdown().await;
+    }
 }

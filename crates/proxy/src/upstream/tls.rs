@@ -2,7 +2,8 @@
 //!
 //! - The endpoint's certificate is checked against `trustCerts` (PEM CA files), or the Mozilla
 //!   roots built into the binary when there are none, for the name `commonName` (sent as SNI
-//!   too), or for the endpoint's IP address when there is none.
+//!   too); without it, for the one host name the endpoints come from (`upstreams:
+//!   [api.example.com:443]`, a DNS namer's name), else for the endpoint's IP address.
 //! - `clientAuth` gives the proxy a certificate for endpoints that ask for one (mTLS).
 //! - `disableValidation: true` accepts any certificate (signatures are still checked); the
 //!   proxy says so on every start and reload.
