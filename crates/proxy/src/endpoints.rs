@@ -283,7 +283,9 @@ impl Endpoints {
         self.counters[i].probing.fetch_sub(1, Ordering::AcqRel);
     }
 
-    /// The attempt to slot `i` ended at `now` with `outcome`, `rtt` after it was sent.
+    /// The attempt to slot `i` ended at `now` with `outcome`, `rtt` after it was sent; a
+    /// failure is shown in `/endpoints` as `why` when given (`connect timeout (1s)`, a TLS
+    /// certificate's problem), else as the outcome.
     pub fn complete(
         &self,
         attempt: (usize, Option<Ticket>),
@@ -291,6 +293,7 @@ impl Endpoints {
         method: Method,
         outcome: AttemptOutcome,
         now: Duration,
+        why: Option<&str>,
     ) -> Completion {
         let (i, ticket) = attempt;
         let mut guard = self.lock();
@@ -307,19 +310,13 @@ impl Endpoints {
         };
         counter.fetch_add(1, Ordering::Relaxed);
         if !class.success {
-            *lock(&c.last_error) = Some((now, describe(outcome)));
+            let what = why.map_or_else(|| describe(outcome), str::to_owned);
+            *lock(&c.last_error) = Some((now, what));
         }
         if matches!(end.transition, Some(Transition::Tripped { .. })) {
             c.ejections.fetch_add(1, Ordering::Relaxed);
         }
         end
-    }
-
-    /// Slot `i`'s last error, just recorded, said in more words (`why`).
-    pub fn explain_last_error(&self, i: usize, why: &str) {
-        if let Some((_, what)) = lock(&self.counters[i].last_error).as_mut() {
-            why.clone_into(what);
-        }
     }
 
     /// The attempt to slot `i` sent at `sent` was abandoned at `now`.

@@ -53,27 +53,22 @@ impl InFlight {
     /// The endpoint answered, `rtt` after the attempt was sent: reported to the balancer,
     /// accrual and metrics; the classifier's verdict.
     pub fn answered(self, answer: Answer, rtt: Duration) -> Class {
-        self.finish(answer.outcome(), rtt)
+        self.finish(answer.outcome(), rtt, None)
     }
 
     /// The endpoint failed the attempt, `rtt` after it was sent (the endpoint's fault only).
     pub fn failed(self, fault: &EndpointFault, rtt: Duration) -> Class {
-        let (endpoints, slot) = (Arc::clone(&self.endpoints), self.slot);
-        let class = self.finish(fault.outcome(), rtt);
         // `/endpoints` shows the cause (`connect timeout (1s)`, a TLS certificate's problem),
         // not only the outcome accrual reads.
-        if let Some(why) = fault.why() {
-            endpoints.explain_last_error(slot, why);
-        }
-        class
+        self.finish(fault.outcome(), rtt, fault.why())
     }
 
-    fn finish(mut self, outcome: AttemptOutcome, rtt: Duration) -> Class {
+    fn finish(mut self, outcome: AttemptOutcome, rtt: Duration, why: Option<&str>) -> Class {
         let attempt = self.attempt.take().expect("finished once");
         let now = self.clock.now();
         let end = self
             .endpoints
-            .complete(attempt, rtt, self.method, outcome, now);
+            .complete(attempt, rtt, self.method, outcome, now, why);
         record(&self, outcome, rtt, end.transition);
         end.class
     }

@@ -160,19 +160,11 @@ async fn backend(seen: Arc<Mutex<Seen>>) -> SocketAddr {
     addr
 }
 
-/// `grpc-timeout` as a duration (`<digits><unit>`, RFC-less but gRPC's own spec).
+/// `grpc-timeout` as a duration, read by the proxy's own reader.
 fn timeout(value: &str) -> Option<Duration> {
-    let (digits, unit) = value.split_at(value.len().checked_sub(1)?);
-    let n: u64 = digits.parse().ok()?;
-    Some(match unit {
-        "H" => Duration::from_secs(n * 3600),
-        "M" => Duration::from_secs(n * 60),
-        "S" => Duration::from_secs(n),
-        "m" => Duration::from_millis(n),
-        "u" => Duration::from_micros(n),
-        "n" => Duration::from_nanos(n),
-        _ => return None,
-    })
+    let mut headers = http::HeaderMap::new();
+    headers.insert("grpc-timeout", value.parse().ok()?);
+    tailguard_proxy::grpc::timeout(&headers)
 }
 
 /// Runs ghz with `args` against the proxy at `addr` (the proto written to a file of its own);

@@ -324,7 +324,7 @@ fn hedging() -> Service {
             .unwrap();
         let ms10 = Duration::from_millis(10);
         let ok = tailguard_resilience::AttemptOutcome::Status(200);
-        endpoints.complete(attempt, ms10, Method::Get, ok, Duration::ZERO);
+        endpoints.complete(attempt, ms10, Method::Get, ok, Duration::ZERO, None);
     }
     service
 }

@@ -78,10 +78,9 @@ impl Learned {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Nothing is learned in cleartext, or before a TLS endpoint chose: no lock then.
+    /// Whether `addr` chose h2.
     pub(super) fn knows(&self, addr: SocketAddr) -> bool {
-        let set = self.set();
-        !set.is_empty() && set.contains(&addr)
+        self.set().contains(&addr)
     }
 
     pub(super) fn learn(&self, addr: SocketAddr) {

@@ -140,7 +140,8 @@ impl Upstreams {
     pub async fn checkout(&self, h2: bool, addr: SocketAddr) -> Result<Checkout<'_>, SendError> {
         let pools = self.pools();
         let tls = pools.http2.connector.tls.is_some();
-        if h2 || pools.http2.learned.knows(addr) {
+        // Only a TLS endpoint can have chosen h2 by ALPN: cleartext requests take no lock here.
+        if h2 || (tls && pools.http2.learned.knows(addr)) {
             let tx = pools.http2.checkout(addr).await?;
             return Ok(Checkout(Held::H2 { tx, tls }));
         }
