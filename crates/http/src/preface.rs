@@ -149,7 +149,29 @@ where
 ///
 /// # Errors
 /// `InvalidData` when the preface was bad (the client got GOAWAY), or an I/O error.
-pub async fn check<I>(mut io: I, not_http: NotHttp) -> io::Result<Rewind<I>>
+pub async fn check<I>(io: I, not_http: NotHttp) -> io::Result<Rewind<I>>
+where
+    I: AsyncRead + AsyncWrite + Unpin,
+{
+    open(io, not_http).await.map(|(_, io)| io)
+}
+
+/// The protocol a checked connection opened with ([`open`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// HTTP/1.x: a request line, or bytes for HTTP/1.1's server to judge (garbage under
+    /// [`NotHttp::Answer`], a first line cut short or past [`MAX_LINE`], or nothing at all).
+    Http1,
+    /// The HTTP/2 preface and a SETTINGS frame.
+    Http2,
+}
+
+/// [`check`], also telling which protocol the connection opened with, so that its server can
+/// be HTTP/1.1's or HTTP/2's alone instead of one that reads the opening again to decide.
+///
+/// # Errors
+/// As [`check`].
+pub async fn open<I>(mut io: I, not_http: NotHttp) -> io::Result<(Protocol, Rewind<I>)>
 where
     I: AsyncRead + AsyncWrite + Unpin,
 {
@@ -159,8 +181,10 @@ where
             refuse(&mut io).await?;
             Err(bad_preface())
         }
-        Opening::Settings(_) => Ok(Rewind::new(buf.freeze(), io)),
-        Opening::Other if not_http == NotHttp::Answer => Ok(Rewind::new(buf.freeze(), io)),
+        Opening::Settings(_) => Ok((Protocol::Http2, Rewind::new(buf.freeze(), io))),
+        Opening::Other if not_http == NotHttp::Answer => {
+            Ok((Protocol::Http1, Rewind::new(buf.freeze(), io)))
+        }
         Opening::Other => {
             if !request_line(&mut io, &mut buf).await? {
                 io.shutdown().await?;
@@ -169,7 +193,7 @@ where
                     "the first line is neither an HTTP/1.x request nor the HTTP/2 preface",
                 ));
             }
-            Ok(Rewind::new(buf.freeze(), io))
+            Ok((Protocol::Http1, Rewind::new(buf.freeze(), io)))
         }
     }
 }

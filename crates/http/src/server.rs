@@ -4,7 +4,7 @@
 //! proxy caps connections and drains, the [admin server](crate::admin) shuts down gracefully.
 
 use hyper::body::Incoming;
-use hyper::server::conn::http2;
+use hyper::server::conn::{http1, http2};
 use hyper::service::Service;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -22,8 +22,18 @@ pub fn builder() -> auto::Builder<TokioExecutor> {
     builder
 }
 
+/// A builder for HTTP/1.1 only, with [`builder`]'s HTTP/1.1 settings: for a connection whose
+/// opening [`preface::open`](crate::preface::open) has already read. A server that knows the
+/// protocol saves hyper-util's own look at the first bytes, which hands HTTP/1.1's parser the
+/// first 24 bytes of the request alone and so makes it read twice and double its 8 KiB buffer.
+pub fn h1_builder() -> http1::Builder {
+    let mut builder = http1::Builder::new();
+    builder.writev(false);
+    builder
+}
+
 /// A builder for HTTP/2 only, with [`builder`]'s HTTP/2 settings: for a connection already
-/// known to be HTTP/2 (after `Upgrade: h2c`).
+/// known to be HTTP/2 (after `Upgrade: h2c`, or [`preface::open`](crate::preface::open)).
 pub fn h2_builder() -> http2::Builder<TokioExecutor> {
     let mut builder = http2::Builder::new(TokioExecutor::new());
     builder.timer(TokioTimer::new());
