@@ -100,6 +100,28 @@ pub async fn read_opening<I>(io: &mut I, buf: &mut BytesMut) -> io::Result<Openi
 where
     I: AsyncRead + Unpin,
 {
+    opening(io, buf, Reads::Exact).await
+}
+
+/// How [`opening`] reads: no further than the opening (a caller that must know where the
+/// first frame starts, [`crate::h2c`]), or whatever the peer has sent, up to [`FIRST_READ`]
+/// bytes a read (a caller that hands all of it to a server, [`open`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reads {
+    Exact,
+    Greedy,
+}
+
+/// The most [`open`] reads at once: a whole request head as browsers and load generators send
+/// it, so that HTTP/1.1's server finds the first request whole in what it is handed back.
+/// (Handed only its first 33 bytes, hyper reads again and doubles its 8 KiB read buffer for the
+/// connection's life.)
+const FIRST_READ: usize = 4 * 1024;
+
+async fn opening<I>(io: &mut I, buf: &mut BytesMut, reads: Reads) -> io::Result<Opening>
+where
+    I: AsyncRead + Unpin,
+{
     loop {
         let seen = buf.len().min(PREFACE.len());
         if buf[..seen] != PREFACE[..seen] {
@@ -108,12 +130,22 @@ where
         if buf.len() >= OPENING {
             return Ok(first_frame(&buf[PREFACE.len()..OPENING]));
         }
-        let mut chunk = [0u8; OPENING];
-        let n = io.read(&mut chunk[..OPENING - buf.len()]).await?;
+        let n = match reads {
+            Reads::Exact => {
+                let mut chunk = [0u8; OPENING];
+                let n = io.read(&mut chunk[..OPENING - buf.len()]).await?;
+                buf.extend_from_slice(&chunk[..n]);
+                n
+            }
+            Reads::Greedy => {
+                buf.reserve(FIRST_READ);
+                let mut limited = (&mut *io).take(FIRST_READ as u64);
+                limited.read_buf(buf).await?
+            }
+        };
         if n == 0 {
             return Ok(Opening::Other);
         }
-        buf.extend_from_slice(&chunk[..n]);
     }
 }
 
@@ -175,8 +207,8 @@ pub async fn open<I>(mut io: I, not_http: NotHttp) -> io::Result<(Protocol, Rewi
 where
     I: AsyncRead + AsyncWrite + Unpin,
 {
-    let mut buf = BytesMut::with_capacity(OPENING);
-    match read_opening(&mut io, &mut buf).await? {
+    let mut buf = BytesMut::new();
+    match opening(&mut io, &mut buf, Reads::Greedy).await? {
         Opening::Bad => {
             refuse(&mut io).await?;
             Err(bad_preface())
@@ -262,6 +294,30 @@ mod tests {
         let xx = b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n";
         assert_eq!(opening(xx).await.0, Opening::Other);
         assert_eq!(opening(b"PRI * HT").await, (Opening::Other, 8));
+    }
+
+    #[tokio::test]
+    async fn open_hands_back_the_whole_first_request_in_one_read() {
+        let request = format!(
+            "GET /a HTTP/1.1\r\nhost: t\r\nx-long: {}\r\n\r\n",
+            "v".repeat(300)
+        );
+        let (mut client, server) = tokio::io::duplex(64 * 1024);
+        client.write_all(request.as_bytes()).await.unwrap();
+        let (protocol, mut io) = open(server, NotHttp::Close).await.unwrap();
+        assert_eq!(protocol, Protocol::Http1);
+        // hyper's first read must find the request whole, not the opening's first 33 bytes.
+        let mut first = vec![0u8; 8 * 1024];
+        let n = io.read(&mut first).await.unwrap();
+        assert_eq!(&first[..n], request.as_bytes());
+
+        let settings = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0";
+        let (mut client, server) = tokio::io::duplex(64 * 1024);
+        client.write_all(settings).await.unwrap();
+        let (protocol, mut io) = open(server, NotHttp::Close).await.unwrap();
+        assert_eq!(protocol, Protocol::Http2);
+        let n = io.read(&mut first).await.unwrap();
+        assert_eq!(&first[..n], settings);
     }
 
     /// What [`check`] does with a connection that opens with `bytes` and then closes: served

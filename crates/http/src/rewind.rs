@@ -36,6 +36,10 @@ impl<I: AsyncRead + Unpin> AsyncRead for Rewind<I> {
         }
         let n = this.prefix.len().min(buf.remaining());
         buf.put_slice(&this.prefix.split_to(n));
+        if this.prefix.is_empty() {
+            // An empty slice still holds the whole buffer it was cut from.
+            this.prefix = Bytes::new();
+        }
         Poll::Ready(Ok(()))
     }
 }
