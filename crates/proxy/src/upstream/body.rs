@@ -2,6 +2,7 @@
 //! has been read to the end.
 
 use super::h1::{Free, Sender};
+use super::h2_stream::RecvBody;
 use super::lean::LeanBody;
 use crate::body::{BoxError, ProxyBody};
 use bytes::Bytes;
@@ -35,15 +36,17 @@ enum Inner {
     Hyper(Incoming),
     /// From the lean HTTP/1.1 client, which hands its connection back itself.
     Lean(LeanBody),
+    /// From an HTTP/2 stream.
+    H2(RecvBody),
     /// From another implementation of the upstream stage (a stage test's).
     Given(ProxyBody),
 }
 
 impl UpstreamBody {
-    /// A body from an HTTP/2 connection (nothing to hand back).
-    pub(super) fn over_h2(inner: Incoming) -> Self {
+    /// A body from an HTTP/2 stream (nothing to hand back).
+    pub(super) fn h2(inner: RecvBody) -> Self {
         Self {
-            inner: Inner::Hyper(inner),
+            inner: Inner::H2(inner),
             back: None,
         }
     }
@@ -97,6 +100,7 @@ impl Body for UpstreamBody {
         let polled = match &mut self.inner {
             Inner::Hyper(b) => Pin::new(b).poll_frame(cx).map_err(Into::into),
             Inner::Lean(b) => Pin::new(b).poll_frame(cx),
+            Inner::H2(b) => Pin::new(b).poll_frame(cx),
             Inner::Given(b) => Pin::new(b).poll_frame(cx),
         };
         let ended = match &polled {
@@ -114,6 +118,7 @@ impl Body for UpstreamBody {
         match &self.inner {
             Inner::Hyper(b) => b.is_end_stream(),
             Inner::Lean(b) => b.is_end_stream(),
+            Inner::H2(b) => b.is_end_stream(),
             Inner::Given(b) => b.is_end_stream(),
         }
     }
@@ -122,6 +127,7 @@ impl Body for UpstreamBody {
         match &self.inner {
             Inner::Hyper(b) => b.size_hint(),
             Inner::Lean(b) => b.size_hint(),
+            Inner::H2(b) => b.size_hint(),
             Inner::Given(b) => b.size_hint(),
         }
     }

@@ -1,12 +1,15 @@
 //! HTTP/2 upstream connections: one multiplexed connection per endpoint.
 
 use super::connect::{Conn, Connector, SendError};
+use super::h2_stream::{self, RecvBody};
 use super::tls::Chosen;
 use crate::body::ProxyBody;
+use bytes::Bytes;
+use hyper_util::rt::TokioIo;
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use tailguard_http::client;
 
 /// HTTP/2 (prior knowledge) connections, one per endpoint, shared by every request to it (a
 /// `SendRequest` is a cheap handle onto the multiplexed connection). A closed connection is
@@ -20,7 +23,51 @@ pub(super) struct H2Pool {
     pub(super) learned: Arc<Learned>,
 }
 
-pub(super) type H2Sender = hyper::client::conn::http2::SendRequest<ProxyBody>;
+/// A handle onto an endpoint's HTTP/2 connection (the `h2` crate's, cheap to clone), and
+/// whether the connection has ended.
+#[derive(Clone, Debug)]
+pub(super) struct H2Sender {
+    tx: ::h2::client::SendRequest<Bytes>,
+    closed: Arc<AtomicBool>,
+}
+
+impl H2Sender {
+    /// The connection has ended (its task saw it close or fail).
+    pub(super) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Waits until the connection can take another stream.
+    async fn ready(&mut self) -> Result<(), ::h2::Error> {
+        self.tx = self.tx.clone().ready().await?;
+        Ok(())
+    }
+
+    /// Sends `req` ([`h2_stream::send`]).
+    ///
+    /// # Errors
+    /// The stream's or the connection's error.
+    pub(super) async fn send_request(
+        &mut self,
+        req: http::Request<ProxyBody>,
+    ) -> Result<http::Response<RecvBody>, ::h2::Error> {
+        h2_stream::send(&mut self.tx, req).await
+    }
+}
+
+/// hyper's HTTP/2 client settings, which the proxy used before it drove `h2` itself: windows
+/// of 2 MiB a stream and 5 MiB the connection, 16 KiB heads, at most 1 MiB buffered to send,
+/// no server push.
+fn builder() -> ::h2::client::Builder {
+    let mut b = ::h2::client::Builder::new();
+    b.initial_max_send_streams(100)
+        .initial_window_size(2 * 1024 * 1024)
+        .initial_connection_window_size(5 * 1024 * 1024)
+        .max_header_list_size(16 * 1024)
+        .max_send_buffer_size(1024 * 1024)
+        .enable_push(false);
+    b
+}
 
 impl H2Pool {
     /// The endpoint's connection, ready for a request.
@@ -58,9 +105,19 @@ impl H2Pool {
     /// HTTP/2 over `conn`, already dialed to `addr`, its task spawned, put in the endpoint's
     /// slot.
     pub(super) async fn adopt(&self, addr: SocketAddr, conn: Conn) -> Result<H2Sender, SendError> {
-        let tx = client::h2(conn, addr)
+        let (tx, driver) = builder()
+            .handshake::<_, Bytes>(TokioIo::new(conn))
             .await
             .map_err(|e| SendError::Connect(e.into()))?;
+        let closed = Arc::new(AtomicBool::new(false));
+        let ended = Arc::clone(&closed);
+        tokio::spawn(async move {
+            if let Err(err) = driver.await {
+                tracing::debug!(%err, peer = %addr, "HTTP/2 upstream connection ended with an error");
+            }
+            ended.store(true, Ordering::Release);
+        });
+        let tx = H2Sender { tx, closed };
         let mut per = self.per.lock().unwrap_or_else(|p| p.into_inner());
         per.retain(|_, tx| !tx.is_closed());
         per.insert(addr, tx.clone());

@@ -7,9 +7,10 @@
 //!   to the end, with no task per request (hyper-util's pool spawns one to wait for the
 //!   connection to be ready again, a large share of a small request's cost). A kept-alive
 //!   connection the endpoint closed before taking the request is retried on another.
-//! - HTTP/2 prior knowledge: one multiplexed connection per endpoint over hyper's connection
-//!   API, shared by every request to that endpoint (requests are balanced per request, not
-//!   per connection), replaced when it closes, kept while the endpoint keeps it. The request's
+//! - HTTP/2 prior knowledge: one multiplexed connection per endpoint on the `h2` crate, shared
+//!   by every request to that endpoint (requests are balanced per request, not per
+//!   connection), replaced when it closes, kept while the endpoint keeps it. Each request is
+//!   sent and its response read by the request's own task ([`h2_stream`]). The request's
 //!   authority is its `:authority` (the forwarded host), so the pool is keyed by endpoint
 //!   address, not by URI.
 //!
@@ -35,6 +36,7 @@ mod body;
 mod connect;
 mod h1;
 mod h2;
+mod h2_stream;
 mod lean;
 mod tls;
 
@@ -209,7 +211,7 @@ impl Checkout<'_> {
                     .send_request(req)
                     .await
                     .map_err(|e| SendError::Http(e.into()))?;
-                return Ok(resp.map(UpstreamBody::over_h2));
+                return Ok(resp.map(UpstreamBody::h2));
             }
             Held::H1 {
                 tx,
