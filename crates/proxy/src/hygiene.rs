@@ -211,11 +211,15 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     for name in &HOP_BY_HOP {
         headers.remove(name);
     }
-    let trailers_only = headers
-        .get(TE)
-        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"trailers"));
-    if !trailers_only {
-        headers.remove(TE);
+    match headers.get(TE).map(HeaderValue::as_bytes) {
+        None | Some(b"trailers") => {}
+        // In the one spelling HTTP/2 allows (RFC 9113 section 8.2.2): `h2` refuses any other.
+        Some(v) if v.eq_ignore_ascii_case(b"trailers") => {
+            headers.insert(TE, HeaderValue::from_static("trailers"));
+        }
+        Some(_) => {
+            headers.remove(TE);
+        }
     }
 }
 
@@ -267,6 +271,20 @@ mod tests {
         h.insert("accept", "*/*".parse().unwrap());
         super::strip_hop_by_hop(&mut h);
         assert_eq!(h.len(), 1);
+    }
+
+    #[test]
+    fn te_is_kept_only_as_trailers_in_http2s_spelling() {
+        for (sent, kept) in [
+            ("trailers", Some("trailers")),
+            ("Trailers", Some("trailers")),
+            ("gzip", None),
+        ] {
+            let mut h = http::HeaderMap::new();
+            h.insert("te", sent.parse().unwrap());
+            super::strip_hop_by_hop(&mut h);
+            assert_eq!(h.get("te").map(|v| v.to_str().unwrap()), kept, "te: {sent}");
+        }
     }
 
     #[test]

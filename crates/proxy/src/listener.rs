@@ -185,10 +185,14 @@ async fn connection<S: Transport>(
         }
     });
     let max_head = limits.max_request_header_bytes;
-    let mut h2 = server::h2_builder();
-    h2.max_header_list_size(u32::try_from(max_head).unwrap_or(u32::MAX));
+    // Built only for a connection that speaks HTTP/2, from its opening or after h2c.
+    let h2 = || {
+        let mut h2 = server::h2_builder();
+        h2.max_header_list_size(u32::try_from(max_head).unwrap_or(u32::MAX));
+        h2
+    };
     if protocol == Protocol::Http2 {
-        let conn = Box::pin(h2.serve_connection(TokioIo::new(stream), service));
+        let conn = Box::pin(h2().serve_connection(TokioIo::new(stream), service));
         watchdog
             .drive(conn, |c| c.get_mut().as_mut().graceful_shutdown())
             .await;
@@ -206,7 +210,7 @@ async fn connection<S: Transport>(
         return;
     }
     if let Some(io) = upgraded(&upgrades, limit, peer).await {
-        let conn = Box::pin(h2.serve_connection(TokioIo::new(io), service));
+        let conn = Box::pin(h2().serve_connection(TokioIo::new(io), service));
         watchdog
             .drive(conn, |c| c.get_mut().as_mut().graceful_shutdown())
             .await;

@@ -39,8 +39,7 @@ impl H2Sender {
 
     /// Waits until the connection can take another stream.
     async fn ready(&mut self) -> Result<(), ::h2::Error> {
-        self.tx = self.tx.clone().ready().await?;
-        Ok(())
+        std::future::poll_fn(|cx| self.tx.poll_ready(cx)).await
     }
 
     /// Sends `req` ([`h2_stream::send`]).

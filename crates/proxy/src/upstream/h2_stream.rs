@@ -11,8 +11,8 @@ use crate::body::{BoxError, ProxyBody};
 use ::h2::client::SendRequest;
 use ::h2::{RecvStream, SendStream};
 use bytes::Bytes;
-use http::header::{HeaderName, CONNECTION, CONTENT_LENGTH, TE, TRANSFER_ENCODING, UPGRADE};
-use http::{HeaderMap, HeaderValue, Request, Response};
+use http::header::CONTENT_LENGTH;
+use http::{HeaderValue, Request, Response};
 use hyper::body::{Body, Frame, SizeHint};
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
@@ -27,8 +27,9 @@ pub(super) async fn send(
     tx: &mut SendRequest<Bytes>,
     req: Request<ProxyBody>,
 ) -> Result<Response<RecvBody>, ::h2::Error> {
+    // Hop-by-hop headers, the ones HTTP/2 forbids among them, went at the forward stage
+    // (`hygiene::strip_hop_by_hop`, which leaves `te` only as `trailers`).
     let (mut parts, body) = req.into_parts();
-    strip_connection_headers(&mut parts.headers);
     if let Some(len) = body.size_hint().exact() {
         let payload = !matches!(
             parts.method,
@@ -69,22 +70,6 @@ pub(super) async fn send(
         .get(CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse().ok());
     Ok(head.map(|stream| RecvBody::new(stream, length, cancel)))
-}
-
-/// Headers HTTP/2 forbids (RFC 9113 section 8.2.2), `te` but for `trailers`.
-fn strip_connection_headers(headers: &mut HeaderMap) {
-    for name in [
-        CONNECTION,
-        TRANSFER_ENCODING,
-        UPGRADE,
-        HeaderName::from_static("keep-alive"),
-        HeaderName::from_static("proxy-connection"),
-    ] {
-        headers.remove(name);
-    }
-    if headers.get(TE).is_some_and(|te| te != "trailers") {
-        headers.remove(TE);
-    }
 }
 
 /// A request body being sent on its stream, as the stream's window allows.
