@@ -5,7 +5,8 @@
 # and the proxy's RSS with 10 services x 20 endpoints once the five-minute history is full
 # (the default 5 rounds x 2 x 30 s fill it). The proxy runs on one thread; CPU time is
 # utime + stime from /proc. Prints each phase, then the medians and the ratio.
-# Usage: bench/proxy/dashboard-cost.sh [BIN] [RATE] [SECONDS] [ROUNDS]
+# H1_SERVER=lean|hyper sets the proxy's limits.h1Server.
+# Usage: [H1_SERVER=lean|hyper] bench/proxy/dashboard-cost.sh [BIN] [RATE] [SECONDS] [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=${1:-target/dist/tailguard} rate=${2:-10000} secs=${3:-30} rounds=${4:-5}
@@ -22,6 +23,7 @@ ups=$(seq -s, -f '"127.0.0.1:%g"' 18400 18419)
 {
   echo "admin: {ip: 127.0.0.1, port: 18499}"
   echo "servers: [{ip: 127.0.0.1, port: 18450}]"
+  if [ -n "${H1_SERVER:-}" ]; then echo "limits: {h1Server: $H1_SERVER}"; fi
   echo "services:"
   for s in $(seq 0 9); do
     echo "  - {name: s$s, pathPrefix: /s$s, upstreams: [$ups]}"

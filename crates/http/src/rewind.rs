@@ -22,6 +22,11 @@ impl<I> Rewind<I> {
     pub fn new(prefix: Bytes, inner: I) -> Self {
         Rewind { prefix, inner }
     }
+
+    /// The bytes not yet read from the prefix, and the connection behind them.
+    pub fn into_parts(self) -> (Bytes, I) {
+        (self.prefix, self.inner)
+    }
 }
 
 impl<I: AsyncRead + Unpin> AsyncRead for Rewind<I> {

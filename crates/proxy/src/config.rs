@@ -485,6 +485,20 @@ pub struct Limits {
     pub max_request_header_bytes: usize,
     /// What a path with an encoded slash or backslash gets (see [`EscapedSlashes`]).
     pub escaped_slashes: EscapedSlashes,
+    /// Which server speaks HTTP/1.1 to the clients (`proxy --h1-server`).
+    pub h1_server: H1Server,
+}
+
+/// Which server speaks HTTP/1.1 to the clients (`proxy --h1-server`, `limits.h1Server`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum H1Server {
+    /// tailguard's own (`tailguard_http::h1::server`) on cleartext connections: the common
+    /// request shapes parsed and answered by the connection's task, no buffer held between
+    /// requests, anything else handed to hyper's server for the rest of the connection.
+    #[default]
+    Lean,
+    /// hyper's server connection alone (the reference the lean server is tested against).
+    Hyper,
 }
 
 /// The default `limits.maxRequestHeaderBytes`: 64 KiB (Envoy's default is 60 KiB, nginx's
@@ -535,6 +549,7 @@ impl Default for Limits {
             drain: Duration::from_secs(10),
             max_request_header_bytes: MAX_REQUEST_HEADER_BYTES_DEFAULT,
             escaped_slashes: EscapedSlashes::Reject,
+            h1_server: H1Server::Lean,
         }
     }
 }

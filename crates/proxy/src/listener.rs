@@ -3,6 +3,9 @@
 //! timeout against slow clients (which also bounds the TLS handshake), a cap on connections,
 //! and a graceful drain on shutdown.
 //!
+//! HTTP/1.1 over cleartext TCP is served by the lean server ([`lean`], `limits.h1Server`),
+//! which hands any request it does not serve (malformed, unusual, over the limit) to hyper's
+//! server with the bytes read so far; TLS, HTTP/2 and `--h1-server hyper` are hyper's alone.
 //! hyper answers malformed requests with 400 and oversized headers with 431 itself; the proxy
 //! never sees them. A bad HTTP/2 preface, which hyper lets pass, is refused with GOAWAY by
 //! [`preface::open`] before hyper sees the connection, and a first line that is neither an
@@ -19,7 +22,7 @@
 //! 25,000 req/s).
 
 use crate::body::ProxyBody;
-use crate::config::Limits;
+use crate::config::{H1Server, Limits};
 use crate::forward;
 use crate::response_body::ResponseBody;
 use crate::shared::Shared;
@@ -39,6 +42,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tailguard_http::fds::AcceptBackoff;
+use tailguard_http::h1::server as lean;
 use tailguard_http::preface::{self, Protocol};
 use tailguard_http::rewind::Rewind;
 use tailguard_http::tcp::{self, Nagle};
@@ -118,12 +122,22 @@ pub async fn serve(
 
 /// A downstream transport, and whether `Upgrade: h2c` may switch it to HTTP/2: only cleartext
 /// TCP (RFC 7540 section 3.2); over TLS, ALPN chooses the protocol.
-trait Transport: AsyncRead + AsyncWrite + Unpin + Send + 'static {
+trait Transport: AsyncRead + AsyncWrite + Unpin + Send + Sized + 'static {
     const CLEARTEXT: bool;
+
+    /// The bytes read ahead and the TCP connection itself, for the lean HTTP/1.1 server
+    /// (cleartext only); otherwise the connection back.
+    fn tcp(io: Rewind<Self>) -> Result<(Bytes, TcpStream), Rewind<Self>> {
+        Err(io)
+    }
 }
 
 impl Transport for TcpStream {
     const CLEARTEXT: bool = true;
+
+    fn tcp(io: Rewind<Self>) -> Result<(Bytes, TcpStream), Rewind<Self>> {
+        Ok(io.into_parts())
+    }
 }
 
 impl Transport for tokio_rustls::server::TlsStream<TcpStream> {
@@ -135,8 +149,9 @@ impl Transport for tokio_rustls::server::TlsStream<TcpStream> {
 /// 1. Check its opening ([`preface::open`]): a bad HTTP/2 preface is refused with GOAWAY,
 ///    which hyper would not do; a first line that is not HTTP at all is closed unanswered.
 ///    Like any slow client, one that has not opened by the header read timeout is closed.
-/// 2. Serve it with hyper's server for the protocol it opened with (HTTP/1.1 or HTTP/2), held
-///    to the header read timeout and shutdown. (hyper-util's server for both would read the
+/// 2. Serve it for the protocol it opened with, held to the header read timeout and shutdown:
+///    HTTP/1.1 over cleartext TCP with the lean server ([`lean::serve`]) until a request it
+///    does not serve hands the connection to hyper's; otherwise with hyper's server. (hyper-util's server for both would read the
 ///    opening again, handing HTTP/1.1's parser the first 24 bytes alone: a second read for
 ///    every connection's first request, and a read buffer doubled to 16 KiB for its life.)
 /// 3. If a request switched it to HTTP/2 (`Upgrade: h2c`, answered `101` by [`switch`]), go on
@@ -164,9 +179,46 @@ async fn connection<S: Transport>(
         return;
     };
     let client = Arc::new(forward::Peer::new(peer, &limits));
-    let on_request = Arc::clone(&watchdog.activity);
-    let upgrades: Arc<Mutex<Option<h2c::Upgrade>>> = Arc::default();
-    let slot = S::CLEARTEXT.then(|| Arc::clone(&upgrades));
+    let max_head = limits.max_request_header_bytes;
+    let stream = if protocol == Protocol::Http1 && limits.h1_server == H1Server::Lean {
+        match S::tcp(stream) {
+            Ok((prefix, tcp)) => {
+                let handler = lean_handler(&shared, &client, &watchdog.activity);
+                let settings = lean::Settings { max_head };
+                if let Some(rest) = Box::pin(watchdog.lean(tcp, prefix, settings, handler)).await {
+                    let service = service(shared, client, &watchdog.activity, S::CLEARTEXT);
+                    Box::pin(serve_h1(rest, &mut watchdog, service, max_head)).await;
+                }
+                return;
+            }
+            Err(stream) => stream,
+        }
+    } else {
+        stream
+    };
+    let service = service(shared, client, &watchdog.activity, S::CLEARTEXT);
+    if protocol == Protocol::Http2 {
+        let conn = Box::pin(h2(max_head).serve_connection(TokioIo::new(stream), service.0));
+        watchdog
+            .drive(conn, |c| c.get_mut().as_mut().graceful_shutdown())
+            .await;
+        return;
+    }
+    serve_h1(stream, &mut watchdog, service, max_head).await;
+}
+
+/// The service hyper's servers call for each request on a connection: forwarded through the
+/// stages, or switched to HTTP/2 by `Upgrade: h2c` where the transport allows it (`h2c`); and
+/// where such a switch is left for [`serve_h1`].
+fn service(
+    shared: Arc<Shared>,
+    client: Arc<forward::Peer>,
+    activity: &Arc<Activity>,
+    h2c: bool,
+) -> (impl HyperService, Upgrades) {
+    let on_request = Arc::clone(activity);
+    let upgrades: Upgrades = Arc::default();
+    let slot = h2c.then(|| Arc::clone(&upgrades));
     let service = service_fn(move |mut req: Request<Incoming>| {
         let (shared, client) = (Arc::clone(&shared), Arc::clone(&client));
         let in_flight = InFlight::start(&on_request);
@@ -184,24 +236,81 @@ async fn connection<S: Transport>(
             }))
         }
     });
-    let max_head = limits.max_request_header_bytes;
-    // Built only for a connection that speaks HTTP/2, from its opening or after h2c.
-    let h2 = || {
-        let mut h2 = server::h2_builder();
-        h2.max_header_list_size(u32::try_from(max_head).unwrap_or(u32::MAX));
-        h2
-    };
-    if protocol == Protocol::Http2 {
-        let conn = Box::pin(h2().serve_connection(TokioIo::new(stream), service));
-        watchdog
-            .drive(conn, |c| c.get_mut().as_mut().graceful_shutdown())
-            .await;
-        return;
+    (service, upgrades)
+}
+
+/// Where an `Upgrade: h2c` switch is left for [`serve_h1`] to finish.
+type Upgrades = Arc<Mutex<Option<h2c::Upgrade>>>;
+
+/// What [`service`] gives hyper's servers.
+trait HyperService:
+    hyper::service::Service<
+        Request<Incoming>,
+        Response = Response<Tracked>,
+        Error = Infallible,
+        Future: Send + 'static,
+    > + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<T> HyperService for T where
+    T: hyper::service::Service<
+            Request<Incoming>,
+            Response = Response<Tracked>,
+            Error = Infallible,
+            Future: Send + 'static,
+        > + Clone
+        + Send
+        + 'static
+{
+}
+
+/// What the lean HTTP/1.1 server calls for each request: the same stages as [`service`].
+fn lean_handler(
+    shared: &Arc<Shared>,
+    client: &Arc<forward::Peer>,
+    activity: &Arc<Activity>,
+) -> impl FnMut(Request<lean::RequestBody>) -> Pin<Box<dyn Future<Output = Response<Tracked>> + Send>>
+       + Send {
+    let (shared, client, on_request) =
+        (Arc::clone(shared), Arc::clone(client), Arc::clone(activity));
+    move |req| {
+        let (shared, client) = (Arc::clone(&shared), Arc::clone(&client));
+        let in_flight = InFlight::start(&on_request);
+        Box::pin(async move {
+            let resp = forward::handle(shared, &client, req, &forward::Stages).await;
+            resp.map(|body| Tracked {
+                body,
+                _in_flight: in_flight,
+            })
+        })
     }
+}
+
+/// HTTP/2 with the proxy's settings, for a connection that speaks it from its opening or
+/// after h2c.
+fn h2(max_head: usize) -> hyper::server::conn::http2::Builder<hyper_util::rt::TokioExecutor> {
+    let mut h2 = server::h2_builder();
+    h2.max_header_list_size(u32::try_from(max_head).unwrap_or(u32::MAX));
+    h2
+}
+
+/// Serves `io` with hyper's HTTP/1.1 server, then, if a request switched it to HTTP/2
+/// (`Upgrade: h2c`), with hyper's HTTP/2 server.
+async fn serve_h1<I>(
+    io: I,
+    watchdog: &mut Watchdog,
+    (service, upgrades): (impl HyperService, Upgrades),
+    max_head: usize,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let mut h1 = server::h1_builder();
     // hyper's HTTP/1.1 read buffer holds the request line and headers; its minimum is 8 KiB.
     h1.max_buf_size(max_head.max(8 * 1024));
-    let conn = h1.serve_connection(TokioIo::new(stream), service.clone());
+    let conn = h1.serve_connection(TokioIo::new(io), service.clone());
     let conn = Box::pin(conn.with_upgrades());
     if !watchdog
         .drive(conn, |c| c.get_mut().as_mut().graceful_shutdown())
@@ -209,8 +318,8 @@ async fn connection<S: Transport>(
     {
         return;
     }
-    if let Some(io) = upgraded(&upgrades, limit, peer).await {
-        let conn = Box::pin(h2().serve_connection(TokioIo::new(io), service));
+    if let Some(io) = upgraded(&upgrades, watchdog.limit, watchdog.peer).await {
+        let conn = Box::pin(h2(max_head).serve_connection(TokioIo::new(io), service));
         watchdog
             .drive(conn, |c| c.get_mut().as_mut().graceful_shutdown())
             .await;
@@ -287,6 +396,29 @@ impl Watchdog {
         }
     }
 
+    /// Serves the connection with the lean HTTP/1.1 server; the connection back when a request
+    /// it does not serve came (for hyper's server to go on with), `None` when it is done.
+    async fn lean<H, F>(
+        &mut self,
+        tcp: TcpStream,
+        prefix: Bytes,
+        settings: lean::Settings,
+        handler: H,
+    ) -> Option<Rewind<TcpStream>>
+    where
+        H: FnMut(Request<lean::RequestBody>) -> F + Send,
+        F: Future<Output = Response<Tracked>> + Send,
+    {
+        let closing = lean::Closing::default();
+        let mut conn = Lean {
+            serving: Box::pin(lean::serve(tcp, prefix, settings, &closing, handler)),
+            closing: &closing,
+            handed: None,
+        };
+        self.drive(&mut conn, |c| c.closing.ask()).await;
+        conn.handed
+    }
+
     /// Drives `conn` to its end; true when it ended by itself (a switch to HTTP/2 may follow),
     /// false when it was ended for shutdown or idleness. One timer, re-armed only when it fires,
     /// watches idleness ([module docs](self)).
@@ -324,6 +456,25 @@ impl Watchdog {
             tracing::debug!(%err, peer = %self.peer, "connection ended with an error");
         }
         by_itself
+    }
+}
+
+/// The lean server's connection as [`Watchdog::drive`] runs it: closed gracefully through
+/// `closing`, and keeping a handover for hyper's server.
+struct Lean<'a, F> {
+    serving: Pin<Box<F>>,
+    closing: &'a lean::Closing,
+    handed: Option<Rewind<TcpStream>>,
+}
+
+impl<F: Future<Output = lean::Ended>> Future for Lean<'_, F> {
+    type Output = Result<(), Infallible>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if let lean::Ended::Handover(io) = std::task::ready!(self.serving.as_mut().poll(cx)) {
+            self.handed = Some(io);
+        }
+        Poll::Ready(Ok(()))
     }
 }
 

@@ -94,4 +94,14 @@ fn the_limit_is_configured_and_range_checked() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("limits.escapedSlashes"), "{err}");
+    // Which HTTP/1.1 server: the lean one unless hyper's is asked for.
+    use tailguard_proxy::config::H1Server;
+    let config = tailguard_proxy::yaml::parse(&yaml("{drainMs: 1000}")).unwrap();
+    assert_eq!(config.limits.h1_server, H1Server::Lean);
+    let config = tailguard_proxy::yaml::parse(&yaml("{h1Server: hyper}")).unwrap();
+    assert_eq!(config.limits.h1_server, H1Server::Hyper);
+    let err = tailguard_proxy::yaml::parse(&yaml("{h1Server: fast}"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("limits.h1Server"), "{err}");
 }

@@ -25,6 +25,7 @@
 
 pub mod browser;
 pub mod client;
+pub mod h1_requests;
 pub mod h1_responses;
 pub mod h2wire;
 pub mod process;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 use tailguard_proxy::config::{
-    Config, Discovery, Entry, H1Upstream, ServiceConfig, TlsConfig, UpstreamProtocol,
+    Config, Discovery, Entry, H1Server, H1Upstream, ServiceConfig, TlsConfig, UpstreamProtocol,
 };
 use tailguard_proxy::Source;
 
@@ -17,7 +17,7 @@ use tailguard_proxy::Source;
   tailguard proxy --config proxy.yaml        (SIGHUP reloads it; SIGTERM drains and exits)")]
 pub struct Args {
     /// A configuration file (Linkerd-1-style keys; see docs/proxy.md).
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["upstream", "balancer", "listen", "admin", "no_admin", "attempt_timeout", "timeout", "no_retries", "no_accrual", "tls_cert", "tls_key", "max_connections_per_endpoint", "protocol", "connect_timeout", "h1_upstream"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["upstream", "balancer", "listen", "admin", "no_admin", "attempt_timeout", "timeout", "no_retries", "no_accrual", "tls_cert", "tls_key", "max_connections_per_endpoint", "protocol", "connect_timeout", "h1_upstream", "h1_server"])]
     config: Option<PathBuf>,
     /// Where to listen (HTTP/1.1 and h2c on one port; with --tls-cert, HTTP/1.1 and h2 over TLS).
     #[arg(long, default_value = "127.0.0.1:4140")]
@@ -69,6 +69,11 @@ pub struct Args {
     /// connection) or hyper (hyper's client connection, the reference it is tested against).
     #[arg(long, default_value = "lean", value_parser = parse_h1_upstream)]
     h1_upstream: H1Upstream,
+    /// The HTTP/1.1 server to the clients: lean (tailguard's own for the common request
+    /// shapes on cleartext connections, handing anything else to hyper's) or hyper (hyper's
+    /// server connection alone, the reference the lean one is tested against).
+    #[arg(long, default_value = "lean", value_parser = parse_h1_server)]
+    h1_server: H1Server,
     /// Serving threads (1 to 1024), each with its own listener on the address (SO_REUSEPORT),
     /// runtime and upstream connections.
     #[arg(long, default_value_t = 1, value_parser = super::parse_threads)]
@@ -93,6 +98,14 @@ fn parse_h1_upstream(s: &str) -> Result<H1Upstream, String> {
     match s {
         "lean" => Ok(H1Upstream::Lean),
         "hyper" => Ok(H1Upstream::Hyper),
+        other => Err(format!("{other:?}: expected lean or hyper")),
+    }
+}
+
+fn parse_h1_server(s: &str) -> Result<H1Server, String> {
+    match s {
+        "lean" => Ok(H1Server::Lean),
+        "hyper" => Ok(H1Server::Hyper),
         other => Err(format!("{other:?}: expected lean or hyper")),
     }
 }
@@ -125,6 +138,7 @@ fn from_flags(args: &Args) -> anyhow::Result<Config> {
         });
     }
     config.admin = (!args.no_admin).then_some(args.admin);
+    config.limits.h1_server = args.h1_server;
     config.validate()?;
     Ok(config)
 }

@@ -9,6 +9,7 @@
 //! `bench/load/run.sh` measures what the lean path saves (README: load against wrk).
 
 pub mod parse;
+pub mod server;
 
 pub use parse::{Progress, Reader, Response};
 use std::io;

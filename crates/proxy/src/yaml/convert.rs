@@ -4,8 +4,8 @@
 use super::error::YamlError;
 use super::file::{BalancerSpec, File, Kind, Namer, ServiceSpec};
 use crate::config::{
-    ClientAuth, Config, Discovery, EscapedSlashes, HostHeader, Limits, PortRef, ServiceConfig,
-    TlsConfig, UpstreamProtocol, UpstreamTls,
+    ClientAuth, Config, Discovery, EscapedSlashes, H1Server, HostHeader, Limits, PortRef,
+    ServiceConfig, TlsConfig, UpstreamProtocol, UpstreamTls,
 };
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -54,6 +54,10 @@ pub fn into_config(file: File) -> Result<Config, YamlError> {
             None => d.escaped_slashes,
             Some(kind) => escaped_slashes(kind)?,
         },
+        h1_server: match file.limits.h1_server.as_deref() {
+            None => d.h1_server,
+            Some(kind) => h1_server(kind)?,
+        },
     };
     let services = file
         .services
@@ -82,6 +86,17 @@ fn escaped_slashes(kind: &str) -> Result<EscapedSlashes, YamlError> {
         other => Err(err(
             "limits.escapedSlashes",
             format!("unknown {other:?}: reject, unescapeAndForward or keepUnchanged"),
+        )),
+    }
+}
+
+fn h1_server(kind: &str) -> Result<H1Server, YamlError> {
+    match kind {
+        "lean" => Ok(H1Server::Lean),
+        "hyper" => Ok(H1Server::Hyper),
+        other => Err(err(
+            "limits.h1Server",
+            format!("unknown {other:?}: lean or hyper"),
         )),
     }
 }

@@ -47,6 +47,7 @@ pub(super) struct Limits {
     pub(super) drain_ms: Option<u64>,
     pub(super) max_request_header_bytes: Option<usize>,
     pub(super) escaped_slashes: Option<String>,
+    pub(super) h1_server: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

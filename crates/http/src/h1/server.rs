@@ -1,0 +1,393 @@
+//! A lean HTTP/1.1 server connection for the proxy's hot path (`proxy --h1-server lean`): the
+//! request head parsed by `httparse` into header values that are slices of the bytes read, the
+//! body read by the request itself from the socket, the response written from one buffer by
+//! the connection's task. Between requests a connection holds no buffer at all (hyper's holds
+//! a read and a write buffer of 8 KiB each for its life).
+//!
+//! It serves only the request shapes a proxy sees all day, and hands anything else to hyper's
+//! server, with every byte read so far, for the rest of the connection ([`Ended::Handover`]):
+//! HTTP/1.1 with no body or one `Content-Length` of plain digits, no `Transfer-Encoding`,
+//! `Expect`, `Upgrade` or `TE`, `Connection` only `close` or `keep-alive`, not `CONNECT`, a
+//! head within the limit. A malformed, smuggling-shaped or merely unusual request therefore
+//! meets hyper's own checks and answers, and what the lean path must match hyper on is the
+//! narrow set it accepts. `crates/proxy/tests/h1_server_differential.rs` holds it to that:
+//! two proxies, one on each server, the same bytes in, the same bytes out.
+//!
+//! The response is written as hyper's server writes it (status line, headers in their order,
+//! the length or chunked framing hyper would choose, its `date` header), so a client cannot
+//! tell the two apart.
+
+use crate::rewind::Rewind;
+use bytes::{Buf, Bytes, BytesMut};
+use head::{parse, Head, Parsed};
+use http::{Request, Response};
+use hyper::body::{Body, Frame, SizeHint};
+use response::write;
+pub use response::BoxError;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{ready, Context, Poll};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::{oneshot, Notify};
+
+mod head;
+mod response;
+
+/// How much a read for a request head asks for at first; a longer head grows the buffer.
+const HEAD_READ: usize = 4096;
+/// How much a read for a request body asks for at most.
+const BODY_READ: usize = 16 * 1024;
+
+/// What a connection is held to.
+#[derive(Clone, Copy, Debug)]
+pub struct Settings {
+    /// The largest request head (request line and headers); a larger one goes to hyper, which
+    /// answers 431.
+    pub max_head: usize,
+}
+
+/// How a connection served by [`serve`] ended.
+#[derive(Debug)]
+pub enum Ended {
+    /// It is finished: the client closed it, a response said so, it failed, or it was asked
+    /// to close ([`Closing`]).
+    Closed,
+    /// A request the lean path does not serve arrived: the connection, with every byte read
+    /// from it that no response has consumed in front, for hyper's server to go on with.
+    Handover(Rewind<TcpStream>),
+}
+
+/// A request to end the connection gracefully: at once when it is idle, after the response in
+/// flight otherwise (which then says `connection: close`, as hyper's does).
+#[derive(Debug, Default)]
+pub struct Closing {
+    asked: AtomicBool,
+    notify: Notify,
+}
+
+impl Closing {
+    /// Asks the connection to close.
+    pub fn ask(&self) {
+        self.asked.store(true, Ordering::Release);
+        self.notify.notify_one();
+    }
+
+    fn asked(&self) -> bool {
+        self.asked.load(Ordering::Acquire)
+    }
+}
+
+/// Serves HTTP/1.1 on `stream`, whose first bytes `prefix` were already read from it, calling
+/// `handler` for each request, one at a time, until the connection ends or hands over.
+pub async fn serve<H, F, B>(
+    stream: TcpStream,
+    prefix: Bytes,
+    settings: Settings,
+    closing: &Closing,
+    mut handler: H,
+) -> Ended
+where
+    H: FnMut(Request<RequestBody>) -> F,
+    F: Future<Output = Response<B>>,
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
+    let (reader, mut writer) = stream.into_split();
+    let buf = prefix
+        .try_into_mut()
+        .unwrap_or_else(|shared| BytesMut::from(&shared[..]));
+    let mut conn = Reading { reader, buf };
+    loop {
+        let head = match conn.head(settings.max_head, closing).await {
+            Next::Request(head) => head,
+            Next::Closed => return Ended::Closed,
+            Next::Other => return conn.handover(writer),
+        };
+        let Head {
+            request,
+            length,
+            keep_alive,
+        } = head;
+        let method = request.method().clone();
+        let (body, mut held) = if length > 0 {
+            let (tx, rx) = oneshot::channel();
+            (RequestBody::streaming(conn, length, tx), Held::Lent(rx))
+        } else {
+            (RequestBody::empty(), Held::Here(conn))
+        };
+        let answer = handler(request.map(|()| body));
+        // A client that closes its connection while its request is in flight cancels the
+        // request (as under hyper's server, which reads on while it answers): watched while
+        // the read side is here, seen by the body's reads while the body has it.
+        let response = match &mut held {
+            Held::Here(conn) => tokio::select! {
+                biased;
+                r = answer => r,
+                () = conn.closed(settings.max_head) => return Ended::Closed,
+            },
+            Held::Lent(_) => answer.await,
+        };
+        let close = !keep_alive || closing.asked();
+        let written = write(&mut writer, &method, response, close);
+        let written = match &mut held {
+            Held::Here(conn) => tokio::select! {
+                biased;
+                r = written => r,
+                () = conn.closed(settings.max_head) => return Ended::Closed,
+            },
+            Held::Lent(_) => written.await,
+        };
+        let kept = match written {
+            Ok(kept) => kept,
+            Err(err) => {
+                tracing::debug!(%err, "response write failed");
+                false
+            }
+        };
+        conn = match held {
+            Held::Here(conn) => conn,
+            // The body gives the connection back once it has ended or been dropped; a body
+            // still held somewhere waits for the listener's idle watch.
+            Held::Lent(back) => {
+                let returned = tokio::select! {
+                    r = back => r,
+                    () = closing.notify.notified() => return Ended::Closed,
+                };
+                let Ok(Returned {
+                    reader,
+                    mut buf,
+                    left,
+                }) = returned
+                else {
+                    return Ended::Closed;
+                };
+                // Unread body bytes already here are skipped; more to come cannot be told
+                // from the next request without reading them: close (hyper does the same).
+                match usize::try_from(left) {
+                    Ok(left) if left <= buf.len() => buf.advance(left),
+                    _ => return Ended::Closed,
+                }
+                Reading { reader, buf }
+            }
+        };
+        if !kept || closing.asked() {
+            let _ = writer.shutdown().await;
+            return Ended::Closed;
+        }
+    }
+}
+
+/// The read side of a connection between requests: the socket and the bytes read ahead.
+#[derive(Debug)]
+struct Reading {
+    reader: OwnedReadHalf,
+    buf: BytesMut,
+}
+
+/// Where the read side is while a request is served.
+enum Held {
+    /// With the connection: the request has no body.
+    Here(Reading),
+    /// With the request's body, which sends it back.
+    Lent(oneshot::Receiver<Returned>),
+}
+
+#[allow(
+    clippy::large_enum_variant,
+    reason = "returned once per request and taken apart at once; a box would cost an allocation"
+)]
+enum Next {
+    Request(Head),
+    Closed,
+    Other,
+}
+
+impl Reading {
+    /// The next request's head, read until complete.
+    async fn head(&mut self, max_head: usize, closing: &Closing) -> Next {
+        loop {
+            if !self.buf.is_empty() {
+                match parse(&mut self.buf, max_head) {
+                    Parsed::Lean(head) => return Next::Request(head),
+                    Parsed::Other => return Next::Other,
+                    Parsed::Partial => {}
+                }
+            }
+            if self.buf.is_empty() {
+                // Idle: hold no buffer, and close at once when asked to.
+                self.buf = BytesMut::new();
+                if closing.asked() {
+                    return Next::Closed;
+                }
+                tokio::select! {
+                    r = self.reader.readable() => if r.is_err() { return Next::Closed },
+                    () = closing.notify.notified() => return Next::Closed,
+                }
+            }
+            if self.buf.capacity() - self.buf.len() < HEAD_READ / 4 {
+                self.buf.reserve(HEAD_READ.max(self.buf.len()));
+            }
+            // `read_buf`, not `try_read_buf`: tokio's read marks the socket drained when it
+            // fills less than the buffer, which saves the `EAGAIN` read a `try_read` needs.
+            match self.reader.read_buf(&mut self.buf).await {
+                // A close between requests ends the connection; within a head, hyper decides.
+                Ok(0) | Err(_) if self.buf.is_empty() => return Next::Closed,
+                Ok(0) | Err(_) => return Next::Other,
+                Ok(_) => {}
+            }
+        }
+    }
+
+    /// Resolves when the client closes its side (or the connection fails) while a request is
+    /// served; what it sends meanwhile (a pipelined request) is kept for later, up to a head's
+    /// limit, after which it is left in the socket.
+    async fn closed(&mut self, max_head: usize) {
+        loop {
+            if self.buf.len() >= max_head {
+                return std::future::pending().await;
+            }
+            if self.buf.capacity() - self.buf.len() < HEAD_READ / 4 {
+                self.buf.reserve(HEAD_READ);
+            }
+            match self.reader.read_buf(&mut self.buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    }
+
+    fn handover(self, writer: OwnedWriteHalf) -> Ended {
+        match self.reader.reunite(writer) {
+            Ok(stream) => Ended::Handover(Rewind::new(self.buf.freeze(), stream)),
+            Err(_) => Ended::Closed,
+        }
+    }
+}
+
+/// A request's body, read from the connection by whoever polls it; at its end, or when it
+/// is dropped, it gives the connection back to [`serve`].
+#[derive(Debug)]
+pub struct RequestBody {
+    state: State,
+}
+
+#[derive(Debug)]
+enum State {
+    Empty,
+    Streaming(Box<Streaming>),
+}
+
+#[derive(Debug)]
+struct Streaming {
+    conn: Option<Reading>,
+    left: u64,
+    back: Option<oneshot::Sender<Returned>>,
+}
+
+/// The connection a body gives back, with how much of the body was left unread.
+#[derive(Debug)]
+struct Returned {
+    reader: OwnedReadHalf,
+    buf: BytesMut,
+    left: u64,
+}
+
+impl Streaming {
+    fn give_back(&mut self) {
+        if let (Some(conn), Some(back)) = (self.conn.take(), self.back.take()) {
+            let _ = back.send(Returned {
+                reader: conn.reader,
+                buf: conn.buf,
+                left: self.left,
+            });
+        }
+    }
+}
+
+impl Drop for Streaming {
+    fn drop(&mut self) {
+        self.give_back();
+    }
+}
+
+impl RequestBody {
+    fn empty() -> Self {
+        RequestBody {
+            state: State::Empty,
+        }
+    }
+
+    fn streaming(conn: Reading, left: u64, back: oneshot::Sender<Returned>) -> Self {
+        RequestBody {
+            state: State::Streaming(Box::new(Streaming {
+                conn: Some(conn),
+                left,
+                back: Some(back),
+            })),
+        }
+    }
+}
+
+impl Body for RequestBody {
+    type Data = Bytes;
+    type Error = io::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+        let State::Streaming(s) = &mut self.get_mut().state else {
+            return Poll::Ready(None);
+        };
+        let Some(conn) = s.conn.as_mut() else {
+            return Poll::Ready(None);
+        };
+        if s.left == 0 {
+            s.give_back();
+            return Poll::Ready(None);
+        }
+        while conn.buf.is_empty() {
+            let want = usize::try_from(s.left).map_or(BODY_READ, |l| l.min(BODY_READ));
+            conn.buf.reserve(want);
+            let read = std::pin::pin!(conn.reader.read_buf(&mut conn.buf));
+            match ready!(read.poll(cx)) {
+                Ok(0) => {
+                    return Poll::Ready(Some(Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the client closed before the end of its request body",
+                    ))))
+                }
+                Ok(_) => {}
+                Err(e) => return Poll::Ready(Some(Err(e))),
+            }
+        }
+        let n = usize::try_from(s.left).map_or(conn.buf.len(), |l| l.min(conn.buf.len()));
+        let chunk = conn.buf.split_to(n).freeze();
+        s.left -= n as u64;
+        if s.left == 0 {
+            s.give_back();
+        }
+        Poll::Ready(Some(Ok(Frame::data(chunk))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.state {
+            State::Empty => true,
+            State::Streaming(s) => s.left == 0,
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.state {
+            State::Empty => SizeHint::with_exact(0),
+            State::Streaming(s) => SizeHint::with_exact(s.left),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,133 @@
+//! The request heads the lean server serves ([`parse`]), told apart from those it hands to
+//! hyper's server.
+
+use bytes::{Bytes, BytesMut};
+use http::header::{self, HeaderName, HeaderValue};
+use http::{HeaderMap, Method, Request, Uri, Version};
+
+/// Most header fields in a request head (hyper's server's limit; more: handed to hyper).
+const MAX_HEADERS: usize = 100;
+/// Longest request target (hyper's server's limit; longer: handed to hyper, which answers 414).
+const MAX_URI_LEN: usize = (u16::MAX - 1) as usize;
+
+/// A request head the lean path serves.
+#[derive(Debug)]
+pub(super) struct Head {
+    pub(super) request: Request<()>,
+    /// The body's length (0: none).
+    pub(super) length: u64,
+    pub(super) keep_alive: bool,
+}
+
+#[allow(
+    clippy::large_enum_variant,
+    reason = "returned once per request and taken apart at once; a box would cost an allocation"
+)]
+pub(super) enum Parsed {
+    Lean(Head),
+    Partial,
+    Other,
+}
+
+/// Parses the head at the front of `buf`, taking it off `buf` only when the lean path serves
+/// it ([module docs](self)).
+pub(super) fn parse(buf: &mut BytesMut, max_head: usize) -> Parsed {
+    // Where each header's name and value are in the head.
+    let mut fields = [(0u32, 0u32, 0u32, 0u32); MAX_HEADERS];
+    let (len, count, path, method) = {
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut req = httparse::Request::new(&mut headers);
+        let len = match req.parse(buf) {
+            Ok(httparse::Status::Complete(len)) => len,
+            Ok(httparse::Status::Partial) if buf.len() < max_head => return Parsed::Partial,
+            Ok(httparse::Status::Partial) | Err(_) => return Parsed::Other,
+        };
+        let (Some(method), Some(path), Some(1)) = (req.method, req.path, req.version) else {
+            return Parsed::Other;
+        };
+        if len > max_head || path.len() > MAX_URI_LEN {
+            return Parsed::Other;
+        }
+        let Ok(method) = Method::from_bytes(method.as_bytes()) else {
+            return Parsed::Other;
+        };
+        if method == Method::CONNECT {
+            return Parsed::Other;
+        }
+        let base = buf.as_ptr() as usize;
+        let at = |s: &[u8]| {
+            let start = s.as_ptr() as usize - base;
+            (start, start + s.len())
+        };
+        for (field, h) in fields.iter_mut().zip(req.headers.iter()) {
+            let (name, value) = (at(h.name.as_bytes()), at(h.value));
+            // A head is at most `max_head` bytes, far below 4 GiB.
+            *field = (name.0 as u32, name.1 as u32, value.0 as u32, value.1 as u32);
+        }
+        (len, req.headers.len(), at(path.as_bytes()), method)
+    };
+    let bytes = buf.split_to(len).freeze();
+    match lean_head(&bytes, &fields[..count], path, method) {
+        Some(head) => Parsed::Lean(head),
+        None => {
+            // Put the head back for hyper.
+            let mut whole = BytesMut::with_capacity(bytes.len() + buf.len());
+            whole.extend_from_slice(&bytes);
+            whole.extend_from_slice(buf);
+            *buf = whole;
+            Parsed::Other
+        }
+    }
+}
+
+/// The request in `bytes` (a complete head), or `None` when it is not one the lean path
+/// serves.
+fn lean_head(
+    bytes: &Bytes,
+    fields: &[(u32, u32, u32, u32)],
+    path: (usize, usize),
+    method: Method,
+) -> Option<Head> {
+    let uri = Uri::from_maybe_shared(bytes.slice(path.0..path.1)).ok()?;
+    let mut headers = HeaderMap::with_capacity(fields.len());
+    let (mut length, mut keep_alive) = (None, true);
+    for &(ns, ne, vs, ve) in fields {
+        let name = HeaderName::from_bytes(&bytes[ns as usize..ne as usize]).ok()?;
+        let value = HeaderValue::from_maybe_shared(bytes.slice(vs as usize..ve as usize)).ok()?;
+        match name {
+            header::TRANSFER_ENCODING | header::EXPECT | header::UPGRADE | header::TE => {
+                return None
+            }
+            header::CONTENT_LENGTH => {
+                let digits = value.as_bytes();
+                if length.is_some() || digits.is_empty() || digits.len() > 18 {
+                    return None;
+                }
+                if !digits.iter().all(u8::is_ascii_digit) {
+                    return None;
+                }
+                length = std::str::from_utf8(digits).ok()?.parse::<u64>().ok();
+            }
+            header::CONNECTION => {
+                let v = value.as_bytes();
+                if v.eq_ignore_ascii_case(b"close") {
+                    keep_alive = false;
+                } else if !v.eq_ignore_ascii_case(b"keep-alive") {
+                    return None;
+                }
+            }
+            _ => {}
+        }
+        headers.append(name, value);
+    }
+    let mut request = Request::new(());
+    *request.method_mut() = method;
+    *request.uri_mut() = uri;
+    *request.version_mut() = Version::HTTP_11;
+    *request.headers_mut() = headers;
+    Some(Head {
+        request,
+        length: length.unwrap_or(0),
+        keep_alive,
+    })
+}
