@@ -211,6 +211,14 @@ impl Conn {
             Io::Tls(_) => None,
         }
     }
+
+    /// [`Conn::plain`], to read from.
+    pub(super) fn plain_mut(&mut self) -> Option<&mut TcpStream> {
+        match &mut self.io {
+            Io::Plain(io) => Some(io.inner_mut()),
+            Io::Tls(_) => None,
+        }
+    }
 }
 
 /// Forwards one hyper I/O call to whichever stream the connection has.

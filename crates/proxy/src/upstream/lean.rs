@@ -14,11 +14,13 @@ use bytes::{Bytes, BytesMut};
 use http::header::{CONTENT_LENGTH, TRAILER, TRANSFER_ENCODING};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, Version};
 use hyper::body::{Body, Frame, SizeHint};
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll, Waker};
 use tailguard_http::h1::parse::{self, Reader};
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
 /// Where a connection goes back when the response it carried has ended (its endpoint's free
@@ -108,14 +110,13 @@ impl Lean {
         let mut upload = Some(Upload::new(body, sender, out, !rest));
         let resp_head = std::future::poll_fn(|cx| {
             let Lean { conn, buf } = &mut self;
-            let io = conn.stream();
             if let Some(up) = &mut upload {
-                if let Poll::Ready(sent) = up.poll(io, cx) {
+                if let Poll::Ready(sent) = up.poll(conn.stream(), cx) {
                     sent.map_err(SendError::Http)?;
                     upload = None;
                 }
             }
-            poll_head(io, buf, &mut reader, cx)
+            poll_head(conn, buf, &mut reader, cx)
         })
         .await?;
         let mut resp = Response::new(());
@@ -148,7 +149,7 @@ fn io_err(e: io::Error) -> SendError {
 
 /// Reads until a final response head is complete.
 fn poll_head(
-    io: &TcpStream,
+    io: &mut Conn,
     buf: &mut BytesMut,
     reader: &mut Reader,
     cx: &mut Context<'_>,
@@ -169,16 +170,17 @@ fn poll_head(
     }
 }
 
-/// Reads what the socket has into `buf` (growing it to leave room for a read).
-fn poll_read(io: &TcpStream, buf: &mut BytesMut, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+/// Reads what the socket has into `buf` (growing it to leave room for a read). Through tokio's
+/// `AsyncRead`, not `try_read_buf`: a read that fills less than the room it was given marks the
+/// socket drained, so the next read waits for the endpoint instead of paying an `EAGAIN`.
+fn poll_read(io: &mut Conn, buf: &mut BytesMut, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
     if buf.capacity() - buf.len() < READ_ROOM {
         buf.reserve(READ_ROOM);
     }
-    loop {
-        match io.try_read_buf(buf) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => ready!(io.poll_read_ready(cx))?,
-            other => return Poll::Ready(other),
-        }
+    match io.plain_mut() {
+        Some(io) => std::pin::pin!(io.read_buf(buf)).poll(cx),
+        // The lean client takes only cleartext connections (`Lean::new`).
+        None => Poll::Ready(Err(io::Error::other("the lean client over TLS"))),
     }
 }
 
@@ -463,10 +465,13 @@ impl LeanBody {
     /// The body has ended: the connection goes back when it may carry another request.
     fn end(&mut self) {
         self.ended = true;
-        if let Some(conn) = self.conn.take() {
+        if let Some(mut conn) = self.conn.take() {
             // A request body still unsent leaves the connection mid-request.
             let unsent = self.upload.take().is_some();
             if self.reuse && !unsent && conn.buf.is_empty() && self.reader.is_done() {
+                // An idle connection holds no buffer: the next read allocates one. Hundreds of
+                // pooled connections otherwise keep 8 KiB each.
+                conn.buf = BytesMut::new();
                 self.home.put_back(conn);
             }
         }
@@ -519,15 +524,14 @@ impl Body for LeanBody {
                 }
             }
             let conn = this.conn.as_mut().expect("checked above");
-            let io = conn.conn.stream();
             if let Some(up) = &mut this.upload {
-                match up.poll(io, cx) {
+                match up.poll(conn.conn.stream(), cx) {
                     Poll::Ready(Ok(())) => this.upload = None,
                     Poll::Ready(Err(e)) => return this.fail(e, cx),
                     Poll::Pending => {}
                 }
             }
-            let read = ready!(poll_read(io, &mut conn.buf, cx));
+            let read = ready!(poll_read(&mut conn.conn, &mut conn.buf, cx));
             match read {
                 Ok(0) => {
                     if this.reader.until_close() {
