@@ -63,6 +63,7 @@ const ANSWERS: &[(&[u8], &[u8], bool)] = &[
     (b"/trailers", b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ntrailer: x-t\r\n\r\n5\r\nhello\r\n0\r\nx-t: 1\r\n\r\n", false),
     (b"/close", b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 3\r\n\r\nbye", true),
     (b"/unframed", b"HTTP/1.1 200 OK\r\nx-framing: none\r\n\r\nuntil the close", true),
+    (b"/unframed10", b"HTTP/1.0 200 OK\r\nx-framing: none\r\n\r\nuntil the close", true),
 ];
 
 /// The answer to `method` on `path` ([`ANSWERS`]; `/big`, 256 KiB; `/echo`, the request's

@@ -62,6 +62,7 @@ pub const CASES: &[Case] = &[
     open("get te trailers", b"GET /len HTTP/1.1\r\nHost: x\r\nTE: trailers\r\n\r\n"),
     open("get close answer", b"GET /close HTTP/1.1\r\nHost: x\r\n\r\n"),
     open("get unframed answer", b"GET /unframed HTTP/1.1\r\nHost: x\r\n\r\n"),
+    open("get http/1.0 unframed answer", b"GET /unframed10 HTTP/1.1\r\nHost: x\r\n\r\n"),
     open("get with body", b"GET /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nbody"),
     open("get chunked body", b"GET /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n"),
     open("head len", b"HEAD /len HTTP/1.1\r\nHost: x\r\n\r\n"),

@@ -121,25 +121,17 @@ where
         };
         let answer = handler(request.map(|()| body));
         // A client that closes its connection while its request is in flight cancels the
-        // request (as under hyper's server, which reads on while it answers): watched while
-        // the read side is here, seen by the body's reads while the body has it.
-        let response = match &mut held {
-            Held::Here(conn) => tokio::select! {
-                biased;
-                r = answer => r,
-                () = conn.closed(settings.max_head) => return Ended::Closed,
-            },
-            Held::Lent(_) => answer.await,
+        // request, as under hyper's server, which reads on while it answers ([`Held::closed`]).
+        let response = tokio::select! {
+            biased;
+            r = answer => r,
+            () = held.closed() => return Ended::Closed,
         };
         let close = !keep_alive || closing.asked();
-        let written = write(&mut writer, &method, response, close);
-        let written = match &mut held {
-            Held::Here(conn) => tokio::select! {
-                biased;
-                r = written => r,
-                () = conn.closed(settings.max_head) => return Ended::Closed,
-            },
-            Held::Lent(_) => written.await,
+        let written = tokio::select! {
+            biased;
+            r = write(&mut writer, &method, response, close) => r,
+            () = held.closed() => return Ended::Closed,
         };
         let kept = match written {
             Ok(kept) => kept,
@@ -148,8 +140,13 @@ where
                 false
             }
         };
-        conn = match held {
-            Held::Here(conn) => conn,
+        if !kept {
+            let _ = writer.shutdown().await;
+            return Ended::Closed;
+        }
+        let (next, left) = match held {
+            Held::Here(conn) => (conn, 0),
+            Held::Back(conn, left) => (conn, left),
             // The body gives the connection back once it has ended or been dropped; a body
             // still held somewhere waits for the listener's idle watch.
             Held::Lent(back) => {
@@ -157,24 +154,20 @@ where
                     r = back => r,
                     () = closing.notify.notified() => return Ended::Closed,
                 };
-                let Ok(Returned {
-                    reader,
-                    mut buf,
-                    left,
-                }) = returned
-                else {
+                let Ok(Returned { reader, buf, left }) = returned else {
                     return Ended::Closed;
                 };
-                // Unread body bytes already here are skipped; more to come cannot be told
-                // from the next request without reading them: close (hyper does the same).
-                match usize::try_from(left) {
-                    Ok(left) if left <= buf.len() => buf.advance(left),
-                    _ => return Ended::Closed,
-                }
-                Reading { reader, buf }
+                (Reading { reader, buf }, left)
             }
         };
-        if !kept || closing.asked() {
+        conn = next;
+        // Unread body bytes already here are skipped; more to come cannot be told from the
+        // next request without reading them: close (hyper does the same).
+        match usize::try_from(left) {
+            Ok(left) if left <= conn.buf.len() => conn.buf.advance(left),
+            _ => return Ended::Closed,
+        }
+        if closing.asked() {
             let _ = writer.shutdown().await;
             return Ended::Closed;
         }
@@ -194,6 +187,28 @@ enum Held {
     Here(Reading),
     /// With the request's body, which sends it back.
     Lent(oneshot::Receiver<Returned>),
+    /// Back from the body, with how much of the body was left unread.
+    Back(Reading, u64),
+}
+
+impl Held {
+    /// Resolves when the client closes its side (or the connection fails) while its request
+    /// is served, watched once the read side is here: at once for a request without a body,
+    /// once the body has ended or been dropped otherwise (while the body has it, its own reads
+    /// see the close).
+    async fn closed(&mut self) {
+        loop {
+            match self {
+                Held::Here(conn) | Held::Back(conn, _) => return conn.closed().await,
+                Held::Lent(back) => match back.await {
+                    Ok(Returned { reader, buf, left }) => {
+                        *self = Held::Back(Reading { reader, buf }, left);
+                    }
+                    Err(_) => return std::future::pending().await,
+                },
+            }
+        }
+    }
 }
 
 #[allow(
@@ -207,22 +222,29 @@ enum Next {
 }
 
 impl Reading {
-    /// The next request's head, read until complete.
+    /// The next request's head, read until complete. As hyper's server does, the first bytes
+    /// are parsed at once (so garbage is refused at once) and, once a head was found partial,
+    /// parsed again only when the bytes read since could end it ([`ends_head`]): a client that
+    /// sends its head a byte at a time costs one scan, not one per byte.
     async fn head(&mut self, max_head: usize, closing: &Closing) -> Next {
+        let mut partial: Option<usize> = None;
         loop {
-            if !self.buf.is_empty() {
+            if closing.asked() {
+                return Next::Closed;
+            }
+            if !self.buf.is_empty() && partial.is_none_or(|from| ends_head(&self.buf, from)) {
                 match parse(&mut self.buf, max_head) {
                     Parsed::Lean(head) => return Next::Request(head),
                     Parsed::Other => return Next::Other,
-                    Parsed::Partial => {}
+                    Parsed::Partial => partial = Some(self.buf.len()),
                 }
             }
+            if self.buf.len() >= max_head {
+                return Next::Other;
+            }
             if self.buf.is_empty() {
-                // Idle: hold no buffer, and close at once when asked to.
+                // Idle: hold no buffer until there is something to read.
                 self.buf = BytesMut::new();
-                if closing.asked() {
-                    return Next::Closed;
-                }
                 tokio::select! {
                     r = self.reader.readable() => if r.is_err() { return Next::Closed },
                     () = closing.notify.notified() => return Next::Closed,
@@ -233,7 +255,13 @@ impl Reading {
             }
             // `read_buf`, not `try_read_buf`: tokio's read marks the socket drained when it
             // fills less than the buffer, which saves the `EAGAIN` read a `try_read` needs.
-            match self.reader.read_buf(&mut self.buf).await {
+            // Asked to close, a connection with only part of a head goes at once (as hyper's,
+            // whose connection is still idle then).
+            let read = tokio::select! {
+                r = self.reader.read_buf(&mut self.buf) => r,
+                () = closing.notify.notified() => return Next::Closed,
+            };
+            match read {
                 // A close between requests ends the connection; within a head, hyper decides.
                 Ok(0) | Err(_) if self.buf.is_empty() => return Next::Closed,
                 Ok(0) | Err(_) => return Next::Other,
@@ -242,15 +270,15 @@ impl Reading {
         }
     }
 
-    /// Resolves when the client closes its side (or the connection fails) while a request is
-    /// served; what it sends meanwhile (a pipelined request) is kept for later, up to a head's
-    /// limit, after which it is left in the socket.
-    async fn closed(&mut self, max_head: usize) {
+    /// Resolves when the client closes its side (or the connection fails). Once bytes of a
+    /// next request are waiting, it watches no more (as hyper's server: a pipelined request
+    /// followed by a half-close is still answered), and they are kept for later.
+    async fn closed(&mut self) {
         loop {
-            if self.buf.len() >= max_head {
+            if !self.buf.is_empty() {
                 return std::future::pending().await;
             }
-            if self.buf.capacity() - self.buf.len() < HEAD_READ / 4 {
+            if self.buf.capacity() < HEAD_READ / 4 {
                 self.buf.reserve(HEAD_READ);
             }
             match self.reader.read_buf(&mut self.buf).await {
@@ -266,6 +294,17 @@ impl Reading {
             Err(_) => Ended::Closed,
         }
     }
+}
+
+/// Whether the bytes of `buf` from `from` on (less three, for an end cut across reads) hold
+/// the blank line that ends a head: hyper's server's `is_complete_fast`.
+fn ends_head(buf: &[u8], from: usize) -> bool {
+    let bytes = &buf[from.saturating_sub(3).min(buf.len())..];
+    bytes.iter().enumerate().any(|(i, &b)| match b {
+        b'\r' => bytes[i + 1..].starts_with(b"\n\r\n"),
+        b'\n' => bytes.get(i + 1) == Some(&b'\n'),
+        _ => false,
+    })
 }
 
 /// A request's body, read from the connection by whoever polls it; at its end, or when it

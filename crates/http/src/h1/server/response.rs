@@ -54,7 +54,11 @@ where
     let (framing, last) = match encode_head(&mut out, &mut parts, method, length, close) {
         Ok(head) => head,
         Err(Unwritable) => {
-            writer.write_all(&out).await?;
+            // hyper's server sends nothing of a head it cannot encode (conflicting lengths),
+            // only the 500 it answers for a 1xx.
+            if parts.status.is_informational() {
+                writer.write_all(&out).await?;
+            }
             return Ok(false);
         }
     };
@@ -68,9 +72,13 @@ where
         Framing::Chunked | Framing::UntilClose => u64::MAX,
     };
     if length.is_none() {
-        // An ended body in front of a framing that wants one (a HEAD's length): nothing to send.
+        // An ended body in front of a framing that wants one: a HEAD's length sends nothing, a
+        // `transfer-encoding` the response set itself its last chunk.
+        if framing == Framing::Chunked {
+            out.extend_from_slice(b"0\r\n\r\n");
+        }
         writer.write_all(&out).await?;
-        return Ok(kept && framing != Framing::Chunked);
+        return Ok(kept);
     }
     loop {
         // Take what the body has ready without waiting, so a small response goes out with its
@@ -88,9 +96,9 @@ where
         let data = match frame {
             None => break,
             Some(Err(err)) => {
+                // What is not yet written is dropped, as hyper's server drops its buffer.
                 let err: BoxError = err.into();
                 tracing::debug!(%err, "response body failed");
-                writer.write_all(&out).await?;
                 return Ok(false);
             }
             Some(Ok(frame)) => match frame.into_data() {
@@ -103,13 +111,15 @@ where
         if data.is_empty() {
             continue;
         }
+        // More than the announced length: what fits is sent, the rest dropped (hyper's
+        // length encoder does the same).
+        let data = match framing {
+            Framing::Length(_) if data.len() as u64 > left => data.slice(..left as usize),
+            _ => data,
+        };
         let n = data.len() as u64;
         if framing == Framing::Chunked {
             out.extend_from_slice(format!("{n:X}\r\n").as_bytes());
-        } else if n > left {
-            // More than the announced length: hyper's server fails the connection.
-            writer.write_all(&out).await?;
-            return Ok(false);
         }
         if data.len() >= WRITE_ALONE {
             writer.write_all(&out).await?;
@@ -217,6 +227,9 @@ pub(super) fn encode_head(
         out.extend_from_slice(b"\r\n");
     }
     let body_allowed = can_have_body(method, status);
+    // An HTTP/1.0 response (a backend's version is kept) cannot be chunked: a body of unknown
+    // length goes until the close, and `transfer-encoding` and `trailer` are dropped.
+    let chunked_ok = body_allowed && parts.version != Version::HTTP_10;
     let mut framing = Framing::Length(0);
     let mut wrote_len = false;
     let mut wrote_date = false;
@@ -271,7 +284,7 @@ pub(super) fn encode_head(
                 if wrote_len && !same {
                     return Err(Unwritable);
                 }
-                if !body_allowed {
+                if !chunked_ok {
                     continue;
                 }
                 wrote_len = true;
@@ -300,7 +313,7 @@ pub(super) fn encode_head(
                 continue;
             }
             header::TRAILER => {
-                if !body_allowed {
+                if !chunked_ok {
                     continue;
                 }
                 if same {
@@ -323,7 +336,7 @@ pub(super) fn encode_head(
     close_line(out, &mut open, add_chunked);
     if !wrote_len {
         framing = match length {
-            Some(None) if body_allowed => {
+            Some(None) if chunked_ok => {
                 out.extend_from_slice(b"transfer-encoding: chunked\r\n");
                 Framing::Chunked
             }

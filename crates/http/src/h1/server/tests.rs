@@ -4,6 +4,8 @@ use super::*;
 use http::{Method, Version};
 use http_body_util::BodyExt;
 use http_body_util::Full;
+use hyper::body::SizeHint;
+use std::future::Future;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -358,4 +360,136 @@ impl Body for Frames {
     ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
         Poll::Ready(self.0.pop().map(|s| Ok(Frame::data(Bytes::from(s)))))
     }
+}
+
+#[test]
+fn an_http_10_response_of_unknown_length_goes_until_the_close() {
+    let mut parts = Response::builder()
+        .status(200)
+        .version(Version::HTTP_10)
+        .header("transfer-encoding", "chunked")
+        .header("trailer", "x-t")
+        .body(())
+        .unwrap()
+        .into_parts()
+        .0;
+    let mut out = Vec::new();
+    let (framing, _) = encode_head(&mut out, &mut parts, &Method::GET, Some(None), false)
+        .unwrap_or_else(|_| panic!("unwritable"));
+    let text = String::from_utf8(out).unwrap();
+    assert_eq!(framing, Framing::UntilClose);
+    assert!(text.starts_with("HTTP/1.0 200 OK\r\ndate: "), "{text}");
+}
+
+/// Serves one connection on 127.0.0.1 with `handler`; what [`serve`] ended with comes back on
+/// the channel.
+async fn server_with<H, F, B>(
+    handler: H,
+) -> (std::net::SocketAddr, tokio::sync::oneshot::Receiver<Ended>)
+where
+    H: FnMut(Request<RequestBody>) -> F + Send + 'static,
+    F: Future<Output = Response<B>> + Send,
+    B: Body<Data = Bytes> + Unpin + Send,
+    B::Error: Into<BoxError> + Send,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        let closing = Closing::default();
+        let ended = serve(
+            stream,
+            Bytes::new(),
+            Settings { max_head: MAX },
+            &closing,
+            handler,
+        )
+        .await;
+        let _ = tx.send(ended);
+    });
+    (addr, rx)
+}
+
+#[tokio::test]
+async fn a_client_that_closes_cancels_its_request_even_after_sending_a_body() {
+    let (dropped_tx, dropped_rx) = tokio::sync::oneshot::channel::<()>();
+    let mut dropped_tx = Some(dropped_tx);
+    let (addr, ended) = server_with(move |req: Request<RequestBody>| {
+        // Dropped with the request's future: the request was cancelled.
+        struct Signal(Option<tokio::sync::oneshot::Sender<()>>);
+        impl Drop for Signal {
+            fn drop(&mut self) {
+                if let Some(tx) = self.0.take() {
+                    let _ = tx.send(());
+                }
+            }
+        }
+        let signal = Signal(dropped_tx.take());
+        async move {
+            let _signal = signal;
+            let _ = req.into_body().collect().await;
+            // An upstream that never answers.
+            std::future::pending::<()>().await;
+            Response::new(Full::new(Bytes::new()))
+        }
+    })
+    .await;
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"POST / HTTP/1.1\r\ncontent-length: 5\r\n\r\nhello")
+        .await
+        .unwrap();
+    s.shutdown().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), dropped_rx)
+        .await
+        .expect("the request is cancelled")
+        .unwrap();
+    let ended = tokio::time::timeout(Duration::from_secs(10), ended)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(matches!(ended, Ended::Closed));
+}
+
+/// A body that announces `len` bytes and yields `data`.
+struct Lying {
+    len: u64,
+    data: Option<&'static str>,
+}
+
+impl Body for Lying {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        Poll::Ready(self.data.take().map(|s| Ok(Frame::data(Bytes::from(s)))))
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.len)
+    }
+}
+
+#[tokio::test]
+async fn a_body_longer_than_its_length_is_cut_to_it_and_the_connection_kept() {
+    let (addr, _ended) = server_with(|_req: Request<RequestBody>| async {
+        Response::new(Lying {
+            len: 3,
+            data: Some("abcdef"),
+        })
+    })
+    .await;
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"GET /1 HTTP/1.1\r\n\r\nGET /2 HTTP/1.1\r\n\r\n")
+        .await
+        .unwrap();
+    let mut all = String::new();
+    while all.matches("abc").count() < 2 {
+        all.push_str(&read_until(&mut s, 1).await);
+    }
+    assert_eq!(all.matches("content-length: 3\r\n").count(), 2, "{all}");
+    assert!(!all.contains("def"), "{all}");
 }
