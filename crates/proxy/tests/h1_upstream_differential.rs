@@ -486,3 +486,110 @@ proptest! {
         compare(&bytes, &cuts, ask).map_err(TestCaseError::fail)?;
     }
 }
+
+/// An endpoint that answers as soon as a request's head is in, then reads the body it
+/// announced; resolves to how many body bytes it got.
+async fn answers_early() -> (SocketAddr, tokio::sync::oneshot::Receiver<usize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let Ok((mut s, _)) = listener.accept().await else {
+            return;
+        };
+        let mut seen = Vec::new();
+        let mut chunk = [0u8; 16 * 1024];
+        let head_end = loop {
+            if let Some(p) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                break p + 4;
+            }
+            match tokio::time::timeout(PATIENCE, s.read(&mut chunk)).await {
+                Ok(Ok(n)) if n > 0 => seen.extend_from_slice(&chunk[..n]),
+                _ => return,
+            }
+        };
+        let head = String::from_utf8_lossy(&seen[..head_end]).to_ascii_lowercase();
+        let want: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length: "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        let _ = s
+            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+            .await;
+        let mut got = seen.len() - head_end;
+        while got < want {
+            match tokio::time::timeout(PATIENCE, s.read(&mut chunk)).await {
+                Ok(Ok(n)) if n > 0 => got += n,
+                _ => break,
+            }
+        }
+        let _ = tx.send(got);
+    });
+    (addr, rx)
+}
+
+/// An endpoint that answers before it has the request body still gets all of it, through
+/// either client: hyper's goes on sending it, and so must the lean one. Dropping the rest
+/// would also drop an HTTP/2 client's request stream while it still uploads, which curl 7.88
+/// fails the transfer on (`h2_clients.rs`, tier 2).
+#[test]
+fn a_body_still_coming_when_the_endpoint_answers_is_sent_whole() {
+    const CHUNK: usize = 16 * 1024;
+    const CHUNKS: usize = 16;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        for h1 in [H1Upstream::Hyper, H1Upstream::Lean] {
+            let (addr, got) = answers_early().await;
+            let mut service = ServiceConfig::new("web", vec![Upstream::new(addr)]);
+            service.arm.retries = None;
+            service.protocol = UpstreamProtocol::Http1;
+            service.pool.h1 = h1;
+            let mut config = Config::new("127.0.0.1:0".parse().unwrap(), vec![service]);
+            config.admin = None;
+            let proxy = tailguard_proxy::start(config).await.expect("proxy");
+            let socket = TcpStream::connect(proxy.addr()).await.expect("connect");
+            let io = hyper_util::rt::TokioIo::new(socket);
+            let (mut send, conn) =
+                hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), io)
+                    .await
+                    .expect("handshake");
+            tokio::spawn(conn);
+            let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(CHUNKS);
+            let frames = Box::pin(futures_util::stream::unfold(rx, |mut rx| async move {
+                let data = rx.recv().await?;
+                Some((Ok::<_, std::convert::Infallible>(Frame::data(data)), rx))
+            }));
+            let req = Request::post(format!("http://{}/", proxy.addr()))
+                .header("content-length", (CHUNK * CHUNKS).to_string())
+                .body(StreamBody::new(frames))
+                .expect("request");
+            tx.send(Bytes::from(vec![b'x'; CHUNK])).await.unwrap();
+            let resp = tokio::time::timeout(PATIENCE, send.send_request(req))
+                .await
+                .expect("an answer in time")
+                .expect("an answer");
+            assert_eq!(resp.status(), 200, "{h1:?}");
+            let body = resp.into_body().collect().await.expect("body").to_bytes();
+            assert_eq!(&body[..], b"ok", "{h1:?}");
+            // Only now does the rest of the body come.
+            for _ in 1..CHUNKS {
+                if tx.send(Bytes::from(vec![b'x'; CHUNK])).await.is_err() {
+                    break;
+                }
+            }
+            drop(tx);
+            let got = tokio::time::timeout(PATIENCE, got)
+                .await
+                .expect("the endpoint done in time")
+                .expect("a count");
+            assert_eq!(got, CHUNK * CHUNKS, "{h1:?}: the endpoint got {got} bytes");
+            tokio::time::timeout(PATIENCE, proxy.shutdown())
+                .await
+                .expect("the proxy stops");
+        }
+    });
+}

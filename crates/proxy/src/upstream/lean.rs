@@ -19,6 +19,7 @@ use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll, Waker};
+use std::time::Duration;
 use tailguard_http::h1::parse::{self, Reader};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
@@ -182,6 +183,21 @@ fn poll_read(io: &mut Conn, buf: &mut BytesMut, cx: &mut Context<'_>) -> Poll<io
         // The lean client takes only cleartext connections (`Lean::new`).
         None => Poll::Ready(Err(io::Error::other("the lean client over TLS"))),
     }
+}
+
+/// How long the rest of a request body may take once the endpoint has answered.
+const FINISH_UPLOAD: Duration = Duration::from_secs(10);
+
+/// Sends the rest of a request body the endpoint answered before it had all of it, on a task
+/// of its own, within [`FINISH_UPLOAD`], then closes the connection. Dropping it instead would
+/// drop the client's request stream: over HTTP/2 the client is then sent RST_STREAM(NO_ERROR)
+/// while it still uploads, which RFC 9113 (section 8.1) allows but curl 7.88 fails the
+/// transfer on; hyper's client, the reference, goes on sending too.
+fn finish_upload(conn: Lean, mut upload: Upload) {
+    tokio::spawn(async move {
+        let rest = std::future::poll_fn(|cx| upload.poll(conn.conn.stream(), cx));
+        let _ = tokio::time::timeout(FINISH_UPLOAD, rest).await;
+    });
 }
 
 /// The part of a request body not yet sent, written as it comes while the response is read.
@@ -466,9 +482,13 @@ impl LeanBody {
     fn end(&mut self) {
         self.ended = true;
         if let Some(mut conn) = self.conn.take() {
-            // A request body still unsent leaves the connection mid-request.
-            let unsent = self.upload.take().is_some();
-            if self.reuse && !unsent && conn.buf.is_empty() && self.reader.is_done() {
+            // A request body still unsent leaves the connection mid-request: the rest is sent
+            // (as hyper's client goes on sending it), then the connection closes.
+            if let Some(upload) = self.upload.take() {
+                finish_upload(conn, upload);
+                return;
+            }
+            if self.reuse && conn.buf.is_empty() && self.reader.is_done() {
                 // An idle connection holds no buffer: the next read allocates one. Hundreds of
                 // pooled connections otherwise keep 8 KiB each.
                 conn.buf = BytesMut::new();
