@@ -489,7 +489,7 @@ fn text(value: &[u8]) -> Option<&str> {
 }
 
 /// `value` is a comma-separated list holding `token` (any case).
-fn has_token(value: &[u8], token: &str) -> bool {
+pub(crate) fn has_token(value: &[u8], token: &str) -> bool {
     text(value).is_some_and(|s| s.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
 }
 
@@ -514,7 +514,7 @@ fn content_length(value: &[u8], seen: Option<u64>) -> Result<u64, Error> {
 }
 
 /// Decimal digits only (no sign, no spaces), without overflow.
-fn digits(s: &str) -> Option<u64> {
+pub(crate) fn digits(s: &str) -> Option<u64> {
     if s.is_empty() {
         return None;
     }

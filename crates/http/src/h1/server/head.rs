@@ -1,6 +1,7 @@
 //! The request heads the lean server serves ([`parse`]), told apart from those it hands to
 //! hyper's server.
 
+use crate::h1::parse;
 use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Request, Uri, Version};
@@ -99,14 +100,11 @@ fn lean_head(
                 return None
             }
             header::CONTENT_LENGTH => {
-                let digits = value.as_bytes();
-                if length.is_some() || digits.is_empty() || digits.len() > 18 {
+                // One length of at most 18 digits (hyper's limit is just under 2^64).
+                if length.is_some() || value.len() > 18 {
                     return None;
                 }
-                if !digits.iter().all(u8::is_ascii_digit) {
-                    return None;
-                }
-                length = std::str::from_utf8(digits).ok()?.parse::<u64>().ok();
+                length = Some(parse::digits(value.to_str().ok()?)?);
             }
             header::CONNECTION => {
                 let v = value.as_bytes();

@@ -1,12 +1,13 @@
 //! Responses written as hyper's server writes them ([`write`]).
 
+use crate::h1::parse;
 use bytes::Bytes;
 use http::header::{self, Entry, HeaderName, HeaderValue};
 use http::{Method, Response, StatusCode, Version};
 use http_body_util::BodyExt;
 use hyper::body::{Body, Frame};
 use std::cell::RefCell;
-use std::io;
+use std::io::{self, Write as _};
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -119,7 +120,7 @@ where
         };
         let n = data.len() as u64;
         if framing == Framing::Chunked {
-            out.extend_from_slice(format!("{n:X}\r\n").as_bytes());
+            let _ = write!(out, "{n:X}\r\n");
         }
         if data.len() >= WRITE_ALONE {
             writer.write_all(&out).await?;
@@ -200,7 +201,10 @@ pub(super) fn encode_head(
     if close {
         match parts.headers.entry(header::CONNECTION) {
             Entry::Occupied(mut entry) => {
-                if !entry.iter().any(has_close) {
+                if !entry
+                    .iter()
+                    .any(|v| parse::has_token(v.as_bytes(), "close"))
+                {
                     entry.append(HeaderValue::from_static("close"));
                 }
             }
@@ -261,7 +265,11 @@ pub(super) fn encode_head(
                         continue;
                     }
                     Some(None) => {
-                        let len = digits(value.as_bytes()).ok_or(Unwritable)?;
+                        let len = value
+                            .to_str()
+                            .ok()
+                            .and_then(parse::digits)
+                            .ok_or(Unwritable)?;
                         match prev_len {
                             Some(prev) if prev != len => return Err(Unwritable),
                             Some(_) => continue,
@@ -288,41 +296,25 @@ pub(super) fn encode_head(
                     continue;
                 }
                 wrote_len = true;
-                add_chunked = !ends_chunked(value);
-                if same {
-                    out.extend_from_slice(b", ");
-                } else {
+                add_chunked = !parse::ends_chunked(value.as_bytes());
+                if !same {
                     framing = Framing::Chunked;
-                    out.extend_from_slice(b"transfer-encoding: ");
-                    open = Some(name.clone());
                 }
-                out.extend_from_slice(value.as_bytes());
+                join_value(out, &mut open, name, value, same);
                 continue;
             }
             header::CONNECTION => {
-                if has_close(value) {
+                if parse::has_token(value.as_bytes(), "close") {
                     last = true;
                 }
-                if same {
-                    out.extend_from_slice(b", ");
-                } else {
-                    out.extend_from_slice(b"connection: ");
-                    open = Some(name.clone());
-                }
-                out.extend_from_slice(value.as_bytes());
+                join_value(out, &mut open, name, value, same);
                 continue;
             }
             header::TRAILER => {
                 if !chunked_ok {
                     continue;
                 }
-                if same {
-                    out.extend_from_slice(b", ");
-                } else {
-                    out.extend_from_slice(b"trailer: ");
-                    open = Some(name.clone());
-                }
-                out.extend_from_slice(value.as_bytes());
+                join_value(out, &mut open, name, value, same);
                 continue;
             }
             header::DATE => wrote_date = true,
@@ -370,6 +362,26 @@ pub(super) fn encode_head(
     Ok((framing, last))
 }
 
+/// Writes a value of a header whose values go on one line (`connection`, `transfer-encoding`,
+/// `trailer`, as hyper's server writes them): after `, ` on the line `same` says is open, or
+/// starting a line of its own.
+fn join_value(
+    out: &mut Vec<u8>,
+    open: &mut Option<HeaderName>,
+    name: &HeaderName,
+    value: &HeaderValue,
+    same: bool,
+) {
+    if same {
+        out.extend_from_slice(b", ");
+    } else {
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        *open = Some(name.clone());
+    }
+    out.extend_from_slice(value.as_bytes());
+}
+
 /// Ends the line of the header whose values were being joined, if any.
 fn close_line(out: &mut Vec<u8>, open: &mut Option<HeaderName>, add_chunked: bool) {
     if open.take().is_some() {
@@ -379,30 +391,6 @@ fn close_line(out: &mut Vec<u8>, open: &mut Option<HeaderName>, add_chunked: boo
             b"\r\n"
         });
     }
-}
-
-/// A `content-length` value of plain digits (hyper's `content_length_parse`).
-fn digits(value: &[u8]) -> Option<u64> {
-    if value.is_empty() || value.len() > 19 || !value.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    std::str::from_utf8(value).ok()?.parse().ok()
-}
-
-/// Whether a `connection` value lists `close`.
-fn has_close(value: &HeaderValue) -> bool {
-    value
-        .to_str()
-        .is_ok_and(|s| s.split(',').any(|t| t.trim().eq_ignore_ascii_case("close")))
-}
-
-/// Whether a `transfer-encoding` value ends with `chunked`.
-fn ends_chunked(value: &HeaderValue) -> bool {
-    value.to_str().is_ok_and(|s| {
-        s.rsplit(',')
-            .next()
-            .is_some_and(|last| last.trim().eq_ignore_ascii_case("chunked"))
-    })
 }
 
 thread_local! {
