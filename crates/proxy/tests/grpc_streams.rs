@@ -171,7 +171,9 @@ fn timeout(value: &str) -> Option<Duration> {
 /// its JSON report.
 async fn ghz(addr: SocketAddr, args: &[&str]) -> serde_json::Value {
     let ghz = go_tool("ghz", "github.com/bojand/ghz/cmd/ghz@v0.93.0");
-    let dir = std::env::temp_dir().join(format!("tg-streams-{}-{}", std::process::id(), args[1]));
+    // The method's name (`tgtest.Echo/Chat`) has a slash: one directory, not two.
+    let name = args[1].replace('/', "-");
+    let dir = std::env::temp_dir().join(format!("tg-streams-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let proto = dir.join("echo.proto");
     std::fs::write(&proto, PROTO).unwrap();
