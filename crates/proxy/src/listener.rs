@@ -199,12 +199,10 @@ async fn connection<S: Transport>(
     let service = service(shared, client, &watchdog.activity, S::CLEARTEXT);
     if protocol == Protocol::Http2 {
         let conn = Box::pin(h2(max_head).serve_connection(TokioIo::new(stream), service.0));
-        watchdog
-            .drive(conn, |c| c.get_mut().as_mut().graceful_shutdown())
-            .await;
+        Box::pin(watchdog.drive(conn, |c| c.get_mut().as_mut().graceful_shutdown())).await;
         return;
     }
-    serve_h1(stream, &mut watchdog, service, max_head).await;
+    Box::pin(serve_h1(stream, &mut watchdog, service, max_head)).await;
 }
 
 /// The service hyper's servers call for each request on a connection: forwarded through the

@@ -107,71 +107,92 @@ where
             Next::Closed => return Ended::Closed,
             Next::Other => return conn.handover(writer),
         };
-        let Head {
-            request,
-            length,
-            keep_alive,
-        } = head;
-        let method = request.method().clone();
-        let (body, mut held) = if length > 0 {
-            let (tx, rx) = oneshot::channel();
-            (RequestBody::streaming(conn, length, tx), Held::Lent(rx))
-        } else {
-            (RequestBody::empty(), Held::Here(conn))
+        // Boxed: answering holds the request, its response and their writes (about 2 KiB of
+        // state); between requests a connection holds only what waits for the next head.
+        conn = match Box::pin(exchange(conn, &mut writer, head, closing, &mut handler)).await {
+            Some(conn) => conn,
+            None => return Ended::Closed,
         };
-        let answer = handler(request.map(|()| body));
-        // A client that closes its connection while its request is in flight cancels the
-        // request, as under hyper's server, which reads on while it answers ([`Held::closed`]).
-        let response = tokio::select! {
-            biased;
-            r = answer => r,
-            () = held.closed() => return Ended::Closed,
-        };
-        let close = !keep_alive || closing.asked();
-        let written = tokio::select! {
-            biased;
-            r = write(&mut writer, &method, response, close) => r,
-            () = held.closed() => return Ended::Closed,
-        };
-        let kept = match written {
-            Ok(kept) => kept,
-            Err(err) => {
-                tracing::debug!(%err, "response write failed");
-                false
-            }
-        };
-        if !kept {
-            let _ = writer.shutdown().await;
-            return Ended::Closed;
-        }
-        let (next, left) = match held {
-            Held::Here(conn) => (conn, 0),
-            Held::Back(conn, left) => (conn, left),
-            // The body gives the connection back once it has ended or been dropped; a body
-            // still held somewhere waits for the listener's idle watch.
-            Held::Lent(back) => {
-                let returned = tokio::select! {
-                    r = back => r,
-                    () = closing.notify.notified() => return Ended::Closed,
-                };
-                let Ok(Returned { reader, buf, left }) = returned else {
-                    return Ended::Closed;
-                };
-                (Reading { reader, buf }, left)
-            }
-        };
-        conn = next;
-        // Unread body bytes already here are skipped; more to come cannot be told from the
-        // next request without reading them: close (hyper does the same).
-        match usize::try_from(left) {
-            Ok(left) if left <= conn.buf.len() => conn.buf.advance(left),
-            _ => return Ended::Closed,
-        }
-        if closing.asked() {
-            let _ = writer.shutdown().await;
-            return Ended::Closed;
-        }
     }
+}
+
+/// Answers the request `head` on `conn` and writes the response; the read side back, at the
+/// next request, when the connection is kept.
+async fn exchange<H, F, B>(
+    conn: Reading,
+    writer: &mut OwnedWriteHalf,
+    head: Head,
+    closing: &Closing,
+    handler: &mut H,
+) -> Option<Reading>
+where
+    H: FnMut(Request<RequestBody>) -> F,
+    F: Future<Output = Response<B>>,
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
+    let Head {
+        request,
+        length,
+        keep_alive,
+    } = head;
+    let method = request.method().clone();
+    let (body, mut held) = if length > 0 {
+        let (tx, rx) = oneshot::channel();
+        (RequestBody::streaming(conn, length, tx), Held::Lent(rx))
+    } else {
+        (RequestBody::empty(), Held::Here(conn))
+    };
+    let answer = handler(request.map(|()| body));
+    // A client that closes its connection while its request is in flight cancels the
+    // request, as under hyper's server, which reads on while it answers ([`Held::closed`]).
+    let response = tokio::select! {
+        biased;
+        r = answer => r,
+        () = held.closed() => return None,
+    };
+    let close = !keep_alive || closing.asked();
+    let written = tokio::select! {
+        biased;
+        r = write(writer, &method, response, close) => r,
+        () = held.closed() => return None,
+    };
+    let kept = match written {
+        Ok(kept) => kept,
+        Err(err) => {
+            tracing::debug!(%err, "response write failed");
+            false
+        }
+    };
+    if !kept {
+        let _ = writer.shutdown().await;
+        return None;
+    }
+    let (mut conn, left) = match held {
+        Held::Here(conn) => (conn, 0),
+        Held::Back(conn, left) => (conn, left),
+        // The body gives the connection back once it has ended or been dropped; a body
+        // still held somewhere waits for the listener's idle watch.
+        Held::Lent(back) => {
+            let returned = tokio::select! {
+                r = back => r,
+                () = closing.notify.notified() => return None,
+            };
+            let Returned { reader, buf, left } = returned.ok()?;
+            (Reading { reader, buf }, left)
+        }
+    };
+    // Unread body bytes already here are skipped; more to come cannot be told from the
+    // next request without reading them: close (hyper does the same).
+    match usize::try_from(left) {
+        Ok(left) if left <= conn.buf.len() => conn.buf.advance(left),
+        _ => return None,
+    }
+    if closing.asked() {
+        let _ = writer.shutdown().await;
+        return None;
+    }
+    Some(conn)
 }
 
 /// The read side of a connection between requests: the socket and the bytes read ahead.
