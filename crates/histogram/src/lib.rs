@@ -236,11 +236,18 @@ impl Histogram {
     /// highest of its bucket: what a histogram keeps when it holds few distinct values
     /// (recording them with [`Histogram::record_n_us`] into a histogram of the same kind gives
     /// the same counts). Values clamped to the top are not marked saturated again.
+    ///
+    /// The vector is exactly as long as it needs to be (counted first; the iterator gives no
+    /// size): a dashboard keeps ten of these per service, and growing by doubling left them up
+    /// to twice their size, and a chain of freed smaller ones behind each.
     pub fn recorded_us(&self) -> Vec<(u64, u64)> {
-        self.inner
-            .iter_recorded()
-            .map(|v| (v.value_iterated_to(), v.count_at_value()))
-            .collect()
+        let mut pairs = Vec::with_capacity(self.inner.iter_recorded().count());
+        pairs.extend(
+            self.inner
+                .iter_recorded()
+                .map(|v| (v.value_iterated_to(), v.count_at_value())),
+        );
+        pairs
     }
 
     /// The underlying `hdrhistogram` value, for serialization and interop.

@@ -287,6 +287,7 @@ fn recorded_values_rebuild_the_same_counts() {
             h.record_us(us);
         }
         let pairs = h.recorded_us();
+        assert_eq!(pairs.capacity(), pairs.len(), "no room to spare");
         assert_eq!(pairs.iter().map(|p| p.1).sum::<u64>(), 6);
         assert!(pairs.windows(2).all(|w| w[0].0 < w[1].0), "{pairs:?}");
         for (us, n) in pairs {
