@@ -114,7 +114,7 @@ impl From<&tailguard_record::live::Sample> for SecondPoint {
             backends: s
                 .endpoints
                 .iter()
-                .map(|e| (e.addr.to_string(), e.attempts, e.failures))
+                .map(|e| (e.addr.to_string(), e.attempts.into(), e.failures.into()))
                 .collect(),
         }
     }
