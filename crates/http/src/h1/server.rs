@@ -34,6 +34,7 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, Notify};
 
+mod encode;
 mod head;
 mod response;
 

@@ -1,3 +1,4 @@
+use super::encode::*;
 use super::head::*;
 use super::response::*;
 use super::*;
