@@ -5,6 +5,7 @@ use crate::h1::parse;
 use http::header::{self, Entry, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Version};
 use std::cell::RefCell;
+use std::io::Write as _;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// How a response body is framed on the wire.
@@ -161,9 +162,8 @@ fn implicit_framing(
         }
         Some(Some(len)) => {
             if can_have_length(status) {
-                out.extend_from_slice(b"content-length: ");
-                out.extend_from_slice(len.to_string().as_bytes());
-                out.extend_from_slice(b"\r\n");
+                // Formatted into the head's buffer, as chunk sizes are: no `String` per response.
+                let _ = write!(out, "content-length: {len}\r\n");
                 Framing::Length(len)
             } else {
                 Framing::Length(0)
