@@ -3,8 +3,9 @@
 //!
 //! - It runs on a thread of its own (`tg-admin`) with its own small current-thread runtime:
 //!   building a page never takes a turn from the tasks that serve traffic, however many
-//!   clients ask, and what it costs is bounded by its [`Limits`] (connections, requests in
-//!   flight, a rate for expensive pages; refusals are quick 503s and 429s).
+//!   clients ask, and what it costs is bounded by its [`Limits`] (a pace for all answers and
+//!   connections, connections, requests in flight, a rate for expensive pages; refusals are
+//!   503s and 429s, paced as the pages are).
 //! - Every accepted socket has `TCP_NODELAY` ([`crate::tcp`]); accept errors such as running
 //!   out of descriptors pause the loop instead of spinning it ([`crate::fds::AcceptBackoff`]).
 //! - HTTP/1.1 (and prior-knowledge HTTP/2, which costs nothing extra) with a bound on how long
@@ -192,8 +193,13 @@ where
     let builder = builder(&gates.limits);
     let mut backoff = AcceptBackoff::default();
     loop {
+        // Each connection takes a turn of the pace, so a flood of connections refused one
+        // after another is paced as a flood of requests is.
         let accepted = tokio::select! {
-            a = tcp::accept(&listener, Nagle::Off) => a,
+            a = async {
+                gates.pace().await;
+                tcp::accept(&listener, Nagle::Off).await
+            } => a,
             _ = stopped.wait_for(|&s| s != Stop::Running) => break,
         };
         let stream = match accepted {

@@ -2,7 +2,16 @@
 //! or memory from the traffic it exists to watch (a dashboard hammered by 200 clients once
 //! made the proxy's p50 go from 0.16 ms to 3 s).
 //!
-//! Three gates, each answering quickly instead of queueing without bound:
+//! First a pace, then three gates:
+//! 0. answers of every kind, refusals included: a token bucket of [`Limits::answers_per_sec`]
+//!    a second, [`Limits::answers_burst`] at once, taken by each accepted connection and each
+//!    request. Past it they wait for their turn. Refusals are quick, but a flood of clients
+//!    retrying them in a tight loop kept the admin thread busy, and in a test a hammered admin
+//!    port took a whole core (23,000 refusals a second) from the two the data plane shared
+//!    with it. Paced, a flood costs the thread a bounded share of a core. The wait is bounded
+//!    too: the waiters are at most the accept loop, [`Limits::max_connections`] connections and
+//!    [`Limits::max_in_flight`] streams on each, so a turn comes within
+//!    `(max_connections x max_in_flight + 1) / answers_per_sec` (129 ms by default);
 //! 1. connections: one more than [`Limits::max_connections`] is answered
 //!    `503 Service Unavailable` and closed;
 //! 2. requests in flight (from the request's head to its answer's last frame handed to the
@@ -33,6 +42,12 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// asks for (a dashboard polling once a second, Prometheus every few seconds).
 #[derive(Clone, Debug)]
 pub struct Limits {
+    /// Answers of every kind (pages and refusals) and accepted connections per second on
+    /// average, all clients together (default 1,000; zero: unpaced). Past it they wait their
+    /// turn (see the module docs).
+    pub answers_per_sec: u32,
+    /// Answers and connections taken at once after a quiet spell (default 100).
+    pub answers_burst: u32,
     /// Connections open at once (default 32).
     pub max_connections: usize,
     /// Requests being answered at once, on all connections together (default 4).
@@ -53,6 +68,8 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Self {
+            answers_per_sec: 1000,
+            answers_burst: 100,
             max_connections: 32,
             max_in_flight: 4,
             expensive_per_sec: 10,
@@ -79,27 +96,81 @@ pub(crate) struct Gates {
     connections: Arc<Semaphore>,
     refusals: Arc<Semaphore>,
     in_flight: Arc<Semaphore>,
-    bucket: Mutex<Bucket>,
+    answers: Mutex<Bucket>,
+    expensive: Mutex<Bucket>,
 }
 
-/// Tokens for expensive pages: refilled at a steady rate up to the burst.
+/// Tokens refilled at a steady rate up to a burst. Tokens go below zero for the turns given
+/// ahead, so waiting callers are served in order at the rate.
 #[derive(Debug)]
 struct Bucket {
     tokens: f64,
     at: Instant,
+    rate: f64,
+    burst: f64,
+}
+
+impl Bucket {
+    fn new(rate: u32, burst: u32, now: Instant) -> Self {
+        Self {
+            tokens: f64::from(burst),
+            at: now,
+            rate: f64::from(rate),
+            burst: f64::from(burst),
+        }
+    }
+
+    /// A turn: how long until it comes (zero: now), or `None` when that is past `max_wait`
+    /// (or never comes, at a rate of zero).
+    fn reserve(&mut self, now: Instant, max_wait: Duration) -> Option<Duration> {
+        let refill = now.saturating_duration_since(self.at).as_secs_f64() * self.rate;
+        self.tokens = (self.tokens + refill).min(self.burst);
+        self.at = now;
+        let wait = if self.tokens >= 1.0 {
+            Duration::ZERO
+        } else if self.rate > 0.0 {
+            Duration::try_from_secs_f64((1.0 - self.tokens) / self.rate).ok()?
+        } else {
+            return None;
+        };
+        if wait > max_wait {
+            return None;
+        }
+        self.tokens -= 1.0;
+        Some(wait)
+    }
 }
 
 impl Gates {
     pub(crate) fn new(limits: Limits) -> Self {
+        let now = Instant::now();
         Self {
             connections: Arc::new(Semaphore::new(limits.max_connections)),
             refusals: Arc::new(Semaphore::new(limits.max_connections)),
             in_flight: Arc::new(Semaphore::new(limits.max_in_flight)),
-            bucket: Mutex::new(Bucket {
-                tokens: f64::from(limits.expensive_burst),
-                at: Instant::now(),
-            }),
+            answers: Mutex::new(Bucket::new(
+                limits.answers_per_sec,
+                limits.answers_burst.max(1),
+                now,
+            )),
+            expensive: Mutex::new(Bucket::new(
+                limits.expensive_per_sec,
+                limits.expensive_burst,
+                now,
+            )),
             limits,
+        }
+    }
+
+    /// Waits for the turn of one more answer or accepted connection (at once when unpaced).
+    /// The wait is bounded by how many can wait (see the module docs).
+    pub(crate) async fn pace(&self) {
+        if self.limits.answers_per_sec == 0 {
+            return;
+        }
+        let turn = lock(&self.answers).reserve(Instant::now(), Duration::MAX);
+        if let Some(wait) = turn.filter(|w| !w.is_zero()) {
+            tokio::time::sleep(wait).await;
         }
     }
 
@@ -120,8 +191,11 @@ impl Gates {
         &self,
         path: &str,
     ) -> Result<OwnedSemaphorePermit, Response<Full<Bytes>>> {
+        self.pace().await;
         if self.limits.expensive.contains(&path) {
-            match self.reserve(Instant::now()) {
+            let max_wait = self.limits.expensive_max_wait;
+            let turn = lock(&self.expensive).reserve(Instant::now(), max_wait);
+            match turn {
                 Some(wait) if wait.is_zero() => {}
                 Some(wait) => tokio::time::sleep(wait).await,
                 None => {
@@ -146,29 +220,10 @@ impl Gates {
                 )
             })
     }
+}
 
-    /// A turn for one expensive page: how long until it comes (zero: now), or `None` when
-    /// that is past [`Limits::expensive_max_wait`]. Tokens go below zero for the turns
-    /// given ahead, so waiting requests are served in order at the rate.
-    fn reserve(&self, now: Instant) -> Option<Duration> {
-        let mut b = self.bucket.lock().unwrap_or_else(|p| p.into_inner());
-        let rate = f64::from(self.limits.expensive_per_sec);
-        let refill = now.saturating_duration_since(b.at).as_secs_f64() * rate;
-        b.tokens = (b.tokens + refill).min(f64::from(self.limits.expensive_burst));
-        b.at = now;
-        let wait = if b.tokens >= 1.0 {
-            Duration::ZERO
-        } else if rate > 0.0 {
-            Duration::try_from_secs_f64((1.0 - b.tokens) / rate).ok()?
-        } else {
-            return None;
-        };
-        if wait > self.limits.expensive_max_wait {
-            return None;
-        }
-        b.tokens -= 1.0;
-        Some(wait)
-    }
+fn lock(bucket: &Mutex<Bucket>) -> std::sync::MutexGuard<'_, Bucket> {
+    bucket.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The answer to a connection past [`Limits::max_connections`], written straight to the
@@ -226,5 +281,31 @@ impl Body for AdminBody {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Turns come in order at the rate after the burst; a turn past the wait is refused and
+    /// takes no token; a rate of zero never gives one past the burst.
+    #[test]
+    fn a_bucket_gives_turns_in_order_at_its_rate() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut b = Bucket::new(10, 2, t0);
+        let turns: Vec<_> = (0..4).map(|_| b.reserve(t0, ms(250))).collect();
+        assert_eq!(
+            turns,
+            [Some(ms(0)), Some(ms(0)), Some(ms(100)), Some(ms(200))]
+        );
+        assert_eq!(b.reserve(t0, ms(250)), None);
+        // 300 ms later the two turns given ahead are paid and one token is back.
+        assert_eq!(b.reserve(t0 + ms(300), ms(0)), Some(ms(0)));
+        assert_eq!(b.reserve(t0 + ms(300), Duration::MAX), Some(ms(100)));
+        let mut never = Bucket::new(0, 1, t0);
+        assert_eq!(never.reserve(t0, Duration::MAX), Some(ms(0)));
+        assert_eq!(never.reserve(t0 + ms(10_000), Duration::MAX), None);
     }
 }

@@ -198,6 +198,37 @@ async fn the_request_past_the_in_flight_limit_is_refused_with_503() {
     server.shutdown().await;
 }
 
+/// Every answer and every accepted connection takes a turn of the pace, refusals included:
+/// a client asking in a tight loop, or reconnecting after each 503, is slowed to the rate
+/// instead of keeping the admin thread busy. Elapsed time is a lower bound (the pace's own).
+#[tokio::test]
+async fn answers_and_refused_connections_are_paced() {
+    let limits = Limits {
+        answers_per_sec: 100,
+        answers_burst: 5,
+        max_connections: 1,
+        ..Limits::default()
+    };
+    let server = server_with(limits).await;
+    let started = tokio::time::Instant::now();
+    let mut c = Conn::open(server.addr()).await;
+    for _ in 0..30 {
+        assert_eq!(c.ask("/small").await.0, 200);
+    }
+    // One connection and 30 requests, 5 at once: 26 turns at 10 ms.
+    let paced = started.elapsed();
+    assert!(paced >= Duration::from_millis(250), "{paced:?}");
+    for _ in 0..20 {
+        let (status, body) = get(server.addr(), "/small").await;
+        assert_eq!(status, 503, "{body}");
+    }
+    // 20 more connections, each refused after its turn.
+    let refused = started.elapsed() - paced;
+    assert!(refused >= Duration::from_millis(190), "{refused:?}");
+    drop(c);
+    server.shutdown().await;
+}
+
 #[tokio::test]
 async fn expensive_pages_past_the_rate_get_429_and_cheap_ones_do_not() {
     let limits = Limits {
