@@ -22,7 +22,7 @@
 use crate::attempts::{self, AttemptBody, Outgoing, Policy};
 use crate::balanced::Balancer;
 use crate::body::BoxError;
-use crate::config::{EscapedSlashes, Limits};
+use crate::config::{EscapedSlashes, Limits, ServiceConfig, UpstreamProtocol};
 use crate::deadline::{self, Deadline};
 use crate::fault::{Fault, ProxyFault};
 use crate::replay::Replay;
@@ -181,57 +181,24 @@ where
     B: Body<Data = Bytes> + Send + Sync + Unpin + 'static,
     B::Error: Into<BoxError>,
 {
+    let config = &service.config;
     let (mut parts, body) = req.into_parts();
     let caller = deadline::Caller::read(&mut parts.headers);
     let method: Method = parts.method.as_str().parse().unwrap_or(Method::Other);
-    hygiene::strip_hop_by_hop(&mut parts.headers);
-    hygiene::add_via(&mut parts.headers, parts.version);
-    hygiene::append_forwarded_for(&mut parts.headers, &peer.forwarded_for);
-    set_host(&mut parts, &service.config.host_header);
-    let h2 = match service.config.protocol {
-        crate::config::UpstreamProtocol::Http1 => false,
-        crate::config::UpstreamProtocol::Http2 => true,
-        crate::config::UpstreamProtocol::Auto => reply == Reply::Grpc,
-    };
-    parts.version = if h2 {
-        Version::HTTP_2
-    } else {
-        Version::HTTP_11
-    };
-    let arm = &service.config.arm;
-    let retryable = match reply {
-        Reply::Grpc => arm.classifier.retries_grpc() || arm.classifier.retries(method),
-        Reply::Http => arm.classifier.retries(method),
-    };
-    // A gRPC call (a POST) is hedged only when its method is listed as safe to repeat.
-    let hedges = arm.hedge.is_some()
-        && (arm.classifier.retries(method)
-            || (reply == Reply::Grpc && service.config.grpc_hedge.contains(parts.uri.path())));
-    let may_replay = (arm.retries.is_some() && retryable) || hedges;
-    let timeouts = service.config.body;
+    let h2 = forwarded_head(&mut parts, peer, config, reply);
+    let (may_replay, hedge) = replays(config, method, reply, parts.uri.path());
     let rules = BodyRules {
-        idle: timeouts.request_idle,
-        min_rate: timeouts.request_min_rate.filter(|_| reply == Reply::Http),
-        grace: timeouts.request_rate_grace,
+        idle: config.body.request_idle,
+        min_rate: config
+            .body
+            .request_min_rate
+            .filter(|_| reply == Reply::Http),
+        grace: config.body.request_rate_grace,
     };
     // The total timeout counts from here, so it includes reading a body that is buffered.
-    let (limit, why) = match (arm.timeouts.total, caller.limit()) {
-        (Some(t), Some((c, header))) if c < t => (Some(c), header),
-        (None, Some((c, header))) => (Some(c), header),
-        (t, _) => (t, "total timeout"),
-    };
-    if limit == Some(std::time::Duration::ZERO) {
-        // Expired on arrival: answered at once, nothing sent.
-        return Err(Fault::Proxy(ProxyFault::Deadline(why)));
-    }
-    let deadline = limit.map(|limit| Deadline {
-        at: tokio::time::Instant::now() + limit,
-        why,
-        caller,
-    });
+    let deadline = deadline_of(config.arm.timeouts.total, caller)?;
     let run = async {
-        let limit = service.config.retry_buffer;
-        let (body, fault) = prepare_body(body, may_replay, limit, rules);
+        let (body, fault) = prepare_body(body, may_replay, config.retry_buffer, rules);
         let sent = Outgoing {
             parts,
             body: std::sync::Mutex::new(body),
@@ -240,7 +207,7 @@ where
             reply,
             fault,
             deadline,
-            hedge: hedges,
+            hedge,
         };
         next.attempts(shared, service, &sent).await
     };
@@ -248,8 +215,71 @@ where
         None => run.await,
         Some(d) => match tokio::time::timeout_at(d.at, run).await {
             Ok(result) => result,
-            Err(_) => Err(Fault::Proxy(ProxyFault::Deadline(why))),
+            Err(_) => Err(Fault::Proxy(ProxyFault::Deadline(d.why))),
         },
+    }
+}
+
+/// Steps 1 and 3 for the head: hop-by-hop fields out, `via` and `x-forwarded-for` in, the
+/// host rule, and the version of the upstream protocol. True when attempts go over HTTP/2.
+fn forwarded_head(
+    parts: &mut http::request::Parts,
+    peer: &Peer,
+    config: &ServiceConfig,
+    reply: Reply,
+) -> bool {
+    hygiene::strip_hop_by_hop(&mut parts.headers);
+    hygiene::add_via(&mut parts.headers, parts.version);
+    hygiene::append_forwarded_for(&mut parts.headers, &peer.forwarded_for);
+    set_host(parts, &config.host_header);
+    let h2 = match config.protocol {
+        UpstreamProtocol::Http1 => false,
+        UpstreamProtocol::Http2 => true,
+        UpstreamProtocol::Auto => reply == Reply::Grpc,
+    };
+    parts.version = if h2 {
+        Version::HTTP_2
+    } else {
+        Version::HTTP_11
+    };
+    h2
+}
+
+/// Step 4's question: may the request be sent more than once, and may it be hedged? A gRPC
+/// call (a POST) is hedged only when its method (`path`) is listed as safe to repeat.
+fn replays(config: &ServiceConfig, method: Method, reply: Reply, path: &str) -> (bool, bool) {
+    let classifier = config.arm.classifier;
+    let retryable = match reply {
+        Reply::Grpc => classifier.retries_grpc() || classifier.retries(method),
+        Reply::Http => classifier.retries(method),
+    };
+    let hedges = config.arm.hedge.is_some()
+        && (classifier.retries(method)
+            || (reply == Reply::Grpc && config.grpc_hedge.contains(path)));
+    (
+        (config.arm.retries.is_some() && retryable) || hedges,
+        hedges,
+    )
+}
+
+/// Step 5's bound: the total timeout or the caller's deadline, whichever is sooner, from now;
+/// one already expired is the proxy's fault at once (nothing is sent).
+fn deadline_of(
+    total: Option<std::time::Duration>,
+    caller: deadline::Caller,
+) -> Result<Option<Deadline>, Fault> {
+    let (limit, why) = match (total, caller.limit()) {
+        (Some(t), Some((c, header))) if c < t => (Some(c), header),
+        (None, Some((c, header))) => (Some(c), header),
+        (t, _) => (t, "total timeout"),
+    };
+    match limit {
+        Some(std::time::Duration::ZERO) => Err(Fault::Proxy(ProxyFault::Deadline(why))),
+        limit => Ok(limit.map(|limit| Deadline {
+            at: tokio::time::Instant::now() + limit,
+            why,
+            caller,
+        })),
     }
 }
 

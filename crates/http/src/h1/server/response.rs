@@ -48,54 +48,66 @@ where
         }
     };
     let kept = !last && framing != Framing::UntilClose;
-    let mut left = match framing {
-        Framing::Length(0) => {
-            writer.write_all(&out).await?;
-            return Ok(kept);
-        }
-        Framing::Length(n) => n,
-        Framing::Chunked | Framing::UntilClose => u64::MAX,
-    };
-    if length.is_none() {
-        // An ended body in front of a framing that wants one: a HEAD's length sends nothing, a
-        // `transfer-encoding` the response set itself its last chunk.
-        if framing == Framing::Chunked {
+    if length.is_none() || framing == Framing::Length(0) {
+        // No body to send: an ended one (a HEAD's length sends nothing; a `transfer-encoding`
+        // the response set itself gets its last chunk), or a length of zero.
+        if length.is_none() && framing == Framing::Chunked {
             out.extend_from_slice(b"0\r\n\r\n");
         }
         writer.write_all(&out).await?;
         return Ok(kept);
     }
-    loop {
-        // Take what the body has ready without waiting, so a small response goes out with its
-        // head in one write; wait only once the head is out.
-        let frame = match poll_now(&mut body) {
-            Poll::Ready(frame) => frame,
-            Poll::Pending => {
-                if !out.is_empty() {
-                    writer.write_all(&out).await?;
-                    out.clear();
-                }
-                body.frame().await
-            }
-        };
-        let data = match frame {
-            None => break,
-            Some(Err(err)) => {
-                // What is not yet written is dropped, as hyper's server drops its buffer.
-                let err: BoxError = err.into();
-                tracing::debug!(%err, "response body failed");
-                return Ok(false);
-            }
-            Some(Ok(frame)) => match frame.into_data() {
-                Ok(data) => data,
-                // Trailers: hyper's server sends them only to a request that asked with `TE`,
-                // which the lean path hands to hyper.
-                Err(_) => continue,
-            },
-        };
-        if data.is_empty() {
-            continue;
+    match copy_body(&mut body, writer, &mut out, framing).await? {
+        // What is not yet written is dropped, as hyper's server drops its buffer.
+        Copied::Failed => Ok(false),
+        // The announced length is out: the rest of the body is not waited for.
+        Copied::Full => {
+            writer.write_all(&out).await?;
+            Ok(kept)
         }
+        // The body ended: a chunked one gets its last chunk; one short of its length fails the
+        // connection, as hyper's server does; one framed by the close ends it.
+        Copied::Ended => {
+            if framing == Framing::Chunked {
+                out.extend_from_slice(b"0\r\n\r\n");
+            }
+            writer.write_all(&out).await?;
+            Ok(kept && framing == Framing::Chunked)
+        }
+    }
+}
+
+/// How copying a body ended.
+enum Copied {
+    /// The body failed.
+    Failed,
+    /// The announced length is in `out` or written.
+    Full,
+    /// The body ended.
+    Ended,
+}
+
+/// Copies `body` behind the head in `out` in `framing`, writing `out` whenever the body makes
+/// it wait; what is left in `out` is the caller's to write.
+async fn copy_body<B>(
+    body: &mut B,
+    writer: &mut OwnedWriteHalf,
+    out: &mut Vec<u8>,
+    framing: Framing,
+) -> io::Result<Copied>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
+    let mut left = match framing {
+        Framing::Length(n) => n,
+        Framing::Chunked | Framing::UntilClose => u64::MAX,
+    };
+    loop {
+        let data = match next_data(body, writer, out).await? {
+            Ok(data) => data,
+            Err(end) => return Ok(end),
+        };
         // More than the announced length: what fits is sent, the rest dropped (hyper's
         // length encoder does the same).
         let data = match framing {
@@ -103,43 +115,79 @@ where
             _ => data,
         };
         let n = data.len() as u64;
-        if framing == Framing::Chunked {
-            let _ = write!(out, "{n:X}\r\n");
-        }
-        if data.len() >= WRITE_ALONE {
-            writer.write_all(&out).await?;
-            out.clear();
-            writer.write_all(&data).await?;
-        } else {
-            out.extend_from_slice(&data);
-        }
-        if framing == Framing::Chunked {
-            out.extend_from_slice(b"\r\n");
-        } else if matches!(framing, Framing::Length(_)) {
+        put(writer, out, framing, &data).await?;
+        if matches!(framing, Framing::Length(_)) {
             left -= n;
             if left == 0 {
-                // The announced length is out: the rest of the body is not waited for.
-                writer.write_all(&out).await?;
-                return Ok(kept);
+                return Ok(Copied::Full);
             }
         }
     }
-    match framing {
-        Framing::Chunked => {
-            out.extend_from_slice(b"0\r\n\r\n");
-            writer.write_all(&out).await?;
-            Ok(kept)
-        }
-        Framing::UntilClose => {
-            writer.write_all(&out).await?;
-            Ok(false)
-        }
-        // The body ended short of its length: hyper's server fails the connection.
-        Framing::Length(_) => {
-            writer.write_all(&out).await?;
-            Ok(false)
+}
+
+/// The body's next data that is not empty (trailers are skipped: hyper's server sends them only
+/// to a request that asked with `TE`, which the lean path hands to hyper), or how it ended.
+/// What the body has ready is taken without waiting, so a small response goes out with its
+/// head in one write; `out` is written before waiting.
+async fn next_data<B>(
+    body: &mut B,
+    writer: &mut OwnedWriteHalf,
+    out: &mut Vec<u8>,
+) -> io::Result<Result<Bytes, Copied>>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
+    loop {
+        let frame = match poll_now(body) {
+            Poll::Ready(frame) => frame,
+            Poll::Pending => {
+                if !out.is_empty() {
+                    writer.write_all(out).await?;
+                    out.clear();
+                }
+                body.frame().await
+            }
+        };
+        match frame {
+            None => return Ok(Err(Copied::Ended)),
+            Some(Err(err)) => {
+                let err: BoxError = err.into();
+                tracing::debug!(%err, "response body failed");
+                return Ok(Err(Copied::Failed));
+            }
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data() {
+                    if !data.is_empty() {
+                        return Ok(Ok(data));
+                    }
+                }
+            }
         }
     }
+}
+
+/// Puts `data` in `framing` behind `out`; a large piece is written on its own, after `out`.
+async fn put(
+    writer: &mut OwnedWriteHalf,
+    out: &mut Vec<u8>,
+    framing: Framing,
+    data: &Bytes,
+) -> io::Result<()> {
+    if framing == Framing::Chunked {
+        let _ = write!(out, "{:X}\r\n", data.len());
+    }
+    if data.len() >= WRITE_ALONE {
+        writer.write_all(out).await?;
+        out.clear();
+        writer.write_all(data).await?;
+    } else {
+        out.extend_from_slice(data);
+    }
+    if framing == Framing::Chunked {
+        out.extend_from_slice(b"\r\n");
+    }
+    Ok(())
 }
 
 /// What polling a body for a frame gives.
