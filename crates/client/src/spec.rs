@@ -228,54 +228,15 @@ impl BalancerSpec {
                 "load",
             )?),
         };
-        let tau = time(self.decay_time_ms, "decayTimeMs", self.tau, "tau")?;
-        let rtt = time(
-            self.default_rtt_ms,
-            "defaultRttMs",
-            self.default_rtt,
-            "default_rtt",
-        )?;
-        let window = time(self.window_ms, "windowMs", self.window, "window")?;
-        let max_age = time(self.max_age_ms, "maxAgeMs", self.max_age, "max_age")?;
-        only(
-            kind,
-            &[
-                ("load", self.load.is_some()),
-                ("decayTimeMs", tau.is_some()),
-                ("defaultRttMs", rtt.is_some()),
-                ("choices", self.choices.is_some()),
-                ("minAperture", self.min_aperture.is_some()),
-                ("lowLoad", self.low_load.is_some()),
-                ("highLoad", self.high_load.is_some()),
-                ("windowMs", window.is_some()),
-                ("probes", self.probes.is_some()),
-                ("poolSize", self.pool_size.is_some()),
-                ("maxAgeMs", max_age.is_some()),
-                ("maxUses", self.max_uses.is_some()),
-                ("qRif", self.q_rif.is_some()),
-                ("probePath", self.probe_path.is_some()),
-            ],
-            BALANCER_KEYS,
-        )?;
-        let ewma_keys = tau.is_some() || rtt.is_some();
-        let is_ewma = kind == "ewma" || load_name == Some("ewma");
-        if ewma_keys && !is_ewma {
-            let key = if tau.is_some() {
-                "decayTimeMs"
-            } else {
-                "defaultRttMs"
-            };
-            return Err(SpecError::at(
-                key,
-                format!("applies to kind ewma, or to kind {kind} with `load: ewma`"),
-            ));
-        }
+        let times = self.times()?;
+        self.keys_apply(kind, load_name, &times)?;
         let dflt = PeakEwmaConfig::default();
+        let ewma = PeakEwmaConfig {
+            tau: times.tau.unwrap_or(dflt.tau),
+            default_rtt: times.rtt.unwrap_or(dflt.default_rtt),
+        };
         let load = match load_name {
-            Some("ewma") => LoadKind::PeakEwma(PeakEwmaConfig {
-                tau: tau.unwrap_or(dflt.tau),
-                default_rtt: rtt.unwrap_or(dflt.default_rtt),
-            }),
+            Some("ewma") => LoadKind::PeakEwma(ewma),
             _ => LoadKind::Pending,
         };
         Ok(match kind {
@@ -283,10 +244,7 @@ impl BalancerSpec {
             "random" => Policy::Random,
             "heap" => Policy::Heap,
             "p2c" => Policy::p2c(load),
-            "ewma" => Policy::p2c(LoadKind::PeakEwma(PeakEwmaConfig {
-                tau: tau.unwrap_or(dflt.tau),
-                default_rtt: rtt.unwrap_or(dflt.default_rtt),
-            })),
+            "ewma" => Policy::p2c(LoadKind::PeakEwma(ewma)),
             "bestOf" => {
                 let d = self.choices.unwrap_or(2);
                 if d < 2 {
@@ -301,32 +259,111 @@ impl BalancerSpec {
                 choices: Choices::All,
                 load,
             },
-            "aperture" => {
-                let d = ApertureConfig::default();
-                let config = ApertureConfig {
-                    min_aperture: self.min_aperture.unwrap_or(d.min_aperture),
-                    low_load: self.low_load.unwrap_or(d.low_load),
-                    high_load: self.high_load.unwrap_or(d.high_load),
-                    window: window.unwrap_or(d.window),
-                };
-                Policy::Aperture { config, load }
-            }
-            _ => {
-                let d = PrequalConfig::default();
-                let config = PrequalConfig {
-                    probes_per_query: self.probes.unwrap_or(d.probes_per_query),
-                    pool_size: self.pool_size.unwrap_or(d.pool_size),
-                    max_age: max_age.unwrap_or(d.max_age),
-                    max_uses: self.max_uses.unwrap_or(d.max_uses),
-                    q_rif: self.q_rif.unwrap_or(d.q_rif),
-                };
-                config
-                    .validate()
-                    .map_err(|e| SpecError::at("", e.to_string()))?;
-                Policy::Prequal(config)
-            }
+            "aperture" => Policy::Aperture {
+                config: self.aperture(times.window),
+                load,
+            },
+            _ => Policy::Prequal(self.prequal(times.max_age)?),
         })
     }
+
+    /// The times, each given in milliseconds or as a duration (not both).
+    fn times(&self) -> Result<Times, SpecError> {
+        Ok(Times {
+            tau: time(self.decay_time_ms, "decayTimeMs", self.tau, "tau")?,
+            rtt: time(
+                self.default_rtt_ms,
+                "defaultRttMs",
+                self.default_rtt,
+                "default_rtt",
+            )?,
+            window: time(self.window_ms, "windowMs", self.window, "window")?,
+            max_age: time(self.max_age_ms, "maxAgeMs", self.max_age, "max_age")?,
+        })
+    }
+
+    /// Checks that every key set applies to `kind` (the peak EWMA's keys also to a kind whose
+    /// `load` is `ewma`).
+    fn keys_apply(
+        &self,
+        kind: &str,
+        load_name: Option<&str>,
+        times: &Times,
+    ) -> Result<(), SpecError> {
+        only(
+            kind,
+            &[
+                ("load", self.load.is_some()),
+                ("decayTimeMs", times.tau.is_some()),
+                ("defaultRttMs", times.rtt.is_some()),
+                ("choices", self.choices.is_some()),
+                ("minAperture", self.min_aperture.is_some()),
+                ("lowLoad", self.low_load.is_some()),
+                ("highLoad", self.high_load.is_some()),
+                ("windowMs", times.window.is_some()),
+                ("probes", self.probes.is_some()),
+                ("poolSize", self.pool_size.is_some()),
+                ("maxAgeMs", times.max_age.is_some()),
+                ("maxUses", self.max_uses.is_some()),
+                ("qRif", self.q_rif.is_some()),
+                ("probePath", self.probe_path.is_some()),
+            ],
+            BALANCER_KEYS,
+        )?;
+        let ewma_keys = times.tau.is_some() || times.rtt.is_some();
+        let is_ewma = kind == "ewma" || load_name == Some("ewma");
+        if ewma_keys && !is_ewma {
+            let key = if times.tau.is_some() {
+                "decayTimeMs"
+            } else {
+                "defaultRttMs"
+            };
+            return Err(SpecError::at(
+                key,
+                format!("applies to kind ewma, or to kind {kind} with `load: ewma`"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The aperture's settings, defaults for those not given.
+    fn aperture(&self, window: Option<Duration>) -> ApertureConfig {
+        let d = ApertureConfig::default();
+        ApertureConfig {
+            min_aperture: self.min_aperture.unwrap_or(d.min_aperture),
+            low_load: self.low_load.unwrap_or(d.low_load),
+            high_load: self.high_load.unwrap_or(d.high_load),
+            window: window.unwrap_or(d.window),
+        }
+    }
+
+    /// The probing balancer's settings, defaults for those not given, checked.
+    fn prequal(&self, max_age: Option<Duration>) -> Result<PrequalConfig, SpecError> {
+        let d = PrequalConfig::default();
+        let config = PrequalConfig {
+            probes_per_query: self.probes.unwrap_or(d.probes_per_query),
+            pool_size: self.pool_size.unwrap_or(d.pool_size),
+            max_age: max_age.unwrap_or(d.max_age),
+            max_uses: self.max_uses.unwrap_or(d.max_uses),
+            q_rif: self.q_rif.unwrap_or(d.q_rif),
+        };
+        config
+            .validate()
+            .map_err(|e| SpecError::at("", e.to_string()))?;
+        Ok(config)
+    }
+}
+
+/// A balancer's times, as given.
+struct Times {
+    /// The peak EWMA's decay time.
+    tau: Option<Duration>,
+    /// The peak EWMA's round trip before any is measured.
+    rtt: Option<Duration>,
+    /// The aperture's window.
+    window: Option<Duration>,
+    /// How long a probe result stays usable.
+    max_age: Option<Duration>,
 }
 
 /// Failure accrual kinds, each with its scenario spelling (`io.l5d.` may be left out).

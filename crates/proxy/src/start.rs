@@ -228,11 +228,14 @@ fn serving_thread(
         })
 }
 
-/// Builds every service and starts the watchers of file-discovered ones.
 /// What services must have in common to share pools: the pool settings, the TLS settings,
 /// and (over TLS) whether connections offer both versions by ALPN.
 type PoolKey = (PoolConfig, Option<crate::upstream::UpstreamTls>, bool);
 
+/// A resolver kept for the watch of a service discovered by DNS.
+type Resolver = hickory_resolver::TokioResolver;
+
+/// Builds every service and starts the watchers of discovered ones.
 async fn build_services(
     config: &Config,
     clock: Clock,
@@ -245,100 +248,122 @@ async fn build_services(
     // not ten. A limit (`hostConnectionPool.maxSize`) stays each service's own, as configured.
     let mut shared_pools: HashMap<PoolKey, Upstreams> = HashMap::new();
     for (i, sc) in config.services.iter().enumerate() {
-        let (upstreams, resolver) = match &sc.discovery {
-            Discovery::Static(list) => (list.clone(), None),
-            Discovery::File { path, .. } => (read_discovery(&sc.name, path).await?, None),
-            Discovery::Named {
-                entries, server, ..
-            } => {
-                let (list, r) = resolve_names(&sc.name, entries, *server).await?;
-                (list, Some(r))
-            }
-            Discovery::Dns { name, server, .. } => {
-                let (list, r) = first_resolution(&sc.name, name, *server).await?;
-                (list, Some(r))
-            }
-            // The watch fills it: no endpoints (503, /ready 503) until the first list.
-            Discovery::Kubernetes { .. } => (Vec::new(), None),
-        };
+        let (upstreams, resolver) = first_endpoints(sc).await?;
         let arm_error = |source| ConfigError::Arm {
             service: sc.name.clone(),
             key: "client",
             source,
         };
         let seed = crate::seed::mix(base_seed, i as u64 + 1);
-        // Without `commonName`, the one host name the endpoints come from is the name checked.
-        let tls_settings = sc.tls.clone().map(|mut t| {
-            t.server_name = t.server_name.or_else(|| sc.discovery.host_name());
-            t
-        });
-        let tls = match &tls_settings {
-            None => None,
-            Some(t) => {
-                let key = format!("services[{}].client.tls", sc.name);
-                if t.disable_validation {
-                    eprintln!(
-                        "warning: {key}.disableValidation: true: the endpoints' certificates \
-                         are NOT checked (anyone on the path can answer for them)"
-                    );
-                }
-                Some(TlsClient::load(t, &key).await?)
-            }
-        };
+        let (tls_settings, tls) = client_tls(sc).await?;
         // Under `protocol: auto`, a TLS connection offers both versions by ALPN.
         let either = sc.protocol == crate::config::UpstreamProtocol::Auto;
         let new_pools = || Upstreams::over_tls(sc.pool, threads, tls.clone(), either);
         let pools = match sc.pool.max_per_endpoint {
             Some(_) => new_pools(),
             None => shared_pools
-                .entry((sc.pool, tls_settings.clone(), either && sc.tls.is_some()))
+                .entry((sc.pool, tls_settings, either && sc.tls.is_some()))
                 .or_insert_with(new_pools)
                 .clone(),
         };
         let service =
             Service::over(sc.clone(), &upstreams, clock, seed, pools).map_err(arm_error)?;
         let service = Arc::new(service);
-        let feed = Feed(Arc::downgrade(&service));
-        match (&sc.discovery, resolver) {
-            (Discovery::File { path, interval }, _) => {
-                let watch = discovery::watch_file(feed, path.clone(), *interval, upstreams);
-                tokio::spawn(watch);
-            }
-            (
-                Discovery::Named {
-                    entries, interval, ..
-                },
-                Some(r),
-            ) => {
-                let watch = dns::watch_entries(feed, r, entries.clone(), *interval, upstreams);
-                tokio::spawn(watch);
-            }
-            (Discovery::Dns { name, interval, .. }, Some(r)) => {
-                tokio::spawn(dns::watch(feed, r, name.clone(), *interval, upstreams));
-            }
-            (
-                Discovery::Kubernetes {
-                    namespace,
-                    service,
-                    port,
-                },
-                _,
-            ) => {
-                let client = crate::k8s::client()
-                    .await
-                    .map_err(|e| StartError::Discovery {
-                        service: sc.name.clone(),
-                        path: "io.l5d.k8s".to_owned(),
-                        reason: e.to_string(),
-                    })?;
-                let (ns, svc, port) = (namespace.clone(), service.clone(), port.clone());
-                tokio::spawn(crate::k8s::watch(feed, client, ns, svc, port));
-            }
-            _ => {}
-        }
+        watch_discovery(sc, Feed(Arc::downgrade(&service)), resolver, upstreams).await?;
         out.push(service);
     }
     Ok(out)
+}
+
+/// A service's first endpoints, and the resolver its DNS watch goes on with. A Kubernetes
+/// service starts with none (503, `/ready` 503) until its watch's first list.
+async fn first_endpoints(
+    sc: &config::ServiceConfig,
+) -> Result<(Vec<Upstream>, Option<Resolver>), StartError> {
+    Ok(match &sc.discovery {
+        Discovery::Static(list) => (list.clone(), None),
+        Discovery::File { path, .. } => (read_discovery(&sc.name, path).await?, None),
+        Discovery::Named {
+            entries, server, ..
+        } => {
+            let (list, r) = resolve_names(&sc.name, entries, *server).await?;
+            (list, Some(r))
+        }
+        Discovery::Dns { name, server, .. } => {
+            let (list, r) = first_resolution(&sc.name, name, *server).await?;
+            (list, Some(r))
+        }
+        Discovery::Kubernetes { .. } => (Vec::new(), None),
+    })
+}
+
+/// A service's TLS settings as its pools are keyed by, and its TLS client, loaded (a warning
+/// on stderr when validation is off). Without `commonName`, the one host name the endpoints
+/// come from is the name checked.
+async fn client_tls(
+    sc: &config::ServiceConfig,
+) -> Result<(Option<crate::upstream::UpstreamTls>, Option<TlsClient>), StartError> {
+    let Some(mut settings) = sc.tls.clone() else {
+        return Ok((None, None));
+    };
+    settings.server_name = settings.server_name.or_else(|| sc.discovery.host_name());
+    let key = format!("services[{}].client.tls", sc.name);
+    if settings.disable_validation {
+        eprintln!(
+            "warning: {key}.disableValidation: true: the endpoints' certificates \
+             are NOT checked (anyone on the path can answer for them)"
+        );
+    }
+    let client = TlsClient::load(&settings, &key).await?;
+    Ok((Some(settings), Some(client)))
+}
+
+/// Starts the watch that keeps a discovered service's endpoints current (`upstreams`: its
+/// first list); a static service has none.
+async fn watch_discovery(
+    sc: &config::ServiceConfig,
+    feed: Feed,
+    resolver: Option<Resolver>,
+    upstreams: Vec<Upstream>,
+) -> Result<(), StartError> {
+    match (&sc.discovery, resolver) {
+        (Discovery::File { path, interval }, _) => {
+            let watch = discovery::watch_file(feed, path.clone(), *interval, upstreams);
+            tokio::spawn(watch);
+        }
+        (
+            Discovery::Named {
+                entries, interval, ..
+            },
+            Some(r),
+        ) => {
+            let watch = dns::watch_entries(feed, r, entries.clone(), *interval, upstreams);
+            tokio::spawn(watch);
+        }
+        (Discovery::Dns { name, interval, .. }, Some(r)) => {
+            tokio::spawn(dns::watch(feed, r, name.clone(), *interval, upstreams));
+        }
+        (
+            Discovery::Kubernetes {
+                namespace,
+                service,
+                port,
+            },
+            _,
+        ) => {
+            let client = crate::k8s::client()
+                .await
+                .map_err(|e| StartError::Discovery {
+                    service: sc.name.clone(),
+                    path: "io.l5d.k8s".to_owned(),
+                    reason: e.to_string(),
+                })?;
+            let (ns, svc, port) = (namespace.clone(), service.clone(), port.clone());
+            tokio::spawn(crate::k8s::watch(feed, client, ns, svc, port));
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// A service of the running configuration, as its discovery source's target: there until a
