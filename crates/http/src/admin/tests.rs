@@ -215,16 +215,18 @@ async fn answers_and_refused_connections_are_paced() {
     for _ in 0..30 {
         assert_eq!(c.ask("/small").await.0, 200);
     }
-    // One connection and 30 requests, 5 at once: 26 turns at 10 ms.
+    // The connection, the accept loop's next turn and 30 requests, 5 at once: 27 turns at
+    // 10 ms.
     let paced = started.elapsed();
     assert!(paced >= Duration::from_millis(250), "{paced:?}");
     for _ in 0..20 {
         let (status, body) = get(server.addr(), "/small").await;
         assert_eq!(status, 503, "{body}");
     }
-    // 20 more connections, each refused after its turn.
+    // 20 more connections, each refused after its turn. The accept loop took the first turn
+    // ahead, and a part of a token may be left over: 19 turns of 10 ms, less up to one.
     let refused = started.elapsed() - paced;
-    assert!(refused >= Duration::from_millis(190), "{refused:?}");
+    assert!(refused >= Duration::from_millis(180), "{refused:?}");
     drop(c);
     server.shutdown().await;
 }
