@@ -108,12 +108,8 @@ impl<'de> Visitor<'de> for CapacityVisitor {
                 "workers" => w = Some(workers(map.next_value()?)?),
                 "queue" => queue = Some(map.next_value()?),
                 "status" => {
-                    status = map.next_value()?;
-                    if !(100..=599).contains(&status) {
-                        return Err(de::Error::custom(format!(
-                            "status: {status} is not an HTTP status"
-                        )));
-                    }
+                    status = crate::failure::failure_status(map.next_value()?)
+                        .map_err(de::Error::custom)?;
                 }
                 other => {
                     return Err(de::Error::unknown_field(

@@ -43,9 +43,28 @@ pub enum FailureError {
     /// The probabilities add up past 1.
     #[error("error + close + reset = {0} exceeds 1")]
     Sum(f64),
-    /// The error status is not an HTTP status code.
-    #[error("status {0} is not an HTTP status: use 100 to 599 (usually 500 to 599)")]
+    /// The error status is not a final HTTP status ([`FAILURE_STATUSES`]).
+    #[error("status: {0} is not a final HTTP status: use 200 to 599 (usually 500 to 599)")]
     Status(u16),
+}
+
+/// The statuses a failure may answer with: the final ones. A 1xx is an interim response
+/// (RFC 9110 section 15.2): the client goes on waiting for the real answer (or, for a 101,
+/// takes the connection as switched), so it cannot stand in for one. 2xx to 4xx may be
+/// wanted on purpose (a 429, a redirect, a 200 where an error was due); 600 and up are not
+/// HTTP. The fleet file's `fail.status` and `capacity.status`, a fault's `fail N% status S`
+/// and serve's `?status=` all check against this range.
+pub const FAILURE_STATUSES: std::ops::RangeInclusive<u16> = 200..=599;
+
+/// `status` if a failure may answer with it ([`FAILURE_STATUSES`]).
+///
+/// # Errors
+/// [`FailureError::Status`] otherwise.
+pub fn failure_status(status: u16) -> Result<u16, FailureError> {
+    match FAILURE_STATUSES.contains(&status) {
+        true => Ok(status),
+        false => Err(FailureError::Status(status)),
+    }
 }
 
 /// Probabilities of each kind of failure, checked to add up to at most 1.
@@ -73,7 +92,7 @@ impl Failure {
     /// `reset`.
     ///
     /// # Errors
-    /// [`FailureError`] when the sum exceeds 1 or `status` is not in 100..=599.
+    /// [`FailureError`] when the sum exceeds 1 or `status` is not in [`FAILURE_STATUSES`].
     pub fn new(
         error: Ratio,
         status: u16,
@@ -84,9 +103,7 @@ impl Failure {
         if sum > 1.0 + 1e-9 {
             return Err(FailureError::Sum(sum));
         }
-        if !(100..=599).contains(&status) {
-            return Err(FailureError::Status(status));
-        }
+        let status = failure_status(status)?;
         Ok(Failure {
             error,
             status,
@@ -201,8 +218,11 @@ fn default_status() -> u16 {
 impl<'de> Deserialize<'de> for Failure {
     fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
         let raw = RawFailure::deserialize(de)?;
-        Failure::new(raw.error, raw.status, raw.close, raw.reset)
-            .map_err(|e| serde::de::Error::custom(format!("fail: {e}")))
+        // `fail.status: ...` names the key; the sum is the whole block's.
+        Failure::new(raw.error, raw.status, raw.close, raw.reset).map_err(|e| match e {
+            FailureError::Status(_) => serde::de::Error::custom(format!("fail.{e}")),
+            FailureError::Sum(_) => serde::de::Error::custom(format!("fail: {e}")),
+        })
     }
 }
 
@@ -222,10 +242,13 @@ mod tests {
             Failure::new(ratio(0.6), 500, ratio(0.3), ratio(0.2)),
             Err(FailureError::Sum(_))
         ));
-        assert_eq!(
-            Failure::new(Ratio::ZERO, 600, Ratio::ZERO, Ratio::ZERO),
-            Err(FailureError::Status(600))
-        );
+        for status in [0, 100, 101, 199, 600] {
+            assert_eq!(
+                Failure::new(Ratio::ZERO, status, Ratio::ZERO, Ratio::ZERO),
+                Err(FailureError::Status(status))
+            );
+        }
+        assert!(Failure::new(Ratio::ZERO, 200, Ratio::ZERO, Ratio::ZERO).is_ok());
     }
 
     #[test]

@@ -233,3 +233,48 @@ fn capacity_faults_scale_or_set_the_workers_for_their_window() {
         assert!(fault.parse::<Fault>().is_err(), "{bad}");
     }
 }
+
+/// A failure answers in place of the real answer, so its status must be final: a 1xx is an
+/// interim response, and is refused wherever a failure status is written (`fail.status`,
+/// `capacity.status`, a fault's `fail N% status S`), the error naming the key (the position's
+/// path names `capacity` and the fault; `fail`'s fields are reported at the backend).
+#[test]
+fn a_failure_status_must_be_final() {
+    for (text, key) in [
+        (
+            "backends:\n  - fail: {error: 0.5, status: 101}\n",
+            "fail.status: 101",
+        ),
+        ("backends:\n  - fail: {status: 199}\n", "fail.status: 199"),
+        (
+            "backends:\n  - capacity: {workers: 1, status: 100}\n",
+            "capacity: status: 100",
+        ),
+        ("backends:\n  - fail: {status: 600}\n", "fail.status: 600"),
+        (
+            "backends:\n  - schedule: ['from 1s fail 50% status 103']\n",
+            "status: 103",
+        ),
+    ] {
+        let err = error_of(text);
+        assert!(err.contains(key), "{key}: {err}");
+        assert!(
+            err.contains("not a final HTTP status: use 200 to 599"),
+            "{err}"
+        );
+    }
+    for status in [200, 302, 429, 599] {
+        let text = format!(
+            "backends:\n  - fail: {{error: 0.5, status: {status}}}\n    \
+             capacity: {{workers: 1, queue: 1, status: {status}}}\n    \
+             schedule: ['from 1s fail 50% status {status}']\n"
+        );
+        Fleet::from_yaml_str(&text, "ok.yaml").unwrap();
+    }
+    for status in [0, 100, 101, 199, 600] {
+        assert_eq!(
+            Failure::new(Ratio::ONE, status, Ratio::ZERO, Ratio::ZERO),
+            Err(FailureError::Status(status))
+        );
+    }
+}

@@ -19,8 +19,19 @@
 //!
 //! The messages are written by hand with prost's derive (no code generation); a test holds
 //! them to the repository's `proto/` files, field by field.
+//!
+//! A request is hostile input. Its messages reach tonic only whole and checked
+//! ([`frames`]: within a bound per call, 64 KiB for reflection and health, tonic's 4 MiB for
+//! a ping; a flag of 0, protobuf a reflection request can decode), so every violation ends the
+//! call with a non-OK status, even on reflection, whose service would end its stream `OK`
+//! after a read error. Every answer's `grpc-message` is cut to 1 KiB ([`status`]), as it may
+//! quote the client.
+
+mod frames;
+mod status;
 
 use crate::service::{BackendService, RespBody};
+use frames::{Checked, Limits};
 use http_body_util::Either;
 use hyper::body::Incoming;
 use hyper::{Request, Response};
@@ -35,12 +46,18 @@ use tonic::Status;
 /// The repository's `proto/` files as a descriptor set (`build.rs`).
 pub const DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/descriptors.bin"));
 
-/// A call's answer, boxed (the reflection services' types are opaque).
-type Answer = Pin<Box<dyn Future<Output = Response<tonic::body::Body>> + Send>>;
+/// A request as serve hands it to tonic: its body checked ([`frames`]).
+type Call = Request<Checked<Incoming>>;
+
+/// tonic's answer.
+type Answer = Response<tonic::body::Body>;
+
+/// An answer to come, boxed (the reflection services' types are opaque).
+type Answering = Pin<Box<dyn Future<Output = Answer> + Send>>;
 
 /// The reflection services, v1 and v1alpha, over [`DESCRIPTORS`]: built once, each call
 /// answered by a clone.
-static REFLECTION: std::sync::LazyLock<Box<dyn Fn(Request<Incoming>) -> Answer + Send + Sync>> =
+static REFLECTION: std::sync::LazyLock<Box<dyn Fn(Call) -> Answering + Send + Sync>> =
     std::sync::LazyLock::new(|| {
         let builder = || {
             tonic_reflection::server::Builder::configure()
@@ -50,7 +67,7 @@ static REFLECTION: std::sync::LazyLock<Box<dyn Fn(Request<Incoming>) -> Answer +
         let v1alpha = builder()
             .build_v1alpha()
             .expect("proto/ compiled by build.rs");
-        Box::new(move |req: Request<Incoming>| -> Answer {
+        Box::new(move |req: Call| -> Answering {
             let alpha = req.uri().path().starts_with("/grpc.reflection.v1alpha.");
             let (mut v1, mut v1alpha) = (v1.clone(), v1alpha.clone());
             Box::pin(async move {
@@ -117,30 +134,56 @@ pub(crate) fn is_grpc<B>(req: &Request<B>) -> bool {
     tailguard_http::grpc::is_grpc(req.headers())
 }
 
-/// Routes one gRPC request.
+/// Answers one gRPC request: its body checked on the way in, its status on the way out.
 pub(crate) async fn handle(
     svc: BackendService,
     req: Request<Incoming>,
     arrival: Instant,
 ) -> Response<RespBody> {
     let path = req.uri().path();
-    if path.starts_with("/grpc.reflection.v1.ServerReflection/")
+    let limits = if is_reflection(path) {
+        Limits::REFLECTION
+    } else if path.starts_with(HEALTH_PREFIX) {
+        Limits::HEALTH
+    } else {
+        Limits::PING
+    };
+    let (parts, body) = req.into_parts();
+    let body = Checked::new(body, &parts.headers, limits);
+    let verdict = body.verdict();
+    let answer = route(svc, Request::from_parts(parts, body), arrival).await;
+    status::settle(answer, verdict).map(Either::Right)
+}
+
+/// The health service's path prefix.
+const HEALTH_PREFIX: &str = "/grpc.health.v1.Health/";
+
+fn is_reflection(path: &str) -> bool {
+    path.starts_with("/grpc.reflection.v1.ServerReflection/")
         || path.starts_with("/grpc.reflection.v1alpha.ServerReflection/")
-    {
-        return REFLECTION(req).await.map(Either::Right);
+}
+
+/// Routes one gRPC request to its service.
+async fn route(svc: BackendService, req: Call, arrival: Instant) -> Answer {
+    let path = req.uri().path();
+    if is_reflection(path) {
+        return REFLECTION(req).await;
     }
-    if path.starts_with("/grpc.health.v1.Health/") {
+    if path.starts_with(HEALTH_PREFIX) {
         let mut health = svc.backend.health.clone();
         return match health.call(req).await {
-            Ok(resp) => resp.map(Either::Right),
+            Ok(resp) => resp,
             Err(never) => match never {},
         };
     }
     if path != PING_PATH && path != FORTIO_PING_PATH {
-        return Status::unimplemented(format!("no method {path}"))
-            .into_http()
-            .map(Either::Right);
+        return Status::unimplemented(format!("no method {path}")).into_http();
     }
+    ping(svc, req, arrival).await
+}
+
+/// A ping, tailguard's or fortio's: decided and answered like any request of the backend.
+async fn ping(svc: BackendService, req: Call, arrival: Instant) -> Answer {
     // The latency estimate a load probe reads counts from arrival, the wait included.
     let (rif, arrived) = (svc.backend.arrival_rif(), arrival);
     let backend = std::sync::Arc::clone(&svc.backend);
@@ -152,42 +195,37 @@ pub(crate) async fn handle(
             svc.backend
                 .counters
                 .record(tailguard_fleet::Outcome::Respond { status });
-            return Status::unavailable(format!("{} is at capacity", svc.backend.name()))
-                .into_http()
-                .map(Either::Right);
+            let full = format!("{} is at capacity", svc.backend.name());
+            return Status::unavailable(full).into_http();
         }
     };
     let decision = match svc.decide(arrival, None) {
         Ok((decision, _)) => decision,
-        Err(message) => {
-            return Status::invalid_argument(message)
-                .into_http()
-                .map(Either::Right)
-        }
+        Err(message) => return Status::invalid_argument(message).into_http(),
     };
-    if path == FORTIO_PING_PATH {
+    let resp = if req.uri().path() == FORTIO_PING_PATH {
+        let answer = fortio_answer;
         let ping = Ping {
             svc,
             arrival,
             decision,
-            answer: fortio_answer,
+            answer,
         };
         let codec = tonic_prost::ProstCodec::<PingMessage, PingMessage>::default();
-        let resp = tonic::server::Grpc::new(codec).unary(ping, req).await;
-        backend.served(rif, arrived.elapsed());
-        return resp.map(Either::Right);
-    }
-    let ping = Ping {
-        svc,
-        arrival,
-        decision,
-        answer: tailguard_answer,
+        tonic::server::Grpc::new(codec).unary(ping, req).await
+    } else {
+        let answer = tailguard_answer;
+        let ping = Ping {
+            svc,
+            arrival,
+            decision,
+            answer,
+        };
+        let codec = tonic_prost::ProstCodec::<PingResponse, PingRequest>::default();
+        tonic::server::Grpc::new(codec).unary(ping, req).await
     };
-    let codec = tonic_prost::ProstCodec::<PingResponse, PingRequest>::default();
-    let mut grpc = tonic::server::Grpc::new(codec);
-    let resp = grpc.unary(ping, req).await;
     backend.served(rif, arrived.elapsed());
-    resp.map(Either::Right)
+    resp
 }
 
 /// The answer to a tailguard ping, and no latency of its own.

@@ -4,7 +4,8 @@
 //! parameter is a comma-separated list of `value[:percent]`; a value without a percentage
 //! applies to every request, and otherwise one draw picks the entry (or none).
 //! - `delay=150ms` or `delay=10ms:50,1s:1`: replace the latency;
-//! - `status=503` or `status=503:10,429:5`: answer with that status;
+//! - `status=503` or `status=503:10,429:5`: answer with that status (200 to 599: a 1xx is
+//!   interim, not an answer);
 //! - `close=5`, `reset=5`: percent of requests closed / reset without a response;
 //! - `size=1024`: answer with that many bytes.
 //!
@@ -14,6 +15,7 @@
 use rand::Rng;
 use std::time::Duration;
 use tailguard_fleet::backend::{MAX_BODY_BYTES, MAX_LATENCY};
+use tailguard_fleet::failure::failure_status;
 use tailguard_fleet::{Decision, Outcome};
 use tailguard_text::duration::parse_duration;
 
@@ -105,11 +107,13 @@ fn size(v: &str) -> Result<usize, String> {
     }
 }
 
+/// A status to answer with in place of the backend's: a final one, as for the fleet file's
+/// `fail.status` (a 1xx is interim and cannot be the answer).
 fn status(v: &str) -> Result<u16, String> {
-    v.parse::<u16>()
-        .ok()
-        .filter(|s| (100..=599).contains(s))
-        .ok_or_else(|| format!("`{v}` is not an HTTP status"))
+    let status = v
+        .parse::<u16>()
+        .map_err(|_| format!("`{v}` is not an HTTP status"))?;
+    failure_status(status).map_err(|e| e.to_string())
 }
 
 fn percent(v: &str) -> Result<f64, String> {
@@ -207,6 +211,11 @@ mod tests {
         assert!(err.contains("`delay=fast`"), "{err}");
         assert!(Overrides::parse("status=503:60,500:60").is_err());
         assert!(Overrides::parse("status=700").is_err());
+        let err = Overrides::parse("status=101").unwrap_err().to_string();
+        assert!(
+            err.contains("`status=101`") && err.contains("200 to 599"),
+            "{err}"
+        );
         assert!(Overrides::parse("close=70&reset=40").is_err());
     }
 }

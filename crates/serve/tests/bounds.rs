@@ -19,6 +19,10 @@ async fn hostile_overrides_are_400_and_the_backend_carries_on() {
         ("/?size=16777217", "a size must be at most 16777216 bytes"),
         ("/?delay=5000000h", "a delay must be at most 1h"),
         ("/?delay=10ms:50,2h:10", "a delay must be at most 1h"),
+        ("/?status=101", "status=101"),
+        ("/?status=100:50", "not a final HTTP status"),
+        ("/?status=199", "use 200 to 599"),
+        ("/?status=600", "use 200 to 599"),
     ] {
         let (status, body, _) = get(a, query).await;
         assert_eq!(status, 400, "{query}: {body}");

@@ -125,6 +125,32 @@ async fn bad_changes_are_rejected_and_change_nothing() {
     assert_eq!(status, 404, "{json}");
 }
 
+/// A failure answers in place of the real answer, so it must be a final status: a 1xx is an
+/// interim response (RFC 9110 section 15.2) and is refused, naming the key; 2xx to 5xx may be
+/// returned on purpose.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failure_status_must_be_final() {
+    let running = serve("backends: [{latency: 0s}]").await;
+    for status in [100, 101, 199, 600] {
+        let change = format!(r#"{{"fail": {{"error": 0.5, "status": {status}}}}}"#);
+        let (code, json) = control_post(&running, "/backends/0", &change).await;
+        assert_eq!(code, 400, "{status}: {json}");
+        let error = json["error"].as_str().unwrap();
+        assert!(error.contains("fail.status"), "{error}");
+        assert!(error.contains(&status.to_string()), "{error}");
+        assert!(error.contains("200 to 599"), "{error}");
+    }
+    assert_eq!(
+        control_get(&running, "/backends/0").await["fail"],
+        "{error: 0, status: 500, close: 0, reset: 0}"
+    );
+    for status in [200, 302, 429, 599] {
+        let change = format!(r#"{{"fail": {{"error": 0.5, "status": {status}}}}}"#);
+        let (code, json) = control_post(&running, "/backends/0", &change).await;
+        assert_eq!(code, 200, "{status}: {json}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_count_requests_per_backend() {
     let running = serve("backends: [{name: m, latency: 0s}]").await;

@@ -172,9 +172,8 @@ fn parse_effect(tokens: &[&str]) -> Result<(Parsed, usize), String> {
                 let code = need(3, "a status")?;
                 let status = code
                     .parse::<u16>()
-                    .ok()
-                    .filter(|s| (100..=599).contains(s))
-                    .ok_or_else(|| format!("`{code}` is not an HTTP status"))?;
+                    .map_err(|_| format!("status: `{code}` is not an HTTP status"))
+                    .and_then(|s| crate::failure::failure_status(s).map_err(|e| e.to_string()))?;
                 let status = Some(status);
                 (Parsed::Effect(Effect::Fail { rate, status }), 4)
             } else {
