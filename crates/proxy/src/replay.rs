@@ -96,6 +96,7 @@ impl Replay {
             next: 0,
             inner: None,
             trailers_sent: false,
+            finished: false,
         }
     }
 
@@ -135,6 +136,9 @@ pub struct ReplayBody {
     /// The client's body, while this attempt reads it.
     inner: Option<ProxyBody>,
     trailers_sent: bool,
+    /// This body read the client's to its end: it is over too, whether or not the copy
+    /// outgrew the limit (a body past the limit has no copy to say so).
+    finished: bool,
     /// The retries decided before this body was handed out (step 4).
     generation: u64,
 }
@@ -155,6 +159,7 @@ impl ReplayBody {
     /// The client's body has ended: all of it is in the copy (unless it outgrew it).
     fn end(&mut self) {
         self.inner = None;
+        self.finished = true;
         let mut s = lock(&self.state);
         s.ended = true;
         // An attempt waiting for the client's body now finds all of it in the copy.
@@ -270,6 +275,10 @@ impl Body for ReplayBody {
 
     fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Polled {
         let this = self.get_mut();
+        if this.finished {
+            // Everything the client sent, trailers included, went through this body.
+            return Poll::Ready(None);
+        }
         {
             let state = Arc::clone(&this.state);
             let mut s = lock(&state);
@@ -305,6 +314,9 @@ impl Body for ReplayBody {
     }
 
     fn is_end_stream(&self) -> bool {
+        if self.finished {
+            return true;
+        }
         let s = lock(&self.state);
         s.ended
             && !s.capped
@@ -313,6 +325,9 @@ impl Body for ReplayBody {
     }
 
     fn size_hint(&self) -> SizeHint {
+        if self.finished {
+            return SizeHint::with_exact(0);
+        }
         let s = lock(&self.state);
         if s.ended && !s.capped {
             let left: usize = s.chunks.iter().skip(self.next).map(Bytes::len).sum();

@@ -27,6 +27,8 @@ const PROTO: &str = "syntax = \"proto3\";\npackage tgtest;\n\
     service Echo {\n\
       rpc Chat (stream Msg) returns (stream Msg) {}\n\
       rpc Hang (Msg) returns (stream Msg) {}\n\
+      rpc Upload (stream Msg) returns (Msg) {}\n\
+      rpc Put (Msg) returns (Msg) {}\n\
     }\n";
 
 /// What the backend saw.
@@ -40,6 +42,8 @@ struct Seen {
     timeouts: Vec<String>,
     /// `Hang` calls whose stream the backend saw cancelled.
     cancelled: usize,
+    /// The text lengths of each finished `Upload` stream's messages.
+    uploads: Vec<Vec<usize>>,
 }
 
 type Body = BoxBody<Bytes, Infallible>;
@@ -65,11 +69,21 @@ fn take_text(buf: &mut BytesMut) -> Option<String> {
     }
     buf.advance(5);
     let msg = buf.split_to(len);
-    // Field 1, length-delimited; an empty Msg has no field.
-    let text = if msg.len() >= 2 && msg[0] == 0x0a {
-        String::from_utf8_lossy(&msg[2..2 + msg[1] as usize]).into_owned()
-    } else {
-        String::new()
+    // Field 1, length-delimited (a varint length); an empty Msg has no field.
+    let text = match msg.split_first() {
+        Some((0x0a, rest)) => {
+            let (mut n, mut shift, mut at) = (0usize, 0, 0);
+            while let Some(&b) = rest.get(at) {
+                n |= usize::from(b & 0x7f) << shift;
+                shift += 7;
+                at += 1;
+                if b < 0x80 {
+                    break;
+                }
+            }
+            String::from_utf8_lossy(&rest[at..at + n]).into_owned()
+        }
+        _ => String::new(),
     };
     Some(text)
 }
@@ -112,6 +126,28 @@ async fn handle(
             None::<(Result<Frame<Bytes>, Infallible>, Cancelled)>
         });
         return Ok(ok(StreamBody::new(stream).boxed()));
+    }
+    if matches!(req.uri().path(), "/tgtest.Echo/Upload" | "/tgtest.Echo/Put") {
+        // Client streaming (or unary): every message read, then one answer and OK.
+        let mut body = req.into_body();
+        let mut buf = BytesMut::new();
+        let mut sizes = Vec::new();
+        while let Some(Ok(frame)) = body.frame().await {
+            if let Ok(data) = frame.into_data() {
+                buf.extend_from_slice(&data);
+                while let Some(text) = take_text(&mut buf) {
+                    sizes.push(text.len());
+                }
+            }
+        }
+        let answer = message(&format!("got:{}", sizes.len()));
+        seen.lock().unwrap().uploads.push(sizes);
+        let mut trailers = HeaderMap::new();
+        trailers.insert("grpc-status", "0".parse().unwrap());
+        let frames = [Ok(Frame::data(answer)), Ok(Frame::trailers(trailers))];
+        return Ok(ok(
+            StreamBody::new(futures_util::stream::iter(frames)).boxed()
+        ));
     }
     // Chat: each message echoed as it comes, then OK in the trailers.
     let (tx, rx) = tokio::sync::mpsc::channel::<Frame<Bytes>>(16);
@@ -292,5 +328,65 @@ async fn a_call_its_deadline_ends_is_cancelled_at_the_backend() {
     // The deadline was the caller's: nothing is held against the endpoint.
     let views = support::views(&proxy);
     assert_eq!(views[0].failures, 0, "{views:?}");
+    proxy.shutdown().await;
+}
+
+/// Request messages of 100 KB and 4 MB, a client stream of them and unary calls, from grpc-go
+/// (ghz) through the proxy: every message arrives whole. Calls with a request message over
+/// 64 KiB (the retry buffer) all failed with `UNAVAILABLE: ... stream no longer needed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier 2: ghz (go install github.com/bojand/ghz/cmd/ghz@v0.93.0)"]
+async fn large_messages_cross_whole_unary_and_client_streaming() {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let proxy = proxy_to(backend(Arc::clone(&seen)).await).await;
+    let dir = std::env::temp_dir().join(format!("tg-large-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for size in [100_000, 4_000_000] {
+        let text = "x".repeat(size);
+        let one = dir.join(format!("one-{size}.json"));
+        std::fs::write(&one, format!(r#"{{"text":"{text}"}}"#)).unwrap();
+        let three = dir.join(format!("three-{size}.json"));
+        std::fs::write(
+            &three,
+            format!(r#"[{{"text":"{text}"}},{{"text":"{text}"}},{{"text":"{text}"}}]"#),
+        )
+        .unwrap();
+        for (call, data, messages) in [
+            ("tgtest.Echo/Put", &one, 1),
+            ("tgtest.Echo/Upload", &one, 1),
+            ("tgtest.Echo/Upload", &three, 3),
+        ] {
+            seen.lock().unwrap().uploads.clear();
+            let data = data.display().to_string();
+            let report = ghz(
+                proxy.addr(),
+                &[
+                    "--call",
+                    call,
+                    "-D",
+                    &data,
+                    "-n",
+                    "6",
+                    "-c",
+                    "2",
+                    "--timeout",
+                    "20s",
+                ],
+            )
+            .await;
+            let codes = &report["statusCodeDistribution"];
+            assert_eq!(
+                codes["OK"].as_u64(),
+                Some(6),
+                "{size} x {messages}: {codes}"
+            );
+            let s = seen.lock().unwrap();
+            assert_eq!(s.uploads.len(), 6, "{size} x {messages}");
+            for sizes in &s.uploads {
+                assert_eq!(sizes, &vec![size; messages], "every message whole");
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
     proxy.shutdown().await;
 }

@@ -77,6 +77,56 @@ async fn a_body_past_the_limit_streams_on_but_is_not_replayable() {
     assert!(err.to_string().contains("retry buffer"), "{err}");
 }
 
+/// A client body that knows its end, as HTTP/2's (END_STREAM on the last DATA frame) and a
+/// sized HTTP/1.1 body do: `is_end_stream` turns true with the last chunk.
+struct Sized(VecDeque<&'static str>);
+
+impl Body for Sized {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Polled {
+        let chunk = self
+            .0
+            .pop_front()
+            .map(|s| Ok(Frame::data(Bytes::from_static(s.as_bytes()))));
+        Poll::Ready(chunk)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// The attempt that read a body past the limit ends it as the client did: it says so after
+/// the last chunk and then yields nothing more (it used to fail with "outgrew the retry
+/// buffer", and an HTTP/2 upstream reset every gRPC call with a message over 64 KiB).
+#[tokio::test]
+async fn a_body_past_the_limit_that_knows_its_end_ends_there() {
+    let r = Replay::new(Sized(["abcd", "efgh"].into()).boxed(), 6);
+    let mut body = r.body();
+    assert_eq!(next(&mut body).await.unwrap().into_data().unwrap(), "abcd");
+    assert!(!body.is_end_stream());
+    assert_eq!(next(&mut body).await.unwrap().into_data().unwrap(), "efgh");
+    assert!(body.is_end_stream(), "over with its last chunk");
+    assert!(body.frame().await.is_none(), "and nothing after it");
+    assert!(!r.replayable() && !r.complete());
+    // Under the limit, the same body ends the same way.
+    let r = Replay::new(Sized(["abcd", "efgh"].into()).boxed(), 100);
+    let mut body = r.body();
+    assert_eq!(all_of(&mut body).await, "abcdefgh");
+    assert!(body.is_end_stream() && r.complete());
+}
+
+async fn all_of(body: &mut ReplayBody) -> String {
+    let mut text = String::new();
+    while !body.is_end_stream() {
+        let Some(frame) = next(body).await else { break };
+        text.push_str(std::str::from_utf8(&frame.into_data().unwrap()).unwrap());
+    }
+    text
+}
+
 #[tokio::test]
 async fn a_second_reader_waits_until_the_first_gives_the_body_back() {
     let r = replay(&[Some("ab"), None, Some("cd")], 100);
