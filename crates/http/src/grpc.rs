@@ -53,9 +53,18 @@ pub fn status_at_end(trailers: &HeaderMap) -> u8 {
 
 /// The client's deadline from `grpc-timeout` (`1-8 digits` and a unit: `H`, `M`, `S`, `m`,
 /// `u`, `n`, as the gRPC over HTTP/2 spec defines it); `None` when absent or malformed (a
-/// malformed one is ignored, as gRPC servers do).
+/// malformed one is ignored, as gRPC servers do). Sent more than once, the soonest valid one
+/// holds: a second header must not buy a call more time than the first gave it.
 pub fn timeout(headers: &HeaderMap) -> Option<Duration> {
-    let v = headers.get("grpc-timeout")?.as_bytes();
+    headers
+        .get_all("grpc-timeout")
+        .iter()
+        .filter_map(|v| timeout_of(v.as_bytes()))
+        .min()
+}
+
+/// One `grpc-timeout` value, if well formed.
+fn timeout_of(v: &[u8]) -> Option<Duration> {
     let (digits, unit) = v.split_at(v.len().checked_sub(1)?);
     if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
         return None;
@@ -128,6 +137,18 @@ mod tests {
         assert_eq!(t("99999999n"), Some(Duration::from_nanos(99_999_999)));
         for bad in ["", "m", "123456789m", "10x", "-1S", "1.5S"] {
             assert_eq!(t(bad), None, "{bad:?}");
+        }
+        // Sent twice, the soonest valid value holds, whichever came first.
+        for values in [
+            ["99999999S", "300m"],
+            ["300m", "99999999S"],
+            ["bad", "300m"],
+        ] {
+            let mut h = HeaderMap::new();
+            for v in values {
+                h.append("grpc-timeout", v.parse().unwrap());
+            }
+            assert_eq!(timeout(&h), Some(Duration::from_millis(300)), "{values:?}");
         }
     }
 

@@ -8,7 +8,8 @@
 //! - The request's deadline is the sooner of the caller's and the service's total timeout.
 //! - Each attempt carries, in whichever of the two headers the caller sent, the time left when
 //!   it is sent (rounded down): a backend behind the proxy knows how long it has.
-//! - A malformed value is ignored and not forwarded, as gRPC servers ignore one.
+//! - A malformed value is ignored and not forwarded, as gRPC servers ignore one; a header sent
+//!   more than once gives the soonest of its valid values, and each attempt carries that one.
 
 use http::{HeaderMap, HeaderValue};
 use std::time::Duration;
@@ -36,7 +37,13 @@ impl Caller {
         if grpc.is_none() {
             headers.remove(GRPC_HEADER);
         }
-        let http = headers.get(HTTP_HEADER).and_then(|v| millis(v.as_bytes()));
+        // Sent more than once, the soonest valid value holds (a second header must not buy
+        // more time than the first gave), and one value goes on (`stamp`).
+        let http = headers
+            .get_all(HTTP_HEADER)
+            .iter()
+            .filter_map(|v| millis(v.as_bytes()))
+            .min();
         if http.is_none() {
             headers.remove(HTTP_HEADER);
         }
@@ -125,6 +132,33 @@ mod tests {
         let mut h = headers(&[(GRPC_HEADER, "100m")]);
         let c = Caller::read(&mut h);
         assert_eq!(c.limit(), Some((Duration::from_millis(100), GRPC_HEADER)));
+    }
+
+    /// Two deadline headers: the soonest valid value, in whichever order (the first used to
+    /// win: `99999999` then `300` gave the request 27 hours).
+    #[test]
+    fn the_soonest_of_repeated_headers_holds() {
+        for (name, values, want) in [
+            (HTTP_HEADER, ["99999999", "300"], 300),
+            (HTTP_HEADER, ["300", "99999999"], 300),
+            (HTTP_HEADER, ["x", "300"], 300),
+            (GRPC_HEADER, ["99999999S", "300m"], 300),
+        ] {
+            let mut h = HeaderMap::new();
+            for v in values {
+                h.append(http::HeaderName::from_static(name), v.parse().unwrap());
+            }
+            let c = Caller::read(&mut h);
+            let got = c.limit().map(|(d, _)| d);
+            assert_eq!(got, Some(Duration::from_millis(want)), "{name}: {values:?}");
+            let d = Deadline {
+                at: Instant::now() + Duration::from_millis(want),
+                why: name,
+                caller: c,
+            };
+            d.stamp(&mut h, Instant::now());
+            assert_eq!(h.get_all(name).iter().count(), 1, "one value goes on");
+        }
     }
 
     #[tokio::test(start_paused = true)]
