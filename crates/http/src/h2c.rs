@@ -127,10 +127,12 @@ fn header_block<B>(req: &Request<B>) -> Bytes {
         literal(&mut out, b":authority", host.as_bytes());
     }
     let nominated = |name: &str| {
-        req.headers()
-            .get_all(CONNECTION)
-            .iter()
-            .any(|v| has_token(v, name))
+        crate::hop::may_be_named(name)
+            && req
+                .headers()
+                .get_all(CONNECTION)
+                .iter()
+                .any(|v| has_token(v, name))
     };
     for (name, value) in req.headers() {
         if !HOP_BY_HOP.contains(&name.as_str()) && !nominated(name.as_str()) {
@@ -199,9 +201,13 @@ mod tests {
     fn block_drops_hop_by_hop_and_nominated_headers() {
         let req = Request::get("/x?y=1")
             .header("host", "h")
-            .header("connection", "Upgrade, HTTP2-Settings, X-Hop")
+            .header(
+                "connection",
+                "Upgrade, HTTP2-Settings, X-Hop, x-tailguard-timeout-ms",
+            )
             .header("upgrade", "h2c")
             .header("x-hop", "1")
+            .header("x-tailguard-timeout-ms", "300")
             .header("accept", "*/*")
             .body(())
             .unwrap();
@@ -211,6 +217,10 @@ mod tests {
         assert!(
             !text.contains("upgrade") && !text.contains("x-hop"),
             "{text}"
+        );
+        assert!(
+            text.contains("x-tailguard-timeout-ms"),
+            "not nominable: {text}"
         );
     }
 

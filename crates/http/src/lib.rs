@@ -33,6 +33,7 @@ pub mod fds;
 pub mod grpc;
 pub mod h1;
 pub mod h2c;
+pub mod hop;
 pub mod preface;
 pub mod rewind;
 pub mod server;

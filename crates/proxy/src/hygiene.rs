@@ -185,7 +185,8 @@ const HOP_BY_HOP: [HeaderName; 8] = [
     UPGRADE,
 ];
 
-/// Removes hop-by-hop headers, including those named by `Connection`. `TE: trailers` is kept:
+/// Removes hop-by-hop headers, including those named by `Connection` (but not the ones it may
+/// not name: [`tailguard_http::hop`]). `TE: trailers` is kept:
 /// gRPC needs it end to end. A message that came with `Transfer-Encoding` loses its
 /// `Content-Length` too: the length did not frame it, and a proxy must not pass it on (RFC 9112
 /// section 6.3; an endpoint sending both is a smuggling shape).
@@ -204,6 +205,7 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .filter(|name| tailguard_http::hop::may_be_named(name.as_str()))
         .collect();
     for name in named {
         headers.remove(name);
@@ -271,6 +273,38 @@ mod tests {
         h.insert("accept", "*/*".parse().unwrap());
         super::strip_hop_by_hop(&mut h);
         assert_eq!(h.len(), 1);
+    }
+
+    /// `Connection` cannot take away the host, the framing or a header the proxy reads or
+    /// adds (it used to strip the client's `Host`).
+    #[test]
+    fn connection_tokens_naming_end_to_end_headers_are_ignored() {
+        let mut h = http::HeaderMap::new();
+        h.insert(
+            "connection",
+            "Host, Content-Length, TE, Via, X-Forwarded-For, grpc-timeout, \
+             x-tailguard-timeout-ms, content-type, x-other"
+                .parse()
+                .unwrap(),
+        );
+        for (k, v) in [
+            ("host", "web"),
+            ("content-length", "5"),
+            ("te", "trailers"),
+            ("via", "1.1 a"),
+            ("x-forwarded-for", "10.0.0.1"),
+            ("grpc-timeout", "1S"),
+            ("x-tailguard-timeout-ms", "300"),
+            ("content-type", "application/grpc"),
+            ("x-other", "1"),
+        ] {
+            h.insert(k, v.parse().unwrap());
+        }
+        super::strip_hop_by_hop(&mut h);
+        let left: Vec<_> = h.keys().map(|k| k.as_str()).collect();
+        assert_eq!(left.len(), 8, "{left:?}");
+        assert!(!left.contains(&"x-other") && !left.contains(&"connection"));
+        assert_eq!(h["host"], "web");
     }
 
     #[test]
