@@ -11,6 +11,10 @@
 //! Pools are not here: `load` keeps one connection per worker (HTTP/1.1) or one shared
 //! (HTTP/2), the proxy keeps free lists per endpoint; each owns its pool.
 
+mod interim;
+
+pub use interim::Interim;
+
 use hyper::body::Body;
 use hyper::client::conn::{http1, http2};
 use hyper::rt::{Read, Write};
@@ -31,7 +35,9 @@ pub enum Writes {
 
 /// Opens an HTTP/1.1 connection over `io` (to `peer`) and spawns its driver; a driver that
 /// ends with an error (the peer reset, a malformed response) logs it at debug level with the
-/// peer, and the next request on the handle fails with it.
+/// peer, and the next request on the handle fails with it. Each request should be watched by
+/// the [`Interim`] that comes with the handle ([`Interim::watch`]): the driver drops the
+/// connection when the request's interim responses pass their bound.
 ///
 /// # Errors
 /// hyper's error when the handshake fails.
@@ -39,7 +45,7 @@ pub async fn h1<I, B>(
     io: I,
     writes: Writes,
     peer: SocketAddr,
-) -> hyper::Result<http1::SendRequest<B>>
+) -> hyper::Result<(http1::SendRequest<B>, Interim)>
 where
     I: Read + Write + Unpin + Send + 'static,
     B: Body + Send + 'static,
@@ -50,8 +56,19 @@ where
         .writev(writes == Writes::Vectored)
         .handshake(io)
         .await?;
+    let interim = Interim::default();
+    let bound = interim.clone();
+    let driver = async move {
+        tokio::select! {
+            ended = driver => ended,
+            () = bound.passed() => {
+                tracing::debug!(%peer, "client connection dropped: an interim (1xx) flood");
+                Ok(())
+            }
+        }
+    };
     spawn_driver(driver, peer, "HTTP/1.1");
-    Ok(send)
+    Ok((send, interim))
 }
 
 /// Opens an HTTP/2 connection (prior knowledge, or `h2` chosen by ALPN) over `io` (to `peer`,

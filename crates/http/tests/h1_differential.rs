@@ -125,18 +125,20 @@ async fn lean(addr: SocketAddr, head: bool, wait: Duration) -> (Seen, bool) {
 async fn hyper(addr: SocketAddr, head: bool, wait: Duration) -> (Seen, bool) {
     let socket = tcp::connect(addr, Nagle::Off).await.expect("connect");
     let io = hyper_util::rt::TokioIo::new(socket);
-    let mut send: http1::SendRequest<Empty<Bytes>> =
+    let (mut send, interim): (http1::SendRequest<Empty<Bytes>>, _) =
         tailguard_http::client::h1(io, Writes::Flat, addr)
             .await
             .expect("handshake");
     let method = if head { "HEAD" } else { "GET" };
     let req = |method: &str| {
-        http::Request::builder()
+        let mut req = http::Request::builder()
             .method(method)
             .uri("/")
             .header("host", "differential")
             .body(Empty::new())
-            .expect("request")
+            .expect("request");
+        interim.watch(&mut req);
+        req
     };
     let exchange = async {
         let response = send.send_request(req(method)).await?;
@@ -152,6 +154,9 @@ async fn hyper(addr: SocketAddr, head: bool, wait: Duration) -> (Seen, bool) {
     };
     let first = match tokio::time::timeout(wait, exchange).await {
         Err(_) => return (Seen::Waiting, false),
+        // The flood and the final head in one read: hyper hands the head on (the callers
+        // refuse it, as the lean reader does).
+        Ok(_) if interim.flooded() => return (Seen::Failed(ErrorKind::InterimFlood), false),
         Ok(Ok((status, body))) => Seen::Response { status, body },
         Ok(Err(e)) => {
             return (
@@ -236,6 +241,30 @@ fn hand_picked_responses_read_as_hyper_reads_them() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// 16 interim heads are read by both; the 17th, or 16 KiB of them, fails both alike.
+#[test]
+fn interim_floods_are_refused_by_both() {
+    let cont: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+    let hint = [
+        b"HTTP/1.1 103 Early Hints\r\nlink: ".as_slice(),
+        &[b'a'; 6000],
+        b"\r\n\r\n",
+    ]
+    .concat();
+    let last: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+    for (head, n) in [
+        (cont, 16),
+        (cont, 17),
+        (cont, 5000),
+        (&hint[..], 2),
+        (&hint[..], 3),
+    ] {
+        let bytes = [head.repeat(n), last.to_vec()].concat();
+        compare(&bytes, &[], false).unwrap();
+        compare(&bytes, &[100, 4000], false).unwrap();
+    }
 }
 
 #[test]

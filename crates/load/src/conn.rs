@@ -44,8 +44,8 @@ pub(crate) enum Conn {
 
 /// A connection through hyper's client.
 pub(crate) enum HyperConn {
-    /// HTTP/1.1: owned by one worker.
-    H1(http1::SendRequest<ReqBody>),
+    /// HTTP/1.1: owned by one worker, its requests' interim responses bounded.
+    H1(http1::SendRequest<ReqBody>, client::Interim),
     /// HTTP/2: shared by workers.
     H2(http2::SendRequest<ReqBody>),
 }
@@ -83,7 +83,11 @@ impl Conn {
             }
             Conn::Hyper(c) => {
                 let request = template.build(c.is_h2(), spare);
-                let response = c.send(request).await.map_err(|e| error::kind(&e))?;
+                let response = c.send(request).await.map_err(|e| c.kind(&e))?;
+                if c.flooded() {
+                    // The flood and the final head came in one read.
+                    return Err(ErrorKind::InterimFlood);
+                }
                 read_reply(response, grpc).await.map_err(|e| match e {
                     ReadError::Http(e) => error::kind(&e),
                     ReadError::NoGrpcStatus => ErrorKind::Protocol,
@@ -111,8 +115,8 @@ impl HyperConn {
     pub(crate) async fn ready(&mut self) -> hyper::Result<()> {
         match self {
             // After a response, hyper's dispatcher usually wants the next request already.
-            HyperConn::H1(s) if s.is_ready() => Ok(()),
-            HyperConn::H1(s) => s.ready().await,
+            HyperConn::H1(s, _) if s.is_ready() => Ok(()),
+            HyperConn::H1(s, _) => s.ready().await,
             HyperConn::H2(s) => s.ready().await,
         }
     }
@@ -124,9 +128,28 @@ impl HyperConn {
         req: Request<ReqBody>,
     ) -> hyper::Result<Response<Incoming>> {
         match self {
-            HyperConn::H1(s) => s.send_request(req).await,
+            HyperConn::H1(s, interim) => {
+                let mut req = req;
+                interim.watch(&mut req);
+                s.send_request(req).await
+            }
             HyperConn::H2(s) => s.send_request(req).await,
         }
+    }
+
+    /// The error kind of `e`, a failed [`HyperConn::send`]: an interim flood when the
+    /// connection was dropped for one.
+    pub(crate) fn kind(&self, e: &hyper::Error) -> ErrorKind {
+        match self.flooded() {
+            true => ErrorKind::InterimFlood,
+            false => error::kind(e),
+        }
+    }
+
+    /// The last request's interim responses passed their bound (its answer, if one came in
+    /// the same read, is not to be believed).
+    pub(crate) fn flooded(&self) -> bool {
+        matches!(self, HyperConn::H1(_, interim) if interim.flooded())
     }
 }
 
@@ -284,7 +307,8 @@ impl Connector {
             } else {
                 Writes::Vectored
             };
-            Ok(HyperConn::H1(client::h1(io, writes, peer).await?))
+            let (send, interim) = client::h1(io, writes, peer).await?;
+            Ok(HyperConn::H1(send, interim))
         }
     }
 }

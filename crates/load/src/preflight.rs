@@ -130,25 +130,43 @@ async fn once(
         conn.ready().await.map_err(|_| None)?;
         conn.send(template.build(h2, None)).await.map_err(Some)
     };
-    let reply = match tokio::time::timeout(timeout, exchange).await {
+    let (reply, status) = match tokio::time::timeout(timeout, exchange).await {
         Err(_) => return Err(Failure::SlowAnswer),
-        Ok(Ok(response)) => tokio::time::timeout(timeout, read_reply(response, grpc)).await,
+        Ok(Ok(_)) if conn.flooded() => return Err(interim_flood()),
+        Ok(Ok(response)) => {
+            let status = response.status();
+            let read = tokio::time::timeout(timeout, read_reply(response, grpc)).await;
+            (read, status)
+        }
         Ok(Err(None)) => {
             return Err(Failure::Transient(closed(
                 "before the request could be sent",
                 target,
             )))
         }
+        Ok(Err(Some(_))) if conn.flooded() => return Err(interim_flood()),
         Ok(Err(Some(e))) => return Err(explain_exchange(&e, target, h2)),
     };
     match reply {
         Err(_) => Err(Failure::SlowAnswer),
         Ok(Ok(reply)) => Ok(reply.outcome),
-        Ok(Err(ReadError::Http(e))) => Err(explain_exchange(&e, target, h2)),
+        // A head came: the server answered, and its body broke off.
+        Ok(Err(ReadError::Http(e))) => Err(Failure::Transient(format!(
+            "the server answered {status} and then broke off its body ({})",
+            tailguard_http::error_chain(&e)
+        ))),
         Ok(Err(ReadError::NoGrpcStatus)) => Err(Failure::Fatal(
             "HTTP 200 without a grpc-status: not a gRPC server".into(),
         )),
     }
+}
+
+fn interim_flood() -> Failure {
+    Failure::Fatal(format!(
+        "the server sent more than {} interim (1xx) responses, or {} bytes of them, before its answer",
+        tailguard_http::h1::parse::MAX_INTERIM,
+        tailguard_http::h1::parse::MAX_INTERIM_BYTES
+    ))
 }
 
 fn explain_dial(e: &DialError, target: &Target, protocol: Protocol) -> Failure {

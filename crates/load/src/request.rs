@@ -178,7 +178,7 @@ mod tests {
         let socket = tokio::net::TcpStream::connect(addr).await.unwrap();
         let (mut server, _) = listener.accept().await.unwrap();
         let io = hyper_util::rt::TokioIo::new(socket);
-        let mut send = tailguard_http::client::h1(io, Writes::Flat, addr)
+        let (mut send, _) = tailguard_http::client::h1(io, Writes::Flat, addr)
             .await
             .unwrap();
         let request = template.build(false, None);

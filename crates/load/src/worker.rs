@@ -234,10 +234,14 @@ impl Worker {
             conn.exchange(&shared.templates[t], spare, shared.grpc)
                 .await
         };
+        // The timer first: an exchange that always has bytes to read (a server streaming
+        // interim heads, or a body) spends the task's budget of tokio's cooperative
+        // scheduling on every turn, and a timer polled after it would never fire (a 2 s
+        // timeout once let a request run 21.8 s and count it good).
         let result = tokio::select! {
             biased;
-            r = exchange => r,
             _ = expire(timer, deadline) => Err(ErrorKind::Timeout),
+            r = exchange => r,
         };
         let (outcome, bytes) = match result {
             Ok(reply) => {

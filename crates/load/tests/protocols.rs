@@ -207,3 +207,83 @@ fn h2_across_threads_counts_every_request_to_the_last() {
         assert_eq!((t.good, t.failed), (10, 0), "{:?}", t.errors);
     }
 }
+
+/// A backend on a thread of its own: each connection's request is answered with `interim`
+/// `100 Continue` heads, `gap` apart (none: in 64 KiB writes), then a 200 (if the client
+/// still reads).
+fn interim_backend(interim: usize, gap: Option<Duration>) -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in listener.incoming() {
+            let Ok(mut s) = s else { return };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                if s.read(&mut buf).unwrap_or(0) == 0 {
+                    return;
+                }
+                let head: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+                let mut sent = 0;
+                while sent < interim {
+                    let n = if gap.is_some() {
+                        1
+                    } else {
+                        (64 << 10) / head.len()
+                    };
+                    if s.write_all(&head.repeat(n.min(interim - sent))).is_err() {
+                        return;
+                    }
+                    sent += n;
+                    if let Some(gap) = gap {
+                        std::thread::sleep(gap);
+                    }
+                }
+                let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
+            });
+        }
+    });
+    addr
+}
+
+/// An interim flood (a 1xx head streamed without end) is an error of its own kind, at once,
+/// on both HTTP/1.1 clients; interim heads that come slowly count against `--timeout`. The
+/// run ends on time either way: `-r 100 -d 3s -c 30 --timeout 2s` against a flood used to
+/// run 20 s and count 21.8 s answers as good.
+#[test]
+#[ignore = "tier 2: wall clock (a run's length)"]
+#[allow(clippy::disallowed_methods)] // How long a real run took, on the wall clock.
+fn an_interim_flood_is_an_error_and_the_timeout_holds() {
+    use tailguard_load::H1Client;
+    let flood = interim_backend(800_000, None);
+    let trickle = interim_backend(10, Some(Duration::from_millis(400)));
+    for client in [H1Client::Lean, H1Client::Hyper] {
+        for (addr, kind) in [(flood, "interim-flood"), (trickle, "timeout")] {
+            let mut cfg = common::config(&format!("http://{addr}/"), 100.0, Duration::from_secs(3));
+            cfg.concurrency = 30;
+            cfg.timeout = Duration::from_secs(2);
+            cfg.h1_client = client;
+            let started = std::time::Instant::now();
+            let (report, _) = common::run(cfg);
+            let took = started.elapsed();
+            let t = &report.summary.totals;
+            println!("{client:?} {kind}: {took:?}, {:?}", t.errors);
+            assert!(
+                took < Duration::from_millis(5500),
+                "{client:?} {kind}: {took:?}"
+            );
+            assert_eq!(t.good, 0, "{client:?} {kind}");
+            // 30 at a time for 3 s: the trickle's other requests wait past their timeout for
+            // one of the 30 connections (`no-connection`), the flood's never have to.
+            let of = |k: &str| t.errors.get(k).copied().unwrap_or(0);
+            let min = if kind == "timeout" { 60 } else { 250 };
+            assert!(of(kind) >= min, "{client:?}: {:?}", t.errors);
+            assert_eq!(
+                of(kind) + of("no-connection"),
+                300,
+                "{client:?}: {:?}",
+                t.errors
+            );
+        }
+    }
+}

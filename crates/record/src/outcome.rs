@@ -15,6 +15,9 @@ pub enum ErrorKind {
     Closed,
     /// The peer sent something that is not valid HTTP.
     Protocol,
+    /// The peer sent more interim (1xx) responses than a reader takes before the final one
+    /// (16 heads or 16 KiB): a flood that would otherwise hold the request past its timeout.
+    InterimFlood,
     /// The TLS handshake failed.
     Tls,
     /// Anything else.
@@ -27,12 +30,13 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Every kind, in report order.
-    pub const ALL: [ErrorKind; 8] = [
+    pub const ALL: [ErrorKind; 9] = [
         ErrorKind::Connect,
         ErrorKind::Timeout,
         ErrorKind::Reset,
         ErrorKind::Closed,
         ErrorKind::Protocol,
+        ErrorKind::InterimFlood,
         ErrorKind::Tls,
         ErrorKind::Other,
         ErrorKind::NoConnection,
@@ -46,6 +50,7 @@ impl ErrorKind {
             ErrorKind::Reset => "reset",
             ErrorKind::Closed => "closed",
             ErrorKind::Protocol => "protocol",
+            ErrorKind::InterimFlood => "interim-flood",
             ErrorKind::Tls => "tls",
             ErrorKind::Other => "other",
             ErrorKind::NoConnection => "no-connection",

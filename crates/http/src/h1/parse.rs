@@ -17,6 +17,13 @@ pub const MAX_HEAD_BYTES: usize = 8192 + 4096 * 100;
 const MAX_EXTENSION_BYTES: u64 = 16 * 1024;
 /// Longest trailer section (hyper's limit).
 const MAX_TRAILER_BYTES: usize = 16 * 1024;
+/// Most interim (1xx) responses taken before the final one. A server sends one or two
+/// (`100 Continue`, `103 Early Hints`); one that streams them without end held a request past
+/// its timeout and a core busy parsing. HAProxy passes the first 100 on; 16 is far above any
+/// real use.
+pub const MAX_INTERIM: u32 = 16;
+/// Most bytes of interim heads taken before the final one.
+pub const MAX_INTERIM_BYTES: usize = 16 * 1024;
 
 /// A complete response, as far as a load generator cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,6 +67,12 @@ pub enum Error {
     /// A header value `http` refuses.
     #[error("invalid header value")]
     HeaderValue,
+    /// More than [`MAX_INTERIM`] interim (1xx) responses, or [`MAX_INTERIM_BYTES`] of them,
+    /// before the final one.
+    #[error(
+        "more than {MAX_INTERIM} interim (1xx) responses or {MAX_INTERIM_BYTES} bytes of them"
+    )]
+    InterimFlood,
 }
 
 impl Error {
@@ -67,6 +80,7 @@ impl Error {
     pub fn kind(self) -> ErrorKind {
         match self {
             Error::Closed => ErrorKind::Closed,
+            Error::InterimFlood => ErrorKind::InterimFlood,
             _ => ErrorKind::Protocol,
         }
     }
@@ -89,6 +103,9 @@ pub struct Reader {
     status: u16,
     keep_alive: bool,
     body_bytes: u64,
+    /// Interim responses read so far, and their bytes.
+    interim: u32,
+    interim_bytes: usize,
 }
 
 #[derive(Debug)]
@@ -111,6 +128,8 @@ impl Reader {
             status: 0,
             keep_alive: false,
             body_bytes: 0,
+            interim: 0,
+            interim_bytes: 0,
         }
     }
 
@@ -311,7 +330,13 @@ impl Reader {
         if matches!(self.state, State::UntilClose) {
             self.keep_alive = false;
         }
-        if !matches!(self.state, State::Head) {
+        if matches!(self.state, State::Head) {
+            self.interim += 1;
+            self.interim_bytes += len;
+            if self.interim > MAX_INTERIM || self.interim_bytes > MAX_INTERIM_BYTES {
+                return Err(Error::InterimFlood);
+            }
+        } else {
             seen(&res);
         }
         Ok(len)
@@ -489,7 +514,7 @@ fn text(value: &[u8]) -> Option<&str> {
 }
 
 /// `value` is a comma-separated list holding `token` (any case).
-pub(crate) fn has_token(value: &[u8], token: &str) -> bool {
+pub fn has_token(value: &[u8], token: &str) -> bool {
     text(value).is_some_and(|s| s.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
 }
 
@@ -742,6 +767,42 @@ mod tests {
             body_bytes,
             keep_alive,
         })
+    }
+
+    /// At most 16 interim heads and 16 KiB of them before the final one (a flood of
+    /// `100 Continue` used to be read for as long as the server sent it).
+    #[test]
+    fn an_interim_flood_is_refused() {
+        let heads = |n: usize, head: &[u8]| {
+            let mut b = head.repeat(n);
+            b.extend_from_slice(b"HTTP/1.1 204 No Content\r\n\r\n");
+            b
+        };
+        let cont: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+        for step in [1, 7, 4096] {
+            assert_eq!(read(&heads(16, cont), step, false, true), ok(204, 0, true));
+            let flood = read(&heads(17, cont), step, false, true);
+            assert_eq!(flood, Err(Error::InterimFlood), "pieces of {step}");
+        }
+        // Few heads, but large: 3 x 6 KiB of hints.
+        let big = [
+            b"HTTP/1.1 103 Early Hints\r\nlink: ".as_slice(),
+            &[b'a'; 6000],
+            b"\r\n\r\n",
+        ]
+        .concat();
+        assert_eq!(read(&heads(2, &big), 4096, false, true), ok(204, 0, true));
+        assert_eq!(
+            read(&heads(3, &big), 4096, false, true),
+            Err(Error::InterimFlood)
+        );
+        assert_eq!(Error::InterimFlood.kind(), ErrorKind::InterimFlood);
+        // The same bound for the head reader the proxy uses.
+        let mut buf = BytesMut::from(&heads(17, cont)[..]);
+        assert_eq!(
+            Reader::new(false).read_head(&mut buf).unwrap_err(),
+            Error::InterimFlood
+        );
     }
 
     #[test]

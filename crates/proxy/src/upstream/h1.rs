@@ -49,7 +49,11 @@ pub(super) struct Free {
 /// list).
 #[derive(Debug)]
 pub(super) enum Sender {
-    Hyper(hyper::client::conn::http1::SendRequest<ProxyBody>),
+    /// hyper's, with the bound on its requests' interim responses.
+    Hyper(
+        hyper::client::conn::http1::SendRequest<ProxyBody>,
+        tailguard_http::client::Interim,
+    ),
     Lean(Lean),
     H2(H2Sender),
 }
@@ -58,7 +62,7 @@ impl Sender {
     /// The endpoint closed it (or, for the lean client, sent bytes nobody asked for).
     fn is_closed(&self) -> bool {
         match self {
-            Sender::Hyper(tx) => tx.is_closed(),
+            Sender::Hyper(tx, _) => tx.is_closed(),
             Sender::Lean(conn) => !conn.is_open(),
             Sender::H2(tx) => tx.is_closed(),
         }
@@ -85,7 +89,7 @@ impl Free {
             if tx.is_closed() || since.elapsed() >= idle_timeout {
                 continue;
             }
-            let Sender::Hyper(hyper_tx) = &mut tx else {
+            let Sender::Hyper(hyper_tx, _) = &mut tx else {
                 return Some(tx);
             };
             if !hyper_tx.is_ready() {
@@ -178,11 +182,11 @@ impl H1Pool {
             },
             false => io,
         };
-        let tx = client::h1(io, Writes::Flat, addr)
+        let (tx, interim) = client::h1(io, Writes::Flat, addr)
             .await
             .map_err(|e| SendError::Connect(e.into()))?;
         self.sweep();
-        Ok(Sender::Hyper(tx))
+        Ok(Sender::Hyper(tx, interim))
     }
 
     /// Starts, once, the task closing connections idle for longer than the idle timeout; it

@@ -222,12 +222,12 @@ impl Checkout<'_> {
             } => (tx, reused, free, pool, addr),
         };
         loop {
-            let mut hyper_tx = match tx {
+            let (mut hyper_tx, interim) = match tx {
                 Sender::Lean(conn) => {
                     let resp = conn.send(req, free).await?;
                     return Ok(resp.map(UpstreamBody::lean));
                 }
-                Sender::Hyper(hyper_tx) => hyper_tx,
+                Sender::Hyper(hyper_tx, interim) => (hyper_tx, interim),
                 // A replacement whose endpoint now chose `h2`: the request is in HTTP/1.1
                 // form, and nothing was sent.
                 Sender::H2(_) => {
@@ -236,10 +236,17 @@ impl Checkout<'_> {
                     ))
                 }
             };
+            interim.watch(&mut req);
             match hyper_tx.try_send_request(req).await {
+                // The flood and the final head came in one read: hyper hands the head on.
+                Ok(_) if interim.flooded() => {
+                    return Err(SendError::Http(
+                        tailguard_http::h1::parse::Error::InterimFlood.into(),
+                    ))
+                }
                 Ok(resp) => {
                     let back = Back {
-                        tx: Sender::Hyper(hyper_tx),
+                        tx: Sender::Hyper(hyper_tx, interim),
                         free,
                     };
                     return Ok(resp.map(|inner| UpstreamBody::over_h1(inner, back)));
@@ -250,6 +257,11 @@ impl Checkout<'_> {
                     Some(unsent) if reused => {
                         req = unsent;
                         (tx, reused) = pool.checkout(&free, addr).await?;
+                    }
+                    _ if interim.flooded() => {
+                        return Err(SendError::Http(
+                            tailguard_http::h1::parse::Error::InterimFlood.into(),
+                        ))
                     }
                     _ => return Err(SendError::Http(e.into_error().into())),
                 },
