@@ -310,8 +310,40 @@ fn build(
                 req.headers_mut().insert(http::header::HOST, v);
             }
         }
+        if !req.body().is_end_stream() {
+            frame_h1_body(&mut req);
+        }
     }
     req
+}
+
+/// An HTTP/1.1 request that has a body, whatever its method:
+/// 1. framed, so the body goes on: one of unknown length and no `Content-Length` is chunked.
+///    Both HTTP/1.1 clients (hyper's and the lean one, by hyper's rules) send no body for a
+///    `GET` or `HEAD` of unknown length otherwise, and the client's bytes were dropped while
+///    it got a 200; HAProxy and nginx forward them.
+/// 2. for a method whose body a server may not read (`GET`, `HEAD`, `DELETE`, `OPTIONS`,
+///    `TRACE`: RFC 9110 gives it no meaning), sent with `Connection: close` and its connection
+///    not reused: a backend that ignores such a body would read it as the next request.
+fn frame_h1_body(req: &mut Request<ProxyBody>) {
+    use http::header::{CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
+    let unknown = req.body().size_hint().exact().is_none();
+    let odd = matches!(
+        *req.method(),
+        http::Method::GET
+            | http::Method::HEAD
+            | http::Method::DELETE
+            | http::Method::OPTIONS
+            | http::Method::TRACE
+    );
+    let headers = req.headers_mut();
+    if unknown && !headers.contains_key(CONTENT_LENGTH) && !headers.contains_key(TRANSFER_ENCODING)
+    {
+        headers.insert(TRANSFER_ENCODING, http::HeaderValue::from_static("chunked"));
+    }
+    if odd {
+        headers.insert(CONNECTION, http::HeaderValue::from_static("close"));
+    }
 }
 
 #[cfg(test)]

@@ -83,6 +83,13 @@ impl Lean {
     ) -> Result<Response<LeanBody>, SendError> {
         let (mut parts, mut body) = req.into_parts();
         let framing = frame(&parts.method, parts.version, &mut parts.headers, &body);
+        // A request that asks for the close leaves its connection unused after it, whatever
+        // the response says (hyper's client does the same).
+        let closes = parts
+            .headers
+            .get_all(http::header::CONNECTION)
+            .iter()
+            .any(|v| parse::has_token(v.as_bytes(), "close"));
         let mut head = Vec::with_capacity(64 + parts.headers.len() * 32);
         encode_head(&parts, &mut head);
         let mut reader = Reader::new(parts.method == Method::HEAD);
@@ -133,7 +140,7 @@ impl Lean {
             conn: Some(self),
             reader,
             upload,
-            reuse: resp_head.keep_alive,
+            reuse: resp_head.keep_alive && !closes,
             home,
             trailers: None,
             ended: false,
