@@ -154,7 +154,10 @@ where
     });
     let m = &shared.metrics;
     let handles = service.handles(m);
-    handles.requests(m, resp.status().as_u16()).inc();
+    let head = handles.requests(m, Some(resp.status().as_u16())).clone();
+    let no_head = handles.requests(m, None).clone();
+    resp.body_mut()
+        .count_head(head, no_head, handles.truncated.clone());
     let elapsed = shared.clock.now().saturating_sub(started);
     handles.latency.observe(elapsed.as_secs_f64());
     drop(in_flight);

@@ -102,6 +102,8 @@ pub struct Metrics {
     /// Load probes of a probing balancer, by endpoint and result (`ok`, `failed`,
     /// `distrusted`, `skipped`).
     pub probes: Family<EndpointClassLabels, Counter>,
+    /// Responses whose body was cut short after their head went downstream.
+    pub truncated: Family<ServiceLabels, Counter>,
     /// Backup requests sent.
     pub hedges: Family<ServiceLabels, Counter>,
     /// Backup requests whose answer was the one used.
@@ -131,6 +133,7 @@ impl Metrics {
             grpc_attempts: Family::default(),
             client_errors: Family::default(),
             probes: Family::default(),
+            truncated: Family::default(),
             hedges: Family::default(),
             hedge_wins: Family::default(),
             hedge_budget_exhausted: Family::default(),
@@ -146,7 +149,8 @@ impl Metrics {
             };
         }
         register! {
-            "requests", "Responses sent downstream", requests;
+            "requests", "Responses whose head went downstream, by class (error: none did)", requests;
+            "responses_truncated", "Responses whose body broke off after their head went downstream", truncated;
             "request_latency_seconds", "Request latency", latency;
             "attempts", "Upstream attempts", attempts;
             "attempt_latency_seconds", "Upstream attempt latency", attempt_latency;
@@ -256,6 +260,8 @@ pub struct ServiceHandles {
     pub retries: Counter,
     /// Retries refused by the budget.
     pub budget_exhausted: Counter,
+    /// Responses cut short after their head.
+    pub truncated: Counter,
     /// Backup requests sent.
     pub hedges: Counter,
     /// Backup requests that won.
@@ -274,6 +280,7 @@ impl ServiceHandles {
             latency: m.latency.get_or_create(&labels).clone(),
             retries: m.retries.get_or_create(&labels).clone(),
             budget_exhausted: m.budget_exhausted.get_or_create(&labels).clone(),
+            truncated: m.truncated.get_or_create(&labels).clone(),
             hedges: m.hedges.get_or_create(&labels).clone(),
             hedge_wins: m.hedge_wins.get_or_create(&labels).clone(),
             hedge_budget_exhausted: m.hedge_budget_exhausted.get_or_create(&labels).clone(),
@@ -282,9 +289,9 @@ impl ServiceHandles {
         }
     }
 
-    /// The downstream responses counter of `status`'s class.
-    pub fn requests(&self, m: &Metrics, status: u16) -> &Counter {
-        self.requests.get(class_index(Some(status)), |class| {
+    /// The downstream responses counter of `status`'s class (`None`: no head went down).
+    pub fn requests(&self, m: &Metrics, status: Option<u16>) -> &Counter {
+        self.requests.get(class_index(status), |class| {
             let labels = ClassLabels {
                 service: self.labels.service.clone(),
                 class: class.to_owned(),
