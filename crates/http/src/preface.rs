@@ -244,8 +244,13 @@ where
                 let line = &buf[start..start + end + 1];
                 let head = [line, b"\r\n"].concat();
                 let mut headers = [httparse::EMPTY_HEADER; 0];
-                let parsed = httparse::Request::new(&mut headers).parse(&head);
-                return Ok(parsed.is_ok());
+                return Ok(match httparse::Request::new(&mut headers).parse(&head) {
+                    Ok(_) => true,
+                    // `HTTP/1.2`, served as HTTP/1.1 (RFC 9110 section 2.5), as nginx and
+                    // HAProxy do.
+                    Err(httparse::Error::Version) => crate::h1::later_minor_as_11(buf),
+                    Err(_) => false,
+                });
             }
         }
         if buf.len() >= MAX_LINE {
@@ -333,6 +338,7 @@ mod tests {
     async fn a_first_line_that_is_not_http_is_closed_unanswered() {
         assert!(served(b"GET / HTTP/1.1\r\nhost: t\r\n\r\n").await);
         assert!(served(b"\r\nPOST /a?b HTTP/1.0\r\n\r\n").await);
+        assert!(served(b"GET / HTTP/1.2\r\n\r\n").await, "read as HTTP/1.1");
         assert!(
             served(b"GET / HTTP/1.1\r\nbad header\r\n\r\n").await,
             "hyper's 400"

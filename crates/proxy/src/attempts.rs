@@ -29,7 +29,7 @@ use crate::body::{BoxError, ProxyBody};
 use crate::clock::Clock;
 use crate::deadline::Deadline;
 use crate::endpoints::Endpoints;
-use crate::fault::{Fault, ProxyFault};
+use crate::fault::{Failure, Fault, ProxyFault};
 use crate::metrics::ServiceHandles;
 use crate::replay::{NotReplayable, Replay};
 use crate::request_body::FaultCell;
@@ -245,6 +245,8 @@ pub async fn run(
         .flatten()
         .filter(|&delay| request.in_time(delay));
     let (mut turn, mut tries) = (Turn::First, 0u32);
+    let started = clock.now();
+    let tell = |result, tries| told(result, tries, clock.now().saturating_sub(started));
     loop {
         let (slot, done) = match hedge.filter(|_| tries == 0) {
             Some(delay) => hedged(policy, next, request, delay).await,
@@ -259,21 +261,21 @@ pub async fn run(
             && request.body().available()
             && arm.retries.is_some_and(|r| tries < r.max_retries);
         if !may {
-            return done.result;
+            return tell(done.result, tries);
         }
         let backoff = arm.retries.and_then(|r| r.backoff);
         let wait = backoff.map_or(Duration::ZERO, |b| endpoints.retry_delay(&b, tries + 1));
         if !request.in_time(wait) {
             // A retry that could only start at or after the deadline: the failure now, rather
             // than a timeout later (and the budget is not charged for it).
-            return done.result;
+            return tell(done.result, tries);
         }
         if !endpoints.may_retry(clock.now()) {
             handles.budget_exhausted.inc();
-            return done.result;
+            return tell(done.result, tries);
         }
         if !request.body().retire() {
-            return done.result;
+            return tell(done.result, tries);
         }
         drop(done);
         handles.retries.inc();
@@ -282,6 +284,26 @@ pub async fn run(
             tokio::time::sleep(wait).await;
         }
         turn = Turn::Retry { after: slot };
+    }
+}
+
+/// The last attempt's failure, saying how many attempts there were and how long they took in
+/// all when there was more than one: `TLS handshake timeout (1s)` alone read as though the
+/// client had waited a second, when it had waited four across the retries.
+fn told(
+    result: Result<Response<ResponseBody>, Fault>,
+    retries: u32,
+    took: Duration,
+) -> Result<Response<ResponseBody>, Fault> {
+    match result {
+        Err(Fault::Endpoint(mut f)) if retries > 0 => {
+            if let Failure::Unreachable(why) | Failure::Broken(why) = &mut f.failure {
+                let ms = took.as_millis();
+                why.push_str(&format!("; {} attempts in {ms} ms", retries + 1));
+            }
+            Err(Fault::Endpoint(f))
+        }
+        other => other,
     }
 }
 

@@ -10,6 +10,9 @@
 
 pub mod parse;
 pub mod server;
+mod version;
+
+pub use version::later_minor_as_11;
 
 pub use parse::{Progress, Reader, Response};
 use std::io;

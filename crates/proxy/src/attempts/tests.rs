@@ -232,6 +232,39 @@ async fn a_retryable_failure_is_retried_elsewhere_up_to_the_limit() {
     assert_eq!(service.handles.retries.get(), 2);
 }
 
+/// The answer to a request whose attempts all failed says how many there were and how long
+/// they took, not only what the last one met.
+#[tokio::test(start_paused = true)]
+async fn the_last_failure_tells_how_many_attempts_and_how_long() {
+    let service = Service::new(retrying(2));
+    let three = [
+        (1000, End::Unreachable),
+        (1000, End::Unreachable),
+        (1000, End::Unreachable),
+    ];
+    let next = Scripted::new(3, &three);
+    let result = run(service.policy(), &next, &request(AttemptBody::Empty)).await;
+    let answer = result.unwrap_err().answer(Reply::Http);
+    let why = answer.headers()["x-tailguard-error"].to_str().unwrap();
+    assert_eq!(
+        why,
+        "upstream 127.0.0.1:9: connection refused; 3 attempts in 3000 ms"
+    );
+    // One attempt says nothing more.
+    let next = Scripted::new(3, &[(1000, End::Unreachable)]);
+    let result = run(
+        Service::new(retrying(0)).policy(),
+        &next,
+        &request(AttemptBody::Empty),
+    )
+    .await;
+    let answer = result.unwrap_err().answer(Reply::Http);
+    assert_eq!(
+        answer.headers()["x-tailguard-error"],
+        "upstream 127.0.0.1:9: connection refused"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_success_or_a_final_fault_is_not_retried() {
     let arm = retrying(3);

@@ -41,6 +41,10 @@ pub(super) fn parse(buf: &mut BytesMut, max_head: usize) -> Parsed {
         let len = match req.parse(buf) {
             Ok(httparse::Status::Complete(len)) => len,
             Ok(httparse::Status::Partial) if buf.len() < max_head => return Parsed::Partial,
+            // `HTTP/1.2` is served as HTTP/1.1 (RFC 9110 section 2.5), as nginx does.
+            Err(httparse::Error::Version) if crate::h1::later_minor_as_11(buf) => {
+                return parse(buf, max_head)
+            }
             Ok(httparse::Status::Partial) | Err(_) => return Parsed::Other,
         };
         let (Some(method), Some(path), Some(1)) = (req.method, req.path, req.version) else {
