@@ -3,14 +3,19 @@
 //!
 //! - It runs on a thread of its own (`tg-admin`) with its own small current-thread runtime:
 //!   building a page never takes a turn from the tasks that serve traffic, however many
-//!   clients ask, and what it costs is bounded by its [`Limits`] (a pace for all answers and
-//!   connections, connections, requests in flight, a rate for expensive pages; refusals are
-//!   503s and 429s, paced as the pages are).
+//!   clients ask, and what it costs is bounded by its [`Limits`] (paces for accepted
+//!   connections, for answers and for health checks; connections, requests in flight, a rate
+//!   for expensive pages; refusals are 503s and 429s, paced as the pages are).
+//! - Health checks (`GET`/`HEAD` of `/ready` and `/live` by default) are always answered:
+//!   past every connection place, a few more connections are kept in a probe lane where only
+//!   a health check whose head arrives within a second is answered ([`Limits::probe_lane`]).
 //! - Every accepted socket has `TCP_NODELAY` ([`crate::tcp`]); accept errors such as running
 //!   out of descriptors pause the loop instead of spinning it ([`crate::fds::AcceptBackoff`]).
 //! - HTTP/1.1 (and prior-knowledge HTTP/2, which costs nothing extra) with a bound on how long
-//!   a client may take to send its headers: a client that connects and says nothing holds a
-//!   task and a descriptor for [`HEADER_READ_TIMEOUT`] at most.
+//!   a client may take to send its headers: a client that connects and says nothing, or
+//!   trickles its first request, holds a task and a descriptor for [`HEADER_READ_TIMEOUT`] at
+//!   most (hyper's own timeout covers HTTP/1.1 heads once it knows the protocol; a watchdog
+//!   covers the first request, whatever the protocol).
 //! - [`AdminServer::shutdown`] stops accepting, lets requests in flight finish (for
 //!   [`DRAIN_LIMIT`] at most) and closes idle keep-alive connections; dropping the server
 //!   instead stops accepting at once.
@@ -48,20 +53,21 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{oneshot, watch, OwnedSemaphorePermit};
 
+mod bucket;
+mod lane;
 mod limits;
+mod stage;
 
+use lane::Lane;
 use limits::Gates;
-pub use limits::{AdminBody, Limits, HEADER_READ_TIMEOUT};
+pub use limits::{AdminBody, Limits, HEADER_READ_TIMEOUT, PROBE_HEAD_TIMEOUT};
+use stage::{Progress, Stage};
 
 /// The longest [`AdminServer::shutdown`] waits for requests in flight.
 pub const DRAIN_LIMIT: Duration = Duration::from_secs(5);
-
-/// How long a refused connection is given to send its request and read its refusal.
-const REFUSAL_LINGER: Duration = Duration::from_secs(1);
 
 /// How a running server is asked to stop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -123,12 +129,17 @@ where
         .spawn(move || {
             runtime.block_on(async move {
                 let mut abort = stopped.clone();
+                // The accept loop is a task, not the runtime's main future (which the
+                // runtime polls first when woken): after its yield it runs again behind the
+                // connections woken meanwhile (see `lane::Lane::make_room`).
+                let gates = Arc::new(Gates::new(limits));
+                let server = tokio::spawn(run(listener, gates, handler, stopped));
                 tokio::select! {
-                    r = run(listener, Arc::new(Gates::new(limits)), handler, stopped) => {
-                        if let Err(err) = r {
-                            tracing::warn!(%err, "the admin server stopped");
-                        }
-                    }
+                    r = server => match r {
+                        Ok(Ok(())) => {}
+                        Ok(Err(err)) => tracing::warn!(%err, "the admin server stopped"),
+                        Err(err) => tracing::warn!(%err, "the admin server failed"),
+                    },
                     _ = abort.wait_for(|s| *s == Stop::Abort) => {}
                 }
             });
@@ -178,6 +189,14 @@ impl Drop for AdminServer {
     }
 }
 
+/// The accept loop:
+/// 1. a turn of the accepts' pace, then a connection;
+/// 2. with a connection place free, the full server serves it;
+/// 3. else the probe lane takes it, closing another to make room if need be ([`lane`]), and
+///    the loop yields so that it reads what has arrived before the next accept;
+/// 4. else it is closed at once.
+///
+/// On [`Stop::Drain`] it stops accepting and waits for the connections ([`DRAIN_LIMIT`]).
 async fn run<F, Fut>(
     listener: std::net::TcpListener,
     gates: Arc<Gates>,
@@ -191,43 +210,36 @@ where
     let listener = TcpListener::from_std(listener)?;
     let graceful = GracefulShutdown::new();
     let builder = builder(&gates.limits);
+    let mut lane = Lane::new(gates.limits.probe_lane);
     let mut backoff = AcceptBackoff::default();
     loop {
-        // Each connection takes a turn of the pace, so a flood of connections refused one
-        // after another is paced as a flood of requests is.
+        // 1. A connection after its turn.
         let accepted = tokio::select! {
-            a = async {
-                gates.pace().await;
-                tcp::accept(&listener, Nagle::Off).await
-            } => a,
+            a = accept(&listener, &gates, &mut backoff) => a,
             _ = stopped.wait_for(|&s| s != Stop::Running) => break,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => {
-                backoff.accepted();
-                stream
-            }
-            Err(err) => {
-                let pause = backoff.failed(&err, tokio::time::Instant::now());
-                tokio::time::sleep(pause).await;
-                continue;
-            }
-        };
-        let Some(place) = gates.connection() else {
-            refuse(stream, &gates);
-            continue;
-        };
-        let service = service(handler.clone(), Arc::clone(&gates));
-        let conn = builder
-            .serve_connection(TokioIo::new(stream), service)
-            .into_owned();
-        let conn = graceful.watch(conn);
-        tokio::spawn(async move {
-            if let Err(err) = conn.await {
-                tracing::debug!(%err, "admin connection ended with an error");
-            }
-            drop(place);
-        });
+        let Some(stream) = accepted else { continue };
+        // 2. A place: the full server.
+        if let Some(place) = gates.connection() {
+            let progress = Progress::default();
+            let service = service(handler.clone(), Arc::clone(&gates), progress.clone());
+            let conn = builder.serve_connection(TokioIo::new(stream), service);
+            let conn = graceful.watch(conn.into_owned());
+            let limit = gates.limits.header_read_timeout;
+            tokio::spawn(connection(conn, progress, limit, place));
+        } else if lane.make_room() {
+            // 3. The probe lane.
+            let progress = Progress::default();
+            let conn = lane::serve(
+                stream,
+                handler.clone(),
+                Arc::clone(&gates),
+                progress.clone(),
+            );
+            lane.enter(progress, tokio::spawn(conn).abort_handle());
+            tokio::task::yield_now().await;
+        }
+        // 4. Neither: `stream` is dropped, closed unanswered.
     }
     drop(listener);
     if tokio::time::timeout(DRAIN_LIMIT, graceful.shutdown())
@@ -237,6 +249,48 @@ where
         tracing::debug!("admin requests still in flight after the drain limit");
     }
     Ok(())
+}
+
+/// Step 1 of the accept loop: a connection after its turn, or `None` after an accept error
+/// (and the pause [`AcceptBackoff`] asks for).
+async fn accept(
+    listener: &TcpListener,
+    gates: &Gates,
+    backoff: &mut AcceptBackoff,
+) -> Option<TcpStream> {
+    gates.accept_turn().await;
+    match tcp::accept(listener, Nagle::Off).await {
+        Ok((stream, _)) => {
+            backoff.accepted();
+            Some(stream)
+        }
+        Err(err) => {
+            let pause = backoff.failed(&err, tokio::time::Instant::now());
+            tokio::time::sleep(pause).await;
+            None
+        }
+    }
+}
+
+/// Runs a connection in one of the places, closing it when no request has come within
+/// `limit`: hyper's header read timeout starts only once the HTTP/1.1 server has the
+/// connection, after hyper-util has read enough to tell the protocol, so a silent client (or
+/// one trickling the HTTP/2 preface) would otherwise keep its place for good.
+async fn connection<C, E>(conn: C, progress: Progress, limit: Duration, place: OwnedSemaphorePermit)
+where
+    C: Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
+{
+    tokio::pin!(conn);
+    let ended = match tokio::time::timeout(limit, conn.as_mut()).await {
+        Ok(ended) => Some(ended),
+        Err(_) if progress.asked() => Some(conn.await),
+        Err(_) => None,
+    };
+    if let Some(Err(err)) = ended {
+        tracing::debug!(%err, "admin connection ended with an error");
+    }
+    drop(place);
 }
 
 /// The server presets with the header read timeout of `limits`, and as many HTTP/2 streams
@@ -252,10 +306,12 @@ fn builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
     builder
 }
 
-/// One connection's service: each request passes the gates, then `handler` answers it.
+/// One connection's service: each request passes the gates, then `handler` answers it;
+/// `progress` tells the connection's watchdog that a request came.
 fn service<F, Fut>(
     handler: F,
     gates: Arc<Gates>,
+    progress: Progress,
 ) -> impl hyper::service::Service<
     Request<Incoming>,
     Response = Response<AdminBody>,
@@ -267,51 +323,16 @@ where
     Fut: Future<Output = Response<Full<Bytes>>> + Send + 'static,
 {
     service_fn(move |req: Request<Incoming>| {
+        progress.set(Stage::Answering);
         let (handler, gates) = (handler.clone(), Arc::clone(&gates));
         async move {
-            let admitted = gates.admit(req.uri().path()).await;
+            let admitted = gates.admit(req.method(), req.uri().path()).await;
             Ok::<_, Infallible>(match admitted {
-                Ok(place) => handler(req).await.map(|b| AdminBody::new(b, Some(place))),
+                Ok(place) => handler(req).await.map(|b| AdminBody::new(b, place)),
                 Err(refusal) => refusal.map(|b| AdminBody::new(b, None)),
             })
         }
     })
-}
-
-/// Answers a connection past the limit and closes it, giving the client a moment to read
-/// the answer; with as many refusals lingering as connections allowed, closes it at once.
-fn refuse(stream: TcpStream, gates: &Gates) {
-    let Some(place) = gates.refusal() else {
-        return;
-    };
-    let answer = limits::connection_refusal(gates.limits.max_connections);
-    tokio::spawn(async move {
-        let _ = tokio::time::timeout(REFUSAL_LINGER, linger(stream, &answer)).await;
-        drop(place);
-    });
-}
-
-async fn linger(mut stream: TcpStream, answer: &[u8]) -> std::io::Result<()> {
-    // The answer follows the request's head (an HTTP client reading an answer before it
-    // has sent its request drops it), or a moment of silence.
-    let mut head = Vec::with_capacity(1024);
-    let _ = tokio::time::timeout(REFUSAL_LINGER / 4, async {
-        let mut buf = [0u8; 1024];
-        while head.len() < 8192 && !head.windows(4).any(|w| w == b"\r\n\r\n") {
-            match stream.read(&mut buf).await {
-                Ok(n) if n > 0 => head.extend_from_slice(&buf[..n]),
-                _ => break,
-            }
-        }
-    })
-    .await;
-    stream.write_all(answer).await?;
-    stream.shutdown().await?;
-    // Read what the client sent, so that closing does not reset the connection under its
-    // answer.
-    let mut sink = [0u8; 4096];
-    while stream.read(&mut sink).await? > 0 {}
-    Ok(())
 }
 
 #[cfg(test)]

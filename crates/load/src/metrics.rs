@@ -113,7 +113,11 @@ impl Metrics {
 /// expensive page).
 pub(crate) async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<AdminServer> {
     let listener = tcp::bind(addr).await?;
-    let limits = Limits::default().expensive(&["/metrics"]);
+    // Every path answers the metrics here: none is a cheap health check.
+    let limits = Limits {
+        health: &[],
+        ..Limits::default().expensive(&["/metrics"])
+    };
     admin::serve_with(listener, limits, move |req: hyper::Request<_>| {
         let resp = metrics.response(req.headers());
         async move { resp }

@@ -26,7 +26,7 @@ async fn the_admin_connection_past_the_limit_gets_503_at_once() {
         assert_eq!(c.get("/live").await.0, 200);
         open.push(c);
     }
-    let (status, body, _) = H1::connect(admin).await.get("/live").await;
+    let (status, body, _) = H1::connect(admin).await.get("/").await;
     assert_eq!(
         (status, body.as_str()),
         (
@@ -34,6 +34,8 @@ async fn the_admin_connection_past_the_limit_gets_503_at_once() {
             "admin: 32 connections open already (the limit); retry later\n"
         )
     );
+    // A health check still gets through, in the probe lane.
+    assert_eq!(H1::connect(admin).await.get("/live").await.0, 200);
     // The connections within the limit still answer.
     assert_eq!(open[0].get("/ready").await.0, 200);
     proxy.shutdown().await;

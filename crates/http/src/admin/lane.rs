@@ -1,0 +1,235 @@
+//! The probe lane: how the admin server answers `/ready` and `/live` when every connection
+//! it allows is taken. Issue 43 (item 2) found 33 clients that each sent `GET /ready` a byte
+//! every 0.5 s and reconnected whatever was closed: they held all 32 connections, and 44 of 44
+//! health probes got `503`. A Kubernetes probe needs a connection, not only a request.
+//!
+//! A connection accepted while all [`Limits::max_connections`] places are taken comes here,
+//! to one of [`Limits::probe_lane`] places:
+//! 1. With room in the lane, it enters. Without, the lane connection longest on an incomplete
+//!    head is closed to make room: the oldest that has sent part of its head, else the oldest
+//!    that has sent nothing; when every one is answering a health check, the new one is
+//!    closed at once (unanswered: it cost an accept).
+//! 2. Its head must arrive whole within [`Limits::probe_head_timeout`] (1 s; a probe's head
+//!    is one write), or the connection closes.
+//! 3. `GET` or `HEAD` of a [`Limits::health`] path is answered by the handler, within the
+//!    health allowance and with no place in flight. Anything else leaves the lane's room and
+//!    is answered, at its turn of the pace, the `503` that says the connections are full;
+//!    with as many such refusals waiting as connections allowed, it is closed unanswered.
+//!    One request, then the connection closes (`connection: close`). HTTP/1.1 only, as
+//!    probes speak it.
+//!
+//! Why the oldest incomplete head goes: a probe's head arrives in one write, so once it is
+//! read the probe is safe, while a slow client's head is never complete. Why one that has sent
+//! part of its head goes before one that has sent nothing: a probe accepted before its head
+//! arrived (a client descheduled between its connect and its write, a network's round trip)
+//! has sent nothing, and at 10,000 accepts a second a lane of 8 turns over in 0.8 ms; the slow
+//! clients, having sent the start of theirs, go first. Why a refusal leaves the room: a flood
+//! of whole requests (a hammered dashboard) would otherwise fill the lane with refusals
+//! waiting on the pace, and closing those to make room would only bring their clients back at
+//! once, costing an accept and a close each instead of one paced answer. The accept loop
+//! yields after each connection it puts here (see [`Lane::make_room`]).
+//!
+//! ```text
+//! lane of 2: [probe (waiting), slow A (partial)] + new C -> A closed -> [probe, C]
+//! ```
+//!
+//! [`Limits::health`]: super::Limits::health
+//! [`Limits::max_connections`]: super::Limits::max_connections
+//! [`Limits::probe_head_timeout`]: super::Limits::probe_head_timeout
+//! [`Limits::probe_lane`]: super::Limits::probe_lane
+
+use super::limits::{AdminBody, Gates};
+use super::stage::{Progress, Stage, Watched};
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::sync::Arc;
+use tokio::net::TcpStream;
+use tokio::sync::OwnedSemaphorePermit;
+use tokio::task::AbortHandle;
+
+/// The most a lane connection's head may take, in bytes (a probe's is about 100; hyper's
+/// smallest read buffer is 8 KiB).
+const LANE_HEAD_BYTES: usize = 16 * 1024;
+
+/// The lane's connections, oldest first.
+#[derive(Debug)]
+pub(crate) struct Lane {
+    room: usize,
+    entries: VecDeque<Entry>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    progress: Progress,
+    task: AbortHandle,
+}
+
+impl Lane {
+    pub(crate) fn new(room: usize) -> Self {
+        Self {
+            room,
+            entries: VecDeque::with_capacity(room),
+        }
+    }
+
+    /// Makes room for one more connection, closing one when the lane is full (step 1 of the
+    /// module docs); `false` when there is none to close.
+    ///
+    /// A connection that enters must have its first read before the next call: the caller
+    /// yields to the runtime in between, or a current-thread runtime accepting a queue of
+    /// connections in a row would close a probe whose head was waiting, unread, in its socket.
+    pub(crate) fn make_room(&mut self) -> bool {
+        self.entries.retain(|e| !e.task.is_finished());
+        let stages = || self.entries.iter().map(|e| e.progress.get());
+        if stages().filter(|&s| s != Stage::Refusing).count() < self.room {
+            return true;
+        }
+        let Some(entry) = victim(stages()).and_then(|i| self.entries.remove(i)) else {
+            return false;
+        };
+        entry.task.abort();
+        true
+    }
+
+    /// Counts in the connection served by `task`, at `progress`.
+    pub(crate) fn enter(&mut self, progress: Progress, task: AbortHandle) {
+        self.entries.push_back(Entry { progress, task });
+    }
+}
+
+/// Which of a full lane's connections (oldest first) to close: the oldest with part of a
+/// head, else the oldest with nothing; none while every one answers a health check (refusals
+/// are not in the lane's room).
+fn victim(stages: impl Iterator<Item = Stage> + Clone) -> Option<usize> {
+    let oldest = |wanted: Stage| stages.clone().position(|s| s == wanted);
+    oldest(Stage::Partial).or_else(|| oldest(Stage::Waiting))
+}
+
+/// Serves one lane connection (steps 2 and 3 of the module docs) until it closes.
+pub(crate) async fn serve<F, Fut>(
+    stream: TcpStream,
+    handler: F,
+    gates: Arc<Gates>,
+    progress: Progress,
+) where
+    F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Response<Full<Bytes>>> + Send + 'static,
+{
+    let mut builder = crate::server::h1_builder();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(gates.limits.probe_head_timeout)
+        .keep_alive(false)
+        .max_buf_size(LANE_HEAD_BYTES);
+    let io = TokioIo::new(Watched::new(stream, progress.clone()));
+    let conn = builder.serve_connection(io, service(handler, gates, progress));
+    if let Err(err) = conn.await {
+        tracing::debug!(%err, "admin probe lane connection ended with an error");
+    }
+}
+
+/// What a lane connection's request gets (step 3), decided as its head completes.
+enum Verdict {
+    /// A health check: the handler's answer.
+    Health,
+    /// The refusal, at its turn, holding one of the refusals' places until it is written.
+    Refuse(OwnedSemaphorePermit),
+    /// As many refusals waiting as allowed: closed unanswered.
+    Close,
+}
+
+/// A lane connection's service: its one request judged, its [`Stage`] set at once (before
+/// anything waits, so the lane sees it), then answered or refused.
+fn service<F, Fut>(
+    handler: F,
+    gates: Arc<Gates>,
+    progress: Progress,
+) -> impl hyper::service::Service<
+    Request<Incoming>,
+    Response = Response<AdminBody>,
+    Error = std::io::Error,
+    Future = impl Future<Output = Result<Response<AdminBody>, std::io::Error>> + Send,
+>
+where
+    F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Response<Full<Bytes>>> + Send + 'static,
+{
+    service_fn(move |req: Request<Incoming>| {
+        let (handler, gates) = (handler.clone(), Arc::clone(&gates));
+        let verdict = if gates.is_health(req.method(), req.uri().path()) {
+            progress.set(Stage::Answering);
+            Verdict::Health
+        } else {
+            progress.set(Stage::Refusing);
+            gates.refusal().map_or(Verdict::Close, Verdict::Refuse)
+        };
+        async move {
+            match verdict {
+                Verdict::Health => {
+                    gates.health_turn().await;
+                    Ok(handler(req).await.map(|b| AdminBody::new(b, None)))
+                }
+                Verdict::Refuse(place) => {
+                    let answer = gates.connections_full().await;
+                    Ok(answer.map(|b| AdminBody::new(b, Some(place))))
+                }
+                Verdict::Close => Err(std::io::Error::other("as many refusals waiting as allowed")),
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Stage::{Answering as A, Partial as P, Refusing as R, Waiting as W};
+
+    /// The oldest with part of a head, else the oldest with nothing, else none.
+    #[test]
+    fn the_victim_is_the_oldest_partial_head_then_the_oldest_silent_one() {
+        let cases: [(&[Stage], Option<usize>); 6] = [
+            (&[P, P, P], Some(0)),
+            (&[W, A, P, P], Some(2)),
+            (&[W, R, W], Some(0)),
+            (&[R, A, R], None),
+            (&[A, A], None),
+            (&[], None),
+        ];
+        for (stages, want) in cases {
+            assert_eq!(victim(stages.iter().copied()), want, "{stages:?}");
+        }
+    }
+
+    /// A full lane closes its victim's task to make room; with every connection answering
+    /// it has none to give; refusals and finished connections take no room.
+    #[tokio::test]
+    async fn a_full_lane_closes_its_victim_or_refuses() {
+        let mut lane = Lane::new(2);
+        let idle = || tokio::spawn(std::future::pending::<()>());
+        let (first, second, third) = (idle(), idle(), idle());
+        let (p1, p3) = (Progress::default(), Progress::default());
+        assert!(lane.make_room());
+        lane.enter(p1.clone(), first.abort_handle());
+        assert!(lane.make_room());
+        lane.enter(Progress::default(), second.abort_handle());
+        p1.set(Stage::Answering);
+        assert!(lane.make_room(), "the second, silent, makes room");
+        assert!(second.await.unwrap_err().is_cancelled());
+        lane.enter(p3.clone(), third.abort_handle());
+        p3.set(Stage::Answering);
+        assert!(!lane.make_room(), "both answer: no room");
+        p3.set(Stage::Refusing);
+        assert!(lane.make_room(), "a refusal takes no room");
+        p3.set(Stage::Answering);
+        first.abort();
+        assert!(first.await.unwrap_err().is_cancelled());
+        assert!(lane.make_room(), "a finished one leaves");
+        third.abort();
+    }
+}
