@@ -5,7 +5,9 @@
 # front of both. Per proxy, interleaved for ROUNDS rounds: an open-loop load of RATE req/s on
 # `web` for SECONDS, alone and while 3 requests a second go to `/flood`. Prints each phase's
 # p50/p99 on `web`, the proxy's CPU (% of a core) and what the flood requests got.
-# Usage: bench/proxy/interim-flood.sh [BIN] [RATE] [SECONDS] [ROUNDS]
+# FLOOD_BIN sets the `tailguard` whose `load` sends the flood requests (default BIN): one from
+# before the interim bound reads every interim answer a proxy passes on, as a naive client does.
+# Usage: [FLOOD_BIN=...] bench/proxy/interim-flood.sh [BIN] [RATE] [SECONDS] [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=${1:-target/dist/tailguard} rate=${2:-500} secs=${3:-10} rounds=${4:-3}
@@ -58,7 +60,7 @@ for r in $(seq "$rounds"); do
     for phase in quiet flooded; do
       flood=
       if [ "$phase" = flooded ]; then
-        "$bin" load -r 3 -c 3 -d "${secs}s" --timeout 25s --no-preflight -q --json "$dir/flood.json" \
+        "${FLOOD_BIN:-$bin}" load -r 3 -c 3 -d "${secs}s" --timeout 25s --no-preflight -q --json "$dir/flood.json" \
           "http://127.0.0.1:$port/flood" >/dev/null 2>&1 & flood=$!
       fi
       c0=$(cpu "$pid")
