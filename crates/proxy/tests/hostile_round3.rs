@@ -271,11 +271,9 @@ async fn interim_floods_are_answered_502() {
     }
 }
 
-/// Item 5: an endpoint that sends a head and then closes. Every client gets the head and a
-/// close before the declared length (some got no status at all), over HTTP/1.1 and HTTP/2;
-/// `requests_total{class="2xx"}` counts them and `responses_truncated_total` too.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_head_then_a_close_reaches_every_client() {
+/// A proxy, without retries, in front of an endpoint that sends a 200 head declaring 100 bytes
+/// and then closes.
+async fn head_then_close() -> tailguard_proxy::Proxy {
     let backend = raw_backend(|mut s| async move {
         let mut buf = Vec::new();
         if read_head(&mut s, &mut buf).await.is_some() {
@@ -287,7 +285,15 @@ async fn a_head_then_a_close_reaches_every_client() {
     .await;
     let mut service = ServiceConfig::new("web", vec![Upstream::new(backend)]);
     service.arm.retries = None;
-    let proxy = support::start(service).await;
+    support::start(service).await
+}
+
+/// Item 5: an endpoint that sends a head and then closes. Every client gets the head and a
+/// close before the declared length (some got no status at all), over HTTP/1.1 and HTTP/2;
+/// `requests_total{class="2xx"}` counts them and `responses_truncated_total` too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_then_a_close_reaches_every_client() {
+    let proxy = head_then_close().await;
     let n = 20;
     let tasks: Vec<_> = (0..n)
         .map(|_| {
@@ -388,18 +394,7 @@ async fn a_later_http1_minor_version_is_served() {
 #[ignore = "tier 2: curl"]
 async fn curl_gets_the_head_of_a_response_cut_short() {
     let curl = support::peers::tool("curl", "curl");
-    let backend = raw_backend(|mut s| async move {
-        let mut buf = Vec::new();
-        if read_head(&mut s, &mut buf).await.is_some() {
-            let _ = s
-                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n")
-                .await;
-        }
-    })
-    .await;
-    let mut service = ServiceConfig::new("web", vec![Upstream::new(backend)]);
-    service.arm.retries = None;
-    let proxy = support::start(service).await;
+    let proxy = head_then_close().await;
     let url = format!("http://{}/", proxy.addr());
     for (version, exit) in [("--http1.1", 18), ("--http2-prior-knowledge", 92)] {
         for _ in 0..10 {
