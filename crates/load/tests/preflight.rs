@@ -176,3 +176,57 @@ fn slow_and_failing_answers_are_measured_not_refused() {
     assert_eq!(report.summary.totals.bad, 3);
     assert_eq!(failing.hits(), 4);
 }
+
+/// A plain TCP server on 127.0.0.1 that answers each connection's first request head with
+/// `reply` and closes it. Returns its port.
+fn closing_server(reply: Vec<u8>) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let reply = reply.clone();
+            std::thread::spawn(move || {
+                stream
+                    .set_read_timeout(Some(Duration::from_secs(10)))
+                    .unwrap();
+                let mut buf = [0u8; 4096];
+                let mut seen = Vec::new();
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf) {
+                        Ok(n) if n > 0 => seen.extend_from_slice(&buf[..n]),
+                        _ => return,
+                    }
+                }
+                let _ = stream.write_all(&reply);
+            });
+        }
+    });
+    port
+}
+
+/// A head and then the close is named as such (it read "closed the connection without a
+/// response"); an interim flood is named and refused at once.
+#[test]
+fn a_broken_off_body_and_an_interim_flood_are_named() {
+    let port = closing_server(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n".to_vec());
+    let err = refusal(checked(&format!("http://127.0.0.1:{port}/")));
+    assert!(
+        err.contains("answered 200 OK and then broke off its body"),
+        "{err}"
+    );
+    let flood = [
+        b"HTTP/1.1 100 Continue\r\n\r\n".repeat(17),
+        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok".to_vec(),
+    ]
+    .concat();
+    let err = refusal(checked(&format!(
+        "http://127.0.0.1:{}/",
+        closing_server(flood)
+    )));
+    assert!(
+        err.contains("more than 16 interim (1xx) responses"),
+        "{err}"
+    );
+    assert!(!err.contains("attempts)"), "refused at once: {err}");
+}
