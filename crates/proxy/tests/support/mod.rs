@@ -59,17 +59,21 @@ pub fn client(h2: bool) -> HttpClient {
 }
 
 /// Sends `method` to `path` on the proxy; returns status, headers and body. Bounded like
-/// every test client ([`tailguard_testsupport::client::LIMIT`]).
+/// every test client ([`tailguard_testsupport::client::LIMIT`]). A method that carries a body
+/// (`POST`, `PUT`, ...) sends `payload`; `GET`, `HEAD`, `DELETE`, `OPTIONS` and `TRACE` send
+/// none, as clients do (the proxy sends those with a body on a connection of their own).
 pub async fn send(
     client: &HttpClient,
     proxy: SocketAddr,
     method: &str,
     path: &str,
 ) -> (StatusCode, HeaderMap, Bytes) {
+    let bodiless = matches!(method, "GET" | "HEAD" | "DELETE" | "OPTIONS" | "TRACE");
+    let body = if bodiless { "" } else { "payload" };
     let req = Request::builder()
         .method(method)
         .uri(format!("http://{proxy}{path}"))
-        .body(Full::new(Bytes::from_static(b"payload")))
+        .body(Full::new(Bytes::from_static(body.as_bytes())))
         .unwrap();
     let resp = bounded(client.request(req)).await.unwrap();
     let (parts, body) = resp.into_parts();
