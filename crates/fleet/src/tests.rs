@@ -10,7 +10,7 @@ fn ms(n: u64) -> Duration {
 }
 
 /// A fleet file using every field (the fuzz tests mutate the same file).
-const FILE: &str = include_str!("../tests/full.yaml");
+const FILE: &str = include_str!("../tests/it/full.yaml");
 
 #[test]
 fn parses_a_full_file() {

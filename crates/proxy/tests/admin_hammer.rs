@@ -13,6 +13,9 @@
 //! the quiet one, and the test failed in CI. Paced, the hammer gets at most the pace's answers
 //! (checked), and the two p99s are alike.
 
+// The integration tests' support: this binary uses a part of it.
+#[allow(dead_code)]
+#[path = "it/support/mod.rs"]
 mod support;
 
 use bytes::Bytes;

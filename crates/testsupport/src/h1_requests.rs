@@ -1,5 +1,5 @@
 //! HTTP/1.1 requests, valid and malformed, for the differential test that holds the proxy's
-//! lean HTTP/1.1 server to hyper's (`crates/proxy/tests/h1_server_differential.rs`): what a
+//! lean HTTP/1.1 server to hyper's (`crates/proxy/tests/it/h1_server_differential.rs`): what a
 //! client may write to a proxy, from the plain request to the smuggling attempt. Every request
 //! names a host `x` and one of the scripted backend's paths (`/len`, `/chunked`, `/echo`,
 //! `/empty`, ...), so the same bytes exercise the response side too.

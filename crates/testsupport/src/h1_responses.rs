@@ -1,6 +1,6 @@
 //! HTTP/1.1 responses, valid and malformed, for the differential tests that hold a lean
 //! HTTP/1.1 client to hyper's: `load`'s (`crates/http/tests/h1_differential.rs`) and the proxy's
-//! upstream client (`crates/proxy/tests/h1_upstream_differential.rs`).
+//! upstream client (`crates/proxy/tests/it/h1_upstream_differential.rs`).
 
 use proptest::prelude::*;
 

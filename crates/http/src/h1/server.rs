@@ -10,7 +10,7 @@
 //! `Expect`, `Upgrade` or `TE`, `Connection` only `close` or `keep-alive`, not `CONNECT`, a
 //! head within the limit. A malformed, smuggling-shaped or merely unusual request therefore
 //! meets hyper's own checks and answers, and what the lean path must match hyper on is the
-//! narrow set it accepts. `crates/proxy/tests/h1_server_differential.rs` holds it to that:
+//! narrow set it accepts. `crates/proxy/tests/it/h1_server_differential.rs` holds it to that:
 //! two proxies, one on each server, the same bytes in, the same bytes out.
 //!
 //! The response is written as hyper's server writes it (status line, headers in their order,

@@ -5,7 +5,7 @@
 //!
 //! hyper's client stays the reference (`proxy --h1-upstream hyper`): the request bytes follow
 //! its framing rules (below), the response is read by the rules its client follows, and
-//! `tests/h1_upstream_differential.rs` puts both behind the same proxy and requires the same
+//! `tests/it/h1_upstream_differential.rs` puts both behind the same proxy and requires the same
 //! bytes at the backend and the same answer at the client, over valid and malformed responses.
 
 use super::connect::{Conn, SendError};

@@ -1,0 +1,4 @@
+//! The balancers' integration tests, one binary (a module per area).
+
+mod snapshot;
+mod stress;

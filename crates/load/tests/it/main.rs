@@ -1,0 +1,9 @@
+//! The load generator's integration tests, one binary (a module per area, one `common`).
+
+mod common;
+
+mod counts;
+mod intervals;
+mod latency;
+mod preflight;
+mod protocols;
