@@ -1,7 +1,6 @@
 //! `tailguard proxy` as a child process for the CLI tests: started on a YAML file, its stderr
 //! read line by line with deadlines, killed on drop; and bounded plain-socket clients.
 
-
 use std::cell::RefCell;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -1,6 +1,5 @@
 //! Helpers shared by the load generator's integration tests.
 
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tailguard_load::{Config, Report, Target};

@@ -1,6 +1,5 @@
 //! Proxy set-up helpers and a pooled client; the backend is testsupport's [`TestServer`].
 
-
 pub mod peers;
 
 use bytes::Bytes;
