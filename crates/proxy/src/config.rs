@@ -504,8 +504,10 @@ pub enum H1Server {
 /// The default `limits.maxRequestHeaderBytes`: 64 KiB (Envoy's default is 60 KiB, nginx's
 /// four 8 KiB buffers).
 pub const MAX_REQUEST_HEADER_BYTES_DEFAULT: usize = 64 * 1024;
-/// The range of `limits.maxRequestHeaderBytes`.
-pub const MAX_REQUEST_HEADER_BYTES_RANGE: std::ops::RangeInclusive<usize> = 1024..=1024 * 1024;
+/// The range of `limits.maxRequestHeaderBytes`. Its floor is hyper's: hyper's HTTP/1.1 server
+/// (over TLS, and for every request the lean server hands over) reads a head into a buffer of
+/// at least 8 KiB, so a smaller limit would hold on one path and not on the other.
+pub const MAX_REQUEST_HEADER_BYTES_RANGE: std::ops::RangeInclusive<usize> = 8 * 1024..=1024 * 1024;
 
 /// What a request whose path holds `%2F`, `%5C` or `\` (an encoded slash, an encoded or
 /// plain backslash) gets, before routing. RFC 3986 makes `%2F` data, not a separator, but most

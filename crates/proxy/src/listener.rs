@@ -306,8 +306,9 @@ async fn serve_h1<I>(
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let mut h1 = server::h1_builder();
-    // hyper's HTTP/1.1 read buffer holds the request line and headers; its minimum is 8 KiB.
-    h1.max_buf_size(max_head.max(8 * 1024));
+    // hyper's HTTP/1.1 read buffer holds the request line and headers; its minimum is 8 KiB,
+    // the floor of `limits.maxRequestHeaderBytes` (`config::MAX_REQUEST_HEADER_BYTES_RANGE`).
+    h1.max_buf_size(max_head);
     let conn = h1.serve_connection(TokioIo::new(io), service.clone());
     let conn = Box::pin(conn.with_upgrades());
     if !watchdog

@@ -37,8 +37,8 @@ use tokio::time::Instant;
 const PATIENCE: Duration = Duration::from_secs(10);
 /// How long a client watches a quiet connection for more bytes or its close.
 const WATCH: Duration = Duration::from_millis(400);
-/// The proxies' `limits.max_request_header_bytes` (hyper's read buffer is at least 8 KiB).
-const MAX_HEAD: usize = 4096;
+/// The proxies' `limits.max_request_header_bytes`: its floor, hyper's smallest read buffer.
+const MAX_HEAD: usize = 8 * 1024;
 /// Where the pieces of the cut variant of each request end.
 const CUTS: &[usize] = &[1, 5, 17, 33, 60];
 /// The second request on a connection both proxies kept open.

@@ -83,6 +83,7 @@ fn the_limit_is_configured_and_range_checked() {
     assert_eq!(config.limits.max_request_header_bytes, 8192);
     for bad in [
         "{maxRequestHeaderBytes: 10}",
+        "{maxRequestHeaderBytes: 8191}",
         "{maxRequestHeaderBytes: 99999999}",
     ] {
         let err = tailguard_proxy::yaml::parse(&yaml(bad))

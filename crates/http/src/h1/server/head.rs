@@ -60,9 +60,13 @@ pub(super) fn parse(buf: &mut BytesMut, max_head: usize) -> Parsed {
             return Parsed::Other;
         }
         let base = buf.as_ptr() as usize;
-        let at = |s: &[u8]| {
-            let start = s.as_ptr() as usize - base;
-            (start, start + s.len())
+        // Where `s` lies in `buf`. A slice httparse hands from elsewhere (an empty value may be
+        // a slice of its own) is an empty range, as `parse::Seen::of` reads it, never an offset
+        // computed past the buffer.
+        let read = buf.len();
+        let at = |s: &[u8]| match (s.as_ptr() as usize).checked_sub(base) {
+            Some(start) if start + s.len() <= read => (start, start + s.len()),
+            _ => (0, 0),
         };
         for (field, h) in fields.iter_mut().zip(req.headers.iter()) {
             let (name, value) = (at(h.name.as_bytes()), at(h.value));
