@@ -91,7 +91,7 @@ pub(crate) fn metrics_text(shared: &Shared) -> String {
     shared.metrics.encode()
 }
 
-/// Sets the per-endpoint gauges (pending, cost) from the current endpoint generations, so a
+/// Sets the per-endpoint gauges (pending, cost) and the pools' sizes from the current endpoint generations, so a
 /// scrape sees the balancer's state now and no series of a removed endpoint lingers. An address
 /// listed with a weight fills several slots, joined as the dashboard joins them
 /// ([`dashboard::by_address`]): pending attempts summed, the cost of the cheapest slot (the one
@@ -102,7 +102,15 @@ fn refresh_gauges(shared: &Shared) {
     m.pending.clear();
     m.cost.clear();
     m.hedge_delay.clear();
+    m.pool_entries.clear();
     for service in shared.services().iter() {
+        for (pool, n) in service.upstreams.sizes() {
+            let labels = crate::metrics::PoolLabels {
+                service: service.config.name.clone(),
+                pool: pool.to_owned(),
+            };
+            m.pool_entries.get_or_create(&labels).set(n as i64);
+        }
         if let Some(d) = service.endpoints().hedge_delay(now) {
             let labels = crate::metrics::ServiceLabels {
                 service: service.config.name.clone(),

@@ -501,6 +501,16 @@ pub enum H1Server {
     Hyper,
 }
 
+/// The default `admin.metricsRetainIdleMs`: 10 minutes, as linkerd2-proxy's.
+pub const METRICS_RETAIN_IDLE_DEFAULT: Duration = Duration::from_secs(600);
+/// The range of `admin.metricsRetainIdleMs`: 1 ms to a day.
+pub const METRICS_RETAIN_IDLE_RANGE: std::ops::RangeInclusive<Duration> =
+    Duration::from_millis(1)..=Duration::from_secs(86_400);
+
+fn millis(d: &Duration) -> usize {
+    usize::try_from(d.as_millis()).unwrap_or(usize::MAX)
+}
+
 /// The default `limits.maxRequestHeaderBytes`: 64 KiB (Envoy's default is 60 KiB, nginx's
 /// four 8 KiB buffers).
 pub const MAX_REQUEST_HEADER_BYTES_DEFAULT: usize = 64 * 1024;
@@ -574,6 +584,12 @@ pub struct Config {
     pub tls: Option<TlsConfig>,
     /// The admin server (metrics, readiness, endpoints), if any.
     pub admin: Option<SocketAddr>,
+    /// How long an endpoint gone from discovery (or from the configuration) keeps its
+    /// per-endpoint series once nothing is counted for it (`admin.metricsRetainIdleMs`;
+    /// linkerd2-proxy also keeps idle series 10 minutes): long enough for a scrape to see an
+    /// endpoint's last counts, short enough that pods coming and going do not grow `/metrics`
+    /// for ever.
+    pub metrics_retain_idle: Duration,
     /// The services, matched in order.
     pub services: Vec<ServiceConfig>,
     /// Client-facing limits.
@@ -648,6 +664,7 @@ impl Config {
             listen,
             tls: None,
             admin: Some(SocketAddr::from(([127, 0, 0, 1], 9990))),
+            metrics_retain_idle: METRICS_RETAIN_IDLE_DEFAULT,
             services,
             limits: Limits::default(),
             seed: None,
@@ -661,6 +678,10 @@ impl Config {
         [
             (self.listen != next.listen, "servers"),
             (self.admin != next.admin, "admin"),
+            (
+                self.metrics_retain_idle != next.metrics_retain_idle,
+                "admin.metricsRetainIdleMs",
+            ),
             (
                 a.header_read_timeout != b.header_read_timeout,
                 "limits.headerReadTimeoutMs",
@@ -702,6 +723,14 @@ impl Config {
                 ))
             }
             _ => {}
+        }
+        if !METRICS_RETAIN_IDLE_RANGE.contains(&self.metrics_retain_idle) {
+            return Err(ConfigError::OutOfRange {
+                key: "admin.metricsRetainIdleMs",
+                value: usize::try_from(self.metrics_retain_idle.as_millis()).unwrap_or(usize::MAX),
+                range: millis(METRICS_RETAIN_IDLE_RANGE.start())
+                    ..=millis(METRICS_RETAIN_IDLE_RANGE.end()),
+            });
         }
         let header = self.limits.max_request_header_bytes;
         if !MAX_REQUEST_HEADER_BYTES_RANGE.contains(&header) {

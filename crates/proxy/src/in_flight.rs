@@ -103,5 +103,5 @@ fn record(p: &InFlight, outcome: AttemptOutcome, rtt: Duration, change: Option<T
     };
     let endpoint = p.endpoints.addr(p.slot);
     tracing::info!(%endpoint, %service, "failure accrual: endpoint {what}");
-    m.accrual.get_or_create(&handles.labels(state)).inc();
+    handles.accrual(m, state);
 }

@@ -60,6 +60,7 @@ mod replay;
 mod request_body;
 mod response;
 mod response_body;
+mod retain;
 mod run;
 mod seed;
 mod service;

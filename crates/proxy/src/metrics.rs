@@ -10,8 +10,11 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
 
 /// Labels of a per-service series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -114,8 +117,40 @@ pub struct Metrics {
     pub hedge_delay: Family<ServiceLabels, Gauge<f64, AtomicU64>>,
     /// How late the event loop ran a timer due every 10 ms ([`crate::lag`]).
     pub event_loop_delay: Histogram,
+    /// Entries the upstream pools keep, per service and map (set when scraped).
+    pub pool_entries: Family<PoolLabels, Gauge>,
+    /// The endpoints that have per-endpoint series, so that an endpoint gone from discovery
+    /// and idle loses them ([`Metrics::retire`]).
+    tracked: Mutex<HashMap<(String, SocketAddr), Tracked>>,
     registry: Registry,
 }
+
+/// Labels of an upstream pool's size.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PoolLabels {
+    /// The service.
+    pub service: String,
+    /// `http1` (endpoints with a free list), `http2` (endpoints with a connection), `limit`
+    /// (endpoints with a connection-limit semaphore) or `learned` (endpoints that chose `h2`).
+    pub pool: String,
+}
+
+/// What [`Metrics::retire`] knows of one endpoint of one service with series.
+#[derive(Debug, Default)]
+struct Tracked {
+    /// The `grpc-status` codes it has series of (a bit per code).
+    grpc: [u64; 4],
+    /// Its attempts and probes counted when last looked at.
+    total: u64,
+    /// Since when it has been absent from discovery with nothing counted (`None`: present,
+    /// or active).
+    quiet_since: Option<Duration>,
+}
+
+/// Accrual states with a series ([`Metrics::accrual`]).
+const ACCRUAL_STATES: [&str; 2] = ["dead", "alive"];
+/// Probe results with a series ([`Metrics::probes`]).
+const PROBE_RESULTS: [&str; 4] = ["ok", "failed", "distrusted", "skipped"];
 
 impl Metrics {
     /// Registers every family.
@@ -139,6 +174,8 @@ impl Metrics {
             hedge_budget_exhausted: Family::default(),
             hedge_delay: Family::default(),
             event_loop_delay: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
+            pool_entries: Family::default(),
+            tracked: Mutex::new(HashMap::new()),
             registry: Registry::with_prefix("tailguard_proxy"),
         };
         // A macro so that each family is one line (name, help, field); the order is the
@@ -167,29 +204,150 @@ impl Metrics {
             "hedge_delay_seconds", "How long a hedged request waits before its backup (the live quantile of attempt latency)", hedge_delay;
             "endpoint_cost", "Balancer cost (pending requests, or peak EWMA nanoseconds x (pending + 1))", cost;
             "event_loop_delay_seconds", "How late the event loop ran a timer due every 10 ms (a stalled loop delays every request on it; includes 1 ms of timer rounding)", event_loop_delay;
+            "upstream_pool_entries", "Endpoints the upstream pools keep an entry for (services that share pools show the same ones)", pool_entries;
         }
         m
     }
 
     /// Counts a gRPC attempt to `endpoint` of `service` that ended with `code`.
-    pub fn grpc_attempt(&self, service: &str, endpoint: std::net::SocketAddr, code: u8) {
+    pub fn grpc_attempt(&self, service: &str, endpoint: SocketAddr, code: u8) {
         let labels = GrpcLabels {
             service: service.to_owned(),
             endpoint: endpoint.to_string(),
             grpc_status: code.to_string(),
         };
+        if self.grpc_attempts.get(&labels).is_none() {
+            let mut tracked = self.tracked();
+            let t = tracked
+                .entry((labels.service.clone(), endpoint))
+                .or_default();
+            t.grpc[usize::from(code / 64)] |= 1 << (code % 64);
+        }
         self.grpc_attempts.get_or_create(&labels).inc();
     }
 
     /// Counts a load probe of `endpoint` of `service` by what became of it: `ok`, `failed`,
     /// `distrusted` or `skipped`.
-    pub fn probe(&self, service: &str, endpoint: std::net::SocketAddr, class: &str) {
+    pub fn probe(&self, service: &str, endpoint: SocketAddr, class: &str) {
         let labels = EndpointClassLabels {
             service: service.to_owned(),
             endpoint: endpoint.to_string(),
             class: class.to_owned(),
         };
+        if self.probes.get(&labels).is_none() {
+            self.track(service, endpoint);
+        }
         self.probes.get_or_create(&labels).inc();
+    }
+
+    fn tracked(&self) -> std::sync::MutexGuard<'_, HashMap<(String, SocketAddr), Tracked>> {
+        self.tracked.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Notes that `endpoint` of `service` has (or is about to have) per-endpoint series.
+    fn track(&self, service: &str, endpoint: SocketAddr) {
+        self.tracked()
+            .entry((service.to_owned(), endpoint))
+            .or_default();
+    }
+
+    /// The endpoints (of any service) that have per-endpoint series now.
+    pub fn tracked_endpoints(&self) -> usize {
+        self.tracked().len()
+    }
+
+    /// Removes the per-endpoint series (`attempts`, `attempt_latency_seconds`,
+    /// `accrual_transitions`, `grpc_attempts`, `probes`) of every endpoint that has been absent
+    /// from `present` (the current endpoints, by service) with no attempt or probe counted for
+    /// `retain`, looked at `now`; returns how many endpoints lost theirs. An endpoint comes back
+    /// with new series, from zero. Called every fraction of `retain` ([`crate::retain`]), so an
+    /// endpoint goes between `retain` and `retain` plus that period after its last use.
+    pub fn retire(
+        &self,
+        present: &HashMap<String, HashSet<SocketAddr>>,
+        now: Duration,
+        retain: Duration,
+    ) -> usize {
+        let mut gone = Vec::new();
+        let mut tracked = self.tracked();
+        tracked.retain(|(service, endpoint), t| {
+            let here = present.get(service).is_some_and(|a| a.contains(endpoint));
+            let total = self.activity(service, *endpoint);
+            if here || total != t.total {
+                t.total = total;
+                t.quiet_since = (!here).then_some(now);
+                return true;
+            }
+            let since = *t.quiet_since.get_or_insert(now);
+            if now.saturating_sub(since) < retain {
+                return true;
+            }
+            gone.push((service.clone(), *endpoint, t.grpc));
+            false
+        });
+        drop(tracked);
+        for (service, endpoint, grpc) in &gone {
+            self.remove_series(service, *endpoint, grpc);
+        }
+        gone.len()
+    }
+
+    /// Attempts and probes counted for `endpoint` of `service`, over every class.
+    fn activity(&self, service: &str, endpoint: SocketAddr) -> u64 {
+        let mut labels = EndpointClassLabels {
+            service: service.to_owned(),
+            endpoint: endpoint.to_string(),
+            class: String::new(),
+        };
+        let mut total = 0;
+        for class in CLASSES {
+            class.clone_into(&mut labels.class);
+            total += self.attempts.get(&labels).map_or(0, |c| c.get());
+        }
+        for class in PROBE_RESULTS {
+            class.clone_into(&mut labels.class);
+            total += self.probes.get(&labels).map_or(0, |c| c.get());
+        }
+        total
+    }
+
+    fn remove_series(&self, service: &str, endpoint: SocketAddr, grpc: &[u64; 4]) {
+        let mut labels = EndpointClassLabels {
+            service: service.to_owned(),
+            endpoint: endpoint.to_string(),
+            class: String::new(),
+        };
+        for class in CLASSES {
+            class.clone_into(&mut labels.class);
+            self.attempts.remove(&labels);
+        }
+        for state in ACCRUAL_STATES {
+            state.clone_into(&mut labels.class);
+            self.accrual.remove(&labels);
+        }
+        for class in PROBE_RESULTS {
+            class.clone_into(&mut labels.class);
+            self.probes.remove(&labels);
+        }
+        let EndpointClassLabels {
+            service, endpoint, ..
+        } = labels;
+        let mut labels = GrpcLabels {
+            service,
+            endpoint,
+            grpc_status: String::new(),
+        };
+        for code in 0..=u8::MAX {
+            if grpc[usize::from(code / 64)] & (1 << (code % 64)) != 0 {
+                labels.grpc_status = code.to_string();
+                self.grpc_attempts.remove(&labels);
+            }
+        }
+        let GrpcLabels {
+            service, endpoint, ..
+        } = labels;
+        self.attempt_latency
+            .remove(&EndpointLabels { service, endpoint });
     }
 
     /// Counts a request of `service` (empty: not routed yet) failed by its client.
@@ -301,10 +459,13 @@ impl ServiceHandles {
     }
 }
 
-/// The metric handles of one endpoint of one service, looked up once.
+/// The metric handles of one endpoint of one service, looked up once. Every series it makes
+/// is tracked ([`Metrics::retire`]): one made again after its endpoint's were removed (by an
+/// attempt that outlived the retention) is removed in its turn.
 #[derive(Debug)]
 pub struct EndpointHandles {
     labels: EndpointLabels,
+    addr: SocketAddr,
     attempts: PerClass,
     /// Attempt latency.
     pub latency: Histogram,
@@ -312,7 +473,8 @@ pub struct EndpointHandles {
 
 impl EndpointHandles {
     /// The handles of `endpoint` of `service` in `m`.
-    pub fn new(m: &Metrics, service: &str, endpoint: std::net::SocketAddr) -> Self {
+    pub fn new(m: &Metrics, service: &str, endpoint: SocketAddr) -> Self {
+        m.track(service, endpoint);
         let labels = EndpointLabels {
             service: service.to_owned(),
             endpoint: endpoint.to_string(),
@@ -320,6 +482,7 @@ impl EndpointHandles {
         Self {
             latency: m.attempt_latency.get_or_create(&labels).clone(),
             attempts: PerClass::default(),
+            addr: endpoint,
             labels,
         }
     }
@@ -327,8 +490,16 @@ impl EndpointHandles {
     /// The attempts counter of a status's class (`None`: no response).
     pub fn attempts(&self, m: &Metrics, status: Option<u16>) -> &Counter {
         self.attempts.get(class_index(status), |class| {
+            m.track(&self.labels.service, self.addr);
             m.attempts.get_or_create(&self.labels(class)).clone()
         })
+    }
+
+    /// Counts an accrual transition into `state` (`dead` or `alive`).
+    pub fn accrual(&self, m: &Metrics, state: &'static str) {
+        debug_assert!(ACCRUAL_STATES.contains(&state));
+        m.track(&self.labels.service, self.addr);
+        m.accrual.get_or_create(&self.labels(state)).inc();
     }
 
     /// This endpoint's labels with a class or state.
@@ -338,5 +509,93 @@ impl EndpointHandles {
             endpoint: self.labels.endpoint.clone(),
             class: class.to_owned(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(i: u8) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, i], 80))
+    }
+
+    fn present(addrs: &[SocketAddr]) -> HashMap<String, HashSet<SocketAddr>> {
+        HashMap::from([("web".to_owned(), addrs.iter().copied().collect())])
+    }
+
+    /// Series lines naming `endpoint`.
+    fn series_of(m: &Metrics, endpoint: SocketAddr) -> usize {
+        let needle = format!("endpoint=\"{endpoint}\"");
+        m.encode().lines().filter(|l| l.contains(&needle)).count()
+    }
+
+    fn secs(s: f64) -> Duration {
+        Duration::from_secs_f64(s)
+    }
+
+    #[test]
+    fn an_endpoint_gone_and_idle_loses_every_series_and_comes_back_from_zero() {
+        let m = Metrics::new();
+        let retain = Duration::from_secs(1);
+        let (a, b) = (addr(1), addr(2));
+        for e in [a, b] {
+            let h = EndpointHandles::new(&m, "web", e);
+            h.latency.observe(0.01);
+            h.attempts(&m, Some(200)).inc();
+            h.attempts(&m, None).inc();
+            h.accrual(&m, "dead");
+            m.grpc_attempt("web", e, 14);
+            m.grpc_attempt("web", e, 200);
+            m.probe("web", e, "ok");
+        }
+        let b_series = series_of(&m, b);
+        assert!(b_series > 10, "{b_series} series");
+        // Both present: nothing goes, however long.
+        assert_eq!(m.retire(&present(&[a, b]), secs(0.0), retain), 0);
+        assert_eq!(m.retire(&present(&[a, b]), secs(100.0), retain), 0);
+        // b leaves discovery; it stays while younger than the retention...
+        assert_eq!(m.retire(&present(&[a]), secs(100.0), retain), 0);
+        assert_eq!(m.retire(&present(&[a]), secs(100.9), retain), 0);
+        // ...and an attempt still in flight to it when it left, counted now, restarts the wait.
+        let late = EndpointHandles::new(&m, "web", b);
+        late.attempts(&m, Some(200)).inc();
+        assert_eq!(m.retire(&present(&[a]), secs(101.5), retain), 0);
+        assert_eq!(m.retire(&present(&[a]), secs(102.4), retain), 0);
+        assert_eq!(series_of(&m, b), b_series);
+        assert_eq!(m.retire(&present(&[a]), secs(102.5), retain), 1);
+        assert_eq!(series_of(&m, b), 0, "{}", m.encode());
+        assert_eq!(series_of(&m, a), b_series);
+        assert_eq!(m.tracked_endpoints(), 1);
+        // b comes back (a reused address): new series, from zero.
+        let back = EndpointHandles::new(&m, "web", b);
+        back.attempts(&m, Some(200)).inc();
+        let text = m.encode();
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("tailguard_proxy_attempts_total") && l.contains("127.0.0.2"))
+            .unwrap();
+        assert!(line.ends_with(" 1"), "{line}");
+        assert_eq!(m.tracked_endpoints(), 2);
+    }
+
+    #[test]
+    fn a_series_made_again_after_removal_is_tracked_and_removed_again() {
+        let m = Metrics::new();
+        let retain = Duration::from_millis(10);
+        let b = addr(2);
+        // Handles looked up before the removal, used after it (an attempt that outlived
+        // the retention).
+        let h = EndpointHandles::new(&m, "web", b);
+        h.attempts(&m, Some(200)).inc();
+        assert_eq!(m.retire(&present(&[]), secs(0.0), retain), 0);
+        assert_eq!(m.retire(&present(&[]), secs(1.0), retain), 1);
+        assert_eq!(series_of(&m, b), 0);
+        h.attempts(&m, Some(503)).inc();
+        h.accrual(&m, "alive");
+        assert!(series_of(&m, b) > 0);
+        assert_eq!(m.retire(&present(&[]), secs(2.0), retain), 0);
+        assert_eq!(m.retire(&present(&[]), secs(3.0), retain), 1);
+        assert_eq!(series_of(&m, b), 0, "{}", m.encode());
     }
 }

@@ -150,10 +150,20 @@ pub async fn start_on(config: Config, threads: usize) -> Result<Proxy, StartErro
         let args = serving_args(&shared, &config, each, &stopped);
         workers.push(serving_thread(i + 1, listener, args).map_err(StartError::Runtime)?);
     }
-    // The periodic work: the dashboard's second, and the watch on the event loop's delay.
-    let (a, b) = (Arc::downgrade(&shared), Arc::downgrade(&shared));
+    // The periodic work: the dashboard's second, the watch on the event loop's delay, and
+    // the sweep that frees what gone endpoints left.
+    let (a, b, c) = (
+        Arc::downgrade(&shared),
+        Arc::downgrade(&shared),
+        Arc::downgrade(&shared),
+    );
+    let retain = config.metrics_retain_idle;
     let ticker = tokio::spawn(async move {
-        tokio::join!(dashboard::ticker(a), crate::lag::watch(b));
+        tokio::join!(
+            dashboard::ticker(a),
+            crate::lag::watch(b),
+            crate::retain::watch(c, retain)
+        );
     });
     let admin = match (admin, config.admin) {
         (Some(l), Some(addr)) => {

@@ -24,6 +24,7 @@ pub struct Builder {
     status: u16,
     body: Bytes,
     tls: bool,
+    every_loopback: bool,
 }
 
 /// A running test server on 127.0.0.1; stops when dropped.
@@ -83,6 +84,7 @@ impl TestServer {
             status: 200,
             body: Bytes::from_static(b"ok"),
             tls: false,
+            every_loopback: false,
         }
     }
 
@@ -206,6 +208,14 @@ impl Builder {
         self
     }
 
+    /// Listens on `0.0.0.0` (the port still free), so that every address of 127.0.0.0/8
+    /// reaches it on that port: one server behind thousands of endpoint addresses. Tests send
+    /// only to loopback addresses; [`TestServer::addr`] is the one on 127.0.0.1.
+    pub fn every_loopback_address(mut self) -> Self {
+        self.every_loopback = true;
+        self
+    }
+
     fn state(self) -> Arc<State> {
         assert!(
             StatusCode::from_u16(self.status).is_ok(),
@@ -226,10 +236,11 @@ impl Builder {
         })
     }
 
-    /// Starts the server on a free port of 127.0.0.1, on a thread of its own with its own
+    /// Starts the server on a free port of 127.0.0.1 (or every address), on a thread of its own with its own
     /// runtime, like a separate process: a test can drive it from blocking code
     /// (`tailguard_load::run`) or from async code alike.
     pub fn spawn(self) -> TestServer {
+        let every_loopback = self.every_loopback;
         let state = self.state();
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = oneshot::channel();
@@ -240,9 +251,9 @@ impl Builder {
                 .build()
                 .expect("test runtime");
             rt.block_on(async move {
-                let listener = bind().await;
+                let listener = bind(every_loopback).await;
                 addr_tx
-                    .send(listener.local_addr().expect("bound"))
+                    .send(loopback(&listener))
                     .expect("test waits for the address");
                 tokio::select! {
                     _ = stop_rx => {}
@@ -264,9 +275,10 @@ impl Builder {
     /// Starts the server on a free port of 127.0.0.1 as a task of the calling runtime: with
     /// paused time its delays and stalls run on the test's virtual clock.
     pub async fn start(self) -> TestServer {
+        let every_loopback = self.every_loopback;
         let state = self.state();
-        let listener = bind().await;
-        let addr = listener.local_addr().expect("bound");
+        let listener = bind(every_loopback).await;
+        let addr = loopback(&listener);
         let task = tokio::spawn(accept_loop(Arc::clone(&state), listener));
         TestServer {
             addr,
@@ -280,10 +292,21 @@ fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-async fn bind() -> tokio::net::TcpListener {
-    tcp::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+/// A listener on a free port of 127.0.0.1, or of every address (`0.0.0.0`).
+async fn bind(every_loopback: bool) -> tokio::net::TcpListener {
+    let ip = match every_loopback {
+        true => [0, 0, 0, 0],
+        false => [127, 0, 0, 1],
+    };
+    tcp::bind(SocketAddr::from((ip, 0)))
         .await
-        .expect("bind 127.0.0.1:0")
+        .expect("bind a free port")
+}
+
+/// The listener's address on 127.0.0.1.
+fn loopback(listener: &tokio::net::TcpListener) -> SocketAddr {
+    let port = listener.local_addr().expect("bound").port();
+    SocketAddr::from(([127, 0, 0, 1], port))
 }
 
 /// Accepts connections (with `TCP_NODELAY`) and serves each with the server presets, until

@@ -5,6 +5,7 @@ mod support;
 
 mod closed_stdout;
 mod demo_live;
+mod endpoint_churn;
 mod flag_bounds;
 mod k8s_cli;
 mod load_bounds;

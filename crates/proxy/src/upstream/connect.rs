@@ -81,7 +81,8 @@ pub struct PoolExhausted {
     pub waited: Duration,
 }
 
-/// Per-endpoint semaphores, created on first use (one per address ever dialed).
+/// Per-endpoint semaphores, created on first use and dropped once no connection holds a
+/// permit and no request waits for one ([`Limit::release`]).
 #[derive(Debug)]
 pub(super) struct Limit {
     pub(super) max: usize,
@@ -96,6 +97,18 @@ impl Limit {
             .entry(addr)
             .or_insert_with(|| Arc::new(Semaphore::new(self.max)));
         Arc::clone(s)
+    }
+
+    /// Drops the semaphores nobody holds (no permit out, no request waiting): one made again
+    /// later starts full, as this one is.
+    pub(super) fn release(&self) {
+        let mut per = self.per.lock().unwrap_or_else(|p| p.into_inner());
+        per.retain(|_, s| Arc::strong_count(s) > 1);
+    }
+
+    /// Endpoints with a semaphore.
+    pub(super) fn len(&self) -> usize {
+        self.per.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     pub(super) async fn acquire(

@@ -5,7 +5,7 @@ use super::h2::{H2Pool, H2Sender};
 use super::lean::{Home, Lean};
 use super::tls::{Chosen, Offer};
 use crate::body::ProxyBody;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -123,6 +123,28 @@ impl H1Pool {
         let mut per = self.per.lock().unwrap_or_else(|p| p.into_inner());
         let free = per.entry(addr).or_default();
         Arc::clone(free)
+    }
+
+    /// Closes the idle connections of endpoints not in `present`, and drops the free list of
+    /// every endpoint left with no connection (none idle, none out with a request).
+    pub(super) fn release(&self, present: &HashSet<SocketAddr>) {
+        let mut per = self.per.lock().unwrap_or_else(|p| p.into_inner());
+        per.retain(|addr, free| {
+            let mut conns = free.conns.lock().unwrap_or_else(|p| p.into_inner());
+            if !present.contains(addr) {
+                conns.clear();
+            } else {
+                conns.retain(|(tx, _)| !tx.is_closed());
+            }
+            // Only the map holds it: no request has it (a request in flight, or its
+            // connection's response body, holds a clone until the connection comes back).
+            !conns.is_empty() || Arc::strong_count(free) > 1
+        });
+    }
+
+    /// Endpoints with a free list.
+    pub(super) fn len(&self) -> usize {
+        self.per.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     /// A free connection (`true`), or a new one (`false`) within the connection limit.

@@ -124,6 +124,22 @@ impl H2Pool {
     }
 }
 
+impl H2Pool {
+    /// Lets go of the connections to endpoints not in `present` (each closes once its
+    /// streams have ended) and of closed ones, and forgets absent endpoints' `h2` choice.
+    pub(super) fn release(&self, present: &HashSet<SocketAddr>) {
+        let mut per = self.per.lock().unwrap_or_else(|p| p.into_inner());
+        per.retain(|addr, tx| present.contains(addr) && !tx.is_closed());
+        drop(per);
+        self.learned.set().retain(|addr| present.contains(addr));
+    }
+
+    /// Endpoints with a connection slot.
+    pub(super) fn len(&self) -> usize {
+        self.per.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+}
+
 /// Endpoints that chose `h2` by ALPN when offered both (`protocol: auto` over TLS), so that
 /// their HTTP requests go over HTTP/2; forgotten when one no longer does.
 #[derive(Debug, Default)]
@@ -145,5 +161,10 @@ impl Learned {
 
     pub(super) fn forget(&self, addr: SocketAddr) {
         self.set().remove(&addr);
+    }
+
+    /// Endpoints remembered.
+    pub(super) fn len(&self) -> usize {
+        self.set().len()
     }
 }

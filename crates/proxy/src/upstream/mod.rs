@@ -52,7 +52,7 @@ use body::Back;
 use connect::Limit;
 use h1::{Free, H1Pool, Sender};
 use h2::{H2Pool, H2Sender, Learned};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
@@ -126,6 +126,51 @@ impl Upstreams {
             })
             .collect();
         Self { per_thread }
+    }
+
+    /// True when `self` and `other` are the same pools (services with the same pool settings
+    /// and no connection limit share them).
+    pub fn same(&self, other: &Upstreams) -> bool {
+        Arc::ptr_eq(&self.per_thread, &other.per_thread)
+    }
+
+    /// Frees what the pools keep for endpoints they no longer need, given the addresses of
+    /// every service over them now (`present`): an absent endpoint's idle HTTP/1.1
+    /// connections close, its HTTP/2 connection is let go (it closes once its streams end)
+    /// and it is forgotten as having chosen `h2`; then any endpoint, present or not, left with
+    /// no connection loses its free list, its HTTP/2 slot and its connection-limit semaphore.
+    /// An address that comes back starts from nothing.
+    pub fn release(&self, present: &HashSet<SocketAddr>) {
+        for pools in self.per_thread.iter() {
+            pools.http1.release(present);
+            pools.http2.release(present);
+        }
+        if let Some(limit) = &self.per_thread[0].http2.connector.limit {
+            limit.release();
+        }
+    }
+
+    /// How many endpoints each map keeps an entry for, summed over the serving threads:
+    /// `http1` free lists, `http2` connections, `limit` semaphores, `learned` h2 choices.
+    pub fn sizes(&self) -> [(&'static str, usize); 4] {
+        let (mut h1, mut h2, mut learned) = (0, 0, 0);
+        for pools in self.per_thread.iter() {
+            h1 += pools.http1.len();
+            h2 += pools.http2.len();
+            learned += pools.http2.learned.len();
+        }
+        let limit = self.per_thread[0]
+            .http2
+            .connector
+            .limit
+            .as_ref()
+            .map_or(0, |l| l.len());
+        [
+            ("http1", h1),
+            ("http2", h2),
+            ("limit", limit),
+            ("learned", learned),
+        ]
     }
 
     /// This thread's pools.

@@ -35,9 +35,15 @@ pub fn into_config(file: File) -> Result<Config, YamlError> {
     };
     let admin = file
         .admin
+        .as_ref()
         .map_or(SocketAddr::from(([127, 0, 0, 1], 9990)), |a| {
             SocketAddr::new(a.ip, a.port)
         });
+    let metrics_retain_idle = file
+        .admin
+        .as_ref()
+        .and_then(|a| a.metrics_retain_idle_ms)
+        .map_or(crate::config::METRICS_RETAIN_IDLE_DEFAULT, ms);
     let d = Limits::default();
     let limits = Limits {
         header_read_timeout: file
@@ -72,6 +78,7 @@ pub fn into_config(file: File) -> Result<Config, YamlError> {
         listen: SocketAddr::new(server.ip, server.port),
         tls,
         admin: Some(admin),
+        metrics_retain_idle,
         services,
         limits,
         seed: None,

@@ -10,7 +10,7 @@ pub(super) use tailguard_client::spec::{
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct File {
-    pub(super) admin: Option<Addr>,
+    pub(super) admin: Option<Admin>,
     pub(super) servers: Vec<Server>,
     #[serde(default)]
     pub(super) limits: Limits,
@@ -18,10 +18,11 @@ pub struct File {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct Addr {
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct Admin {
     pub(super) ip: std::net::IpAddr,
     pub(super) port: u16,
+    pub(super) metrics_retain_idle_ms: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]

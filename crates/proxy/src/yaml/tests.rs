@@ -336,3 +336,21 @@ fn hedge_grpc_methods_are_named_in_full_or_by_service() {
         );
     }
 }
+
+#[test]
+fn reads_the_metric_retention_and_names_it_out_of_range() {
+    let config = parse(GOOD).unwrap();
+    assert_eq!(config.metrics_retain_idle, Duration::from_secs(600));
+    let with = |ms: &str| {
+        format!("admin: {{ip: 127.0.0.1, port: 9990, metricsRetainIdleMs: {ms}}}\n{GOOD}")
+    };
+    let config = parse(&with("1000")).unwrap();
+    assert_eq!(config.metrics_retain_idle, Duration::from_secs(1));
+    for bad in ["0", "86400001"] {
+        let e = error_of(&with(bad));
+        assert!(
+            e.contains("admin.metricsRetainIdleMs: must be from 1 to 86400000, not "),
+            "{e}"
+        );
+    }
+}

@@ -34,6 +34,7 @@ mod probing;
 mod proxy;
 mod reflection;
 mod replay;
+mod retain;
 mod slow_clients;
 mod threads;
 mod timeouts_budget;
