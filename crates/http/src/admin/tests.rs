@@ -224,10 +224,11 @@ async fn answers_and_refusals_are_paced() {
         let (status, body) = get(server.addr(), "/small").await;
         assert_eq!(status, 503, "{body}");
     }
-    // 20 more connections, each refused in the probe lane after its turn; a part of a token
-    // may be left over: 20 turns of 10 ms, less up to one.
+    // 20 more connections, each refused in the probe lane after its turn. The bucket holds at
+    // most its burst (5) and a part of a token, however slow the machine was between the two
+    // loops: at least 14 turns of 10 ms. A lower bound only, so a busy machine cannot fail it.
     let refused = started.elapsed() - paced;
-    assert!(refused >= Duration::from_millis(190), "{refused:?}");
+    assert!(refused >= Duration::from_millis(140), "{refused:?}");
     drop(c);
     server.shutdown().await;
 }

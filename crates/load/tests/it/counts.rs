@@ -102,8 +102,11 @@ fn rate_within_one_percent(rate: f64) {
     }
 }
 
-/// One test, so the two rates do not compete for the CPU.
+/// One test, so the two rates do not compete for the CPU. Tier 2: 20 s of wall clock held to
+/// 1%, which a busy machine can miss; tier 1 checks the same pacing exactly
+/// (`threads_together_send_exactly_the_schedule` above, the pacing crate's schedule tests).
 #[test]
+#[ignore = "tier 2: 20 s at 1,000 and 10,000 req/s held to 1% of the wall clock"]
 fn rate_accuracy_at_1000_and_10000_per_second() {
     rate_within_one_percent(1_000.0);
     rate_within_one_percent(10_000.0);

@@ -31,7 +31,7 @@ fn hits(backends: &[TestServer]) -> Vec<u64> {
     backends.iter().map(TestServer::hits).collect()
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn round_robin_spreads_evenly() {
     let b = backends(&[0, 0, 0, 0]).await;
     let proxy = start(service(&b, Policy::RoundRobin)).await;
@@ -40,7 +40,7 @@ async fn round_robin_spreads_evenly() {
     proxy.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn least_loaded_p2c_sends_little_to_an_endpoint_holding_requests() {
     // The slow one holds each request 500 ms; P2C on pending sees it busy and goes elsewhere.
     let b = backends(&[500, 0, 0]).await;
@@ -57,7 +57,7 @@ async fn least_loaded_p2c_sends_little_to_an_endpoint_holding_requests() {
     proxy.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn best_of_three_peak_ewma_avoids_the_slow_endpoint() {
     // Any three of four include two fast endpoints, so once the slow one has answered once
     // (100 ms against well under 10 ms) it is never the cheapest of a draw again.
@@ -74,7 +74,7 @@ async fn best_of_three_peak_ewma_avoids_the_slow_endpoint() {
     proxy.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn aperture_confines_low_load_to_its_subset_and_widens_under_load() {
     let b = backends(&[0; 10]).await;
     let policy = Policy::Aperture {

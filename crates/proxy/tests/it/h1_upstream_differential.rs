@@ -9,6 +9,9 @@
 //! has run, which a request that comes at once may not wait for.
 //! Requests with and without bodies (length, chunked, trailers, from HTTP/1.1 and HTTP/2
 //! clients) show the request side: the same bytes on the wire.
+//! Every runtime here runs on tokio's paused clock: a watch for an answer that may never
+//! complete is virtual time, so a busy machine cannot cut one short (and the module takes 0.3 s
+//! rather than 22 s).
 
 use bytes::Bytes;
 use http::{HeaderMap, Request};
@@ -374,6 +377,7 @@ async fn run(
 fn compare(bytes: &[u8], cuts: &[usize], ask: Ask) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
+        .start_paused(true)
         .build()
         .expect("runtime");
     let pieces = split(bytes, cuts);
@@ -429,6 +433,7 @@ fn requests_reach_the_backend_as_hyper_sends_them() {
             .to_vec();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
+        .start_paused(true)
         .build()
         .expect("runtime");
     let mut failures = Vec::new();
@@ -539,6 +544,7 @@ fn a_body_still_coming_when_the_endpoint_answers_is_sent_whole() {
     const CHUNKS: usize = 16;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
+        .start_paused(true)
         .build()
         .expect("runtime");
     runtime.block_on(async {

@@ -56,7 +56,7 @@ async fn retries_turn_5xx_into_success_for_get_but_not_post() {
     proxy.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn peak_ewma_shifts_traffic_away_from_a_backend_made_slow() {
     let backends = [
         TestServer::start().await,
