@@ -297,7 +297,7 @@ fn told(
 ) -> Result<Response<ResponseBody>, Fault> {
     match result {
         Err(Fault::Endpoint(mut f)) if retries > 0 => {
-            if let Failure::Unreachable(why) | Failure::Broken(why) = &mut f.failure {
+            if let Failure::Unreachable(_, why) | Failure::Broken(_, why) = &mut f.failure {
                 let ms = took.as_millis();
                 why.push_str(&format!("; {} attempts in {ms} ms", retries + 1));
             }

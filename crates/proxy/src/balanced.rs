@@ -217,10 +217,10 @@ fn respond(
     };
     let (class, deferred) = match verdict {
         Some(Ok(answer)) => (pending.answered(answer, rtt), None),
-        Some(Err(why)) => {
+        Some(Err((reason, why))) => {
             let fault = EndpointFault {
                 addr: pending.endpoints.addr(pending.slot),
-                failure: Failure::Broken(why),
+                failure: Failure::Broken(reason, why),
             };
             (pending.failed(&fault, rtt), None)
         }
@@ -246,7 +246,7 @@ fn peek(
     body: &mut UpstreamBody,
     into: &mut VecDeque<Frame<Bytes>>,
     limit: usize,
-) -> Option<Result<Answer, String>> {
+) -> Option<Result<Answer, (crate::fault::Reason, String)>> {
     let waker = std::task::Waker::noop();
     let mut cx = std::task::Context::from_waker(waker);
     let mut bytes = 0;
@@ -263,7 +263,10 @@ fn peek(
                     return None;
                 }
             }
-            Poll::Ready(Some(Err(e))) => return Some(Err(tailguard_http::error_chain(&*e))),
+            Poll::Ready(Some(Err(e))) => {
+                let reason = crate::fault::Reason::broken(&*e);
+                return Some(Err((reason, tailguard_http::error_chain(&*e))));
+            }
             Poll::Ready(None) => return Some(Ok(Answer::Grpc(grpc::MISSING_STATUS))),
             Poll::Pending => return None,
         }

@@ -487,6 +487,19 @@ pub struct Limits {
     pub escaped_slashes: EscapedSlashes,
     /// Which server speaks HTTP/1.1 to the clients (`proxy --h1-server`).
     pub h1_server: H1Server,
+    /// How much of a failure the proxy's own answers tell a client (`limits.clientErrorDetail`).
+    pub client_error_detail: ErrorDetail,
+}
+
+/// How much of a failure a client is told (`limits.clientErrorDetail`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ErrorDetail {
+    /// The reason from a fixed list (`fault::Reason`) alone.
+    #[default]
+    Reason,
+    /// The endpoint's address and the error chain too (`upstream 10.0.0.7:8080: ...`), as
+    /// before: for a proxy whose clients are its operators.
+    Full,
 }
 
 /// Which server speaks HTTP/1.1 to the clients (`proxy --h1-server`, `limits.h1Server`).
@@ -562,6 +575,7 @@ impl Default for Limits {
             max_request_header_bytes: MAX_REQUEST_HEADER_BYTES_DEFAULT,
             escaped_slashes: EscapedSlashes::Reject,
             h1_server: H1Server::Lean,
+            client_error_detail: ErrorDetail::Reason,
         }
     }
 }
@@ -691,6 +705,10 @@ impl Config {
                 "limits.maxConnections",
             ),
             (a.drain != b.drain, "limits.drainMs"),
+            (
+                a.client_error_detail != b.client_error_detail,
+                "limits.clientErrorDetail",
+            ),
         ]
         .into_iter()
         .filter_map(|(changed, key)| changed.then_some(key))

@@ -15,6 +15,7 @@
 //! status is what the classifier judges.
 
 use crate::body::ProxyBody;
+pub use crate::config::ErrorDetail;
 use crate::request_body::ClientFault;
 use crate::response::Reply;
 use crate::upstream::SendError;
@@ -46,20 +47,100 @@ pub struct EndpointFault {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Failure {
     /// No connection could be made (refused, connect timeout): nothing was sent, so the
-    /// request may go to another endpoint whatever its method. Why, in a few words.
-    Unreachable(String),
+    /// request may go to another endpoint whatever its method. The reason a client is told,
+    /// and why in a few words (the detail).
+    Unreachable(Reason, String),
     /// The connection failed with the request on it, or the response body failed midway.
-    Broken(String),
+    Broken(Reason, String),
     /// No response within the attempt timeout, or a response body idle too long.
     Timeout,
+}
+
+/// The reasons a client is told when the proxy answers itself (`x-tailguard-error`, the body,
+/// `grpc-message`): a fixed list, so that no endpoint address or error chain reaches a client
+/// unless `limits.clientErrorDetail: full` asks for it. `/endpoints` and the logs keep the
+/// detail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// The service has no endpoint.
+    NoEndpoint,
+    /// The endpoint refused the connection (or the network would not reach it).
+    ConnectionRefused,
+    /// No connection (or TLS handshake) within the connect timeout.
+    ConnectTimeout,
+    /// The endpoint closed or reset the connection, or the stream, with the request on it.
+    ConnectionReset,
+    /// No answer within the attempt timeout.
+    AttemptTimeout,
+    /// The request's total timeout passed.
+    TotalTimeout,
+    /// The endpoint's connection limit was reached and none was freed in time.
+    ConnectionLimit,
+    /// The service's `maxConcurrentRequests` was reached.
+    InFlightLimit,
+    /// The endpoint spoke badly: a malformed response, a TLS or HTTP/2 protocol failure.
+    UpstreamProtocol,
+}
+
+impl Reason {
+    /// The words a client reads.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::NoEndpoint => "no endpoint",
+            Reason::ConnectionRefused => "connection refused",
+            Reason::ConnectTimeout => "connect timeout",
+            Reason::ConnectionReset => "connection reset",
+            Reason::AttemptTimeout => "attempt timeout",
+            Reason::TotalTimeout => "total timeout",
+            Reason::ConnectionLimit => "connection limit",
+            Reason::InFlightLimit => "over maxConcurrentRequests",
+            Reason::UpstreamProtocol => "upstream protocol error",
+        }
+    }
+
+    /// Why a connection with the request on it failed, read from the error: the connection
+    /// closed or reset (an I/O error, a response cut short, an HTTP/2 stream or connection
+    /// reset other than for a protocol error), or else the endpoint's protocol.
+    pub fn broken(e: &(dyn std::error::Error + 'static)) -> Reason {
+        use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset, UnexpectedEof};
+        let mut next = Some(e);
+        while let Some(err) = next {
+            if let Some(io) = err.downcast_ref::<std::io::Error>() {
+                if matches!(
+                    io.kind(),
+                    ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof
+                ) {
+                    return Reason::ConnectionReset;
+                }
+            }
+            if let Some(h) = err.downcast_ref::<hyper::Error>() {
+                if h.is_incomplete_message() || h.is_closed() || h.is_canceled() {
+                    return Reason::ConnectionReset;
+                }
+            }
+            if let Some(h2) = err.downcast_ref::<::h2::Error>() {
+                let protocol = h2.reason() == Some(::h2::Reason::PROTOCOL_ERROR);
+                if h2.is_io() || ((h2.is_reset() || h2.is_go_away()) && !protocol) {
+                    return Reason::ConnectionReset;
+                }
+            }
+            if let Some(tailguard_http::h1::parse::Error::Closed) =
+                err.downcast_ref::<tailguard_http::h1::parse::Error>()
+            {
+                return Reason::ConnectionReset;
+            }
+            next = err.source();
+        }
+        Reason::UpstreamProtocol
+    }
 }
 
 impl EndpointFault {
     /// The attempt's outcome as the classifier and accrual read it.
     pub fn outcome(&self) -> AttemptOutcome {
         match self.failure {
-            Failure::Unreachable(_) => AttemptOutcome::Refused,
-            Failure::Broken(_) => AttemptOutcome::Reset,
+            Failure::Unreachable(..) => AttemptOutcome::Refused,
+            Failure::Broken(..) => AttemptOutcome::Reset,
             Failure::Timeout => AttemptOutcome::Timeout,
         }
     }
@@ -67,21 +148,29 @@ impl EndpointFault {
     /// Why, in words, when there is more to say than the outcome.
     pub fn why(&self) -> Option<&str> {
         match &self.failure {
-            Failure::Unreachable(why) | Failure::Broken(why) => Some(why),
+            Failure::Unreachable(_, why) | Failure::Broken(_, why) => Some(why),
             Failure::Timeout => None,
         }
     }
 
-    fn answer(&self, reply: Reply) -> Response<ProxyBody> {
-        let addr = self.addr;
+    /// The reason a client is told.
+    pub fn reason(&self) -> Reason {
         match &self.failure {
-            Failure::Unreachable(why) | Failure::Broken(why) => {
-                reply.error(StatusCode::BAD_GATEWAY, &format!("upstream {addr}: {why}"))
-            }
-            Failure::Timeout => reply.error(
-                StatusCode::GATEWAY_TIMEOUT,
-                &format!("upstream {addr}: attempt timeout"),
-            ),
+            Failure::Unreachable(r, _) | Failure::Broken(r, _) => *r,
+            Failure::Timeout => Reason::AttemptTimeout,
+        }
+    }
+
+    fn answer(&self, reply: Reply, detail: ErrorDetail) -> Response<ProxyBody> {
+        let addr = self.addr;
+        let status = match &self.failure {
+            Failure::Unreachable(..) | Failure::Broken(..) => StatusCode::BAD_GATEWAY,
+            Failure::Timeout => StatusCode::GATEWAY_TIMEOUT,
+        };
+        let why = self.why().unwrap_or("attempt timeout");
+        match detail {
+            ErrorDetail::Reason => reply.error(status, self.reason().as_str()),
+            ErrorDetail::Full => reply.error(status, &format!("upstream {addr}: {why}")),
         }
     }
 }
@@ -105,18 +194,22 @@ pub enum ProxyFault {
 }
 
 impl ProxyFault {
-    fn answer(&self, reply: Reply) -> Response<ProxyBody> {
-        match self {
-            ProxyFault::NoEndpoints => reply.error(StatusCode::SERVICE_UNAVAILABLE, "no endpoints"),
-            ProxyFault::InFlightLimit => reply.error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "too many requests in flight",
-            ),
-            ProxyFault::PoolExhausted { addr, why } => reply.error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                &format!("upstream {addr}: {why}"),
-            ),
-            ProxyFault::Deadline(why) => reply.error(StatusCode::GATEWAY_TIMEOUT, why),
+    fn answer(&self, reply: Reply, detail: ErrorDetail) -> Response<ProxyBody> {
+        let unavailable = StatusCode::SERVICE_UNAVAILABLE;
+        match (self, detail) {
+            (ProxyFault::NoEndpoints, _) => reply.error(unavailable, Reason::NoEndpoint.as_str()),
+            (ProxyFault::InFlightLimit, _) => {
+                reply.error(unavailable, Reason::InFlightLimit.as_str())
+            }
+            (ProxyFault::PoolExhausted { .. }, ErrorDetail::Reason) => {
+                reply.error(unavailable, Reason::ConnectionLimit.as_str())
+            }
+            (ProxyFault::PoolExhausted { addr, why }, ErrorDetail::Full) => {
+                reply.error(unavailable, &format!("upstream {addr}: {why}"))
+            }
+            // `total timeout`, or the header whose deadline passed (`grpc-timeout`,
+            // `x-tailguard-timeout-ms`): fixed words either way.
+            (ProxyFault::Deadline(why), _) => reply.error(StatusCode::GATEWAY_TIMEOUT, why),
         }
     }
 }
@@ -132,33 +225,44 @@ impl Fault {
                     why: limit.to_string(),
                 })
             }
-            SendError::Connect(_) => Failure::Unreachable(connect_failure(e)),
-            SendError::Http(inner) => Failure::Broken(tailguard_http::error_chain(&**inner)),
+            SendError::Connect(_) => {
+                let (reason, why) = connect_failure(e);
+                Failure::Unreachable(reason, why)
+            }
+            SendError::Http(inner) => Failure::Broken(
+                Reason::broken(&**inner),
+                tailguard_http::error_chain(&**inner),
+            ),
         };
         Fault::Endpoint(EndpointFault { addr, failure })
     }
 
     /// The proxy's answer, in the form the client expects: 400 or 408 (marked as the client's,
-    /// [`crate::response::ClientsFault`]), 502 or 504 naming the endpoint, 503 or 504 naming the
-    /// limit.
-    pub fn answer(&self, reply: Reply) -> Response<ProxyBody> {
+    /// [`crate::response::ClientsFault`]), 502 or 504 for the endpoint's failure, 503 or 504 for
+    /// a limit; with a [`Reason`] from the fixed list, or (`detail` full) the endpoint and why.
+    pub fn answer(&self, reply: Reply, detail: ErrorDetail) -> Response<ProxyBody> {
         match self {
             Fault::Client(f) => reply.client_fault(f.status(), &f.to_string()),
-            Fault::Endpoint(f) => f.answer(reply),
-            Fault::Proxy(f) => f.answer(reply),
+            Fault::Endpoint(f) => f.answer(reply, detail),
+            Fault::Proxy(f) => f.answer(reply, detail),
         }
     }
 }
 
-/// Why no connection was made, in a few words: `connection refused`, `connect timeout (1s)`,
-/// or the whole error chain for anything rarer.
-fn connect_failure(e: &(dyn std::error::Error + 'static)) -> String {
+/// Why no connection was made: the reason, and a few words (`connection refused`, `connect
+/// timeout (1s)`, or the whole error chain for anything rarer). A refusal by the operating
+/// system (no route, say) reads as refused; anything not of I/O (TLS, ALPN, the HTTP/2
+/// handshake) as the endpoint's protocol.
+fn connect_failure(e: &(dyn std::error::Error + 'static)) -> (Reason, String) {
     match tailguard_http::error::io_cause(e) {
         Some(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => {
-            "connection refused".to_owned()
+            (Reason::ConnectionRefused, "connection refused".to_owned())
         }
-        Some(io) if io.kind() == std::io::ErrorKind::TimedOut => io.to_string(),
-        _ => tailguard_http::error_chain(e),
+        Some(io) if io.kind() == std::io::ErrorKind::TimedOut => {
+            (Reason::ConnectTimeout, io.to_string())
+        }
+        Some(_) => (Reason::ConnectionRefused, tailguard_http::error_chain(e)),
+        None => (Reason::UpstreamProtocol, tailguard_http::error_chain(e)),
     }
 }
 
@@ -179,17 +283,26 @@ mod tests {
         let cases = [
             (Fault::Client(ClientFault::Aborted), 400),
             (
-                endpoint(Failure::Unreachable("connection refused".into())),
+                endpoint(Failure::Unreachable(
+                    Reason::ConnectionRefused,
+                    "connection refused".into(),
+                )),
                 502,
             ),
-            (endpoint(Failure::Broken("connection reset".into())), 502),
+            (
+                endpoint(Failure::Broken(
+                    Reason::ConnectionReset,
+                    "connection reset".into(),
+                )),
+                502,
+            ),
             (endpoint(Failure::Timeout), 504),
             (Fault::Proxy(ProxyFault::NoEndpoints), 503),
             (Fault::Proxy(ProxyFault::InFlightLimit), 503),
             (Fault::Proxy(ProxyFault::Deadline("grpc-timeout")), 504),
         ];
         for (fault, status) in cases {
-            let resp = fault.answer(Reply::Http);
+            let resp = fault.answer(Reply::Http, ErrorDetail::Full);
             assert_eq!(resp.status(), status, "{fault:?}");
             let marked = resp
                 .extensions()
@@ -200,11 +313,67 @@ mod tests {
                 assert!(reason(&resp).starts_with("upstream 127.0.0.1:9: "));
             }
         }
-        let refused = endpoint(Failure::Unreachable("connection refused".into()));
+        let refused = endpoint(Failure::Unreachable(
+            Reason::ConnectionRefused,
+            "connection refused".into(),
+        ));
         assert_eq!(
-            reason(&refused.answer(Reply::Http)),
+            reason(&refused.answer(Reply::Http, ErrorDetail::Full)),
             "upstream 127.0.0.1:9: connection refused"
         );
+    }
+
+    /// By default a client reads one reason from the fixed list: no address, no error chain,
+    /// in the header, the body and `grpc-message` alike.
+    #[test]
+    fn by_default_clients_read_a_reason_from_the_list_only() {
+        let addr: SocketAddr = "10.1.2.3:8080".parse().unwrap();
+        let endpoint = |failure| Fault::Endpoint(EndpointFault { addr, failure });
+        let cases = [
+            (
+                endpoint(Failure::Broken(
+                    Reason::UpstreamProtocol,
+                    "invalid response head: token; 2 attempts in 3 ms".into(),
+                )),
+                "upstream protocol error",
+            ),
+            (endpoint(Failure::Timeout), "attempt timeout"),
+            (
+                Fault::Proxy(ProxyFault::PoolExhausted {
+                    addr,
+                    why: "connection limit reached (4 per endpoint, waited 1s)".into(),
+                }),
+                "connection limit",
+            ),
+            (Fault::Proxy(ProxyFault::NoEndpoints), "no endpoint"),
+            (
+                Fault::Proxy(ProxyFault::InFlightLimit),
+                "over maxConcurrentRequests",
+            ),
+            (
+                Fault::Proxy(ProxyFault::Deadline("total timeout")),
+                "total timeout",
+            ),
+        ];
+        for (fault, want) in cases {
+            let resp = fault.answer(Reply::Http, ErrorDetail::Reason);
+            assert_eq!(reason(&resp), want, "{fault:?}");
+            let grpc = fault.answer(Reply::Grpc, ErrorDetail::Reason);
+            assert_eq!(grpc.headers()["grpc-message"], want.replace('%', "%25"));
+            assert_eq!(reason(&grpc), want);
+        }
+    }
+
+    #[test]
+    fn a_broken_connection_is_told_apart_from_a_protocol_error() {
+        let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        assert_eq!(Reason::broken(&reset), Reason::ConnectionReset);
+        let closed = tailguard_http::h1::parse::Error::Closed;
+        assert_eq!(Reason::broken(&closed), Reason::ConnectionReset);
+        let bad = tailguard_http::h1::parse::Error::ContentLength;
+        assert_eq!(Reason::broken(&bad), Reason::UpstreamProtocol);
+        let protocol = ::h2::Error::from(::h2::Reason::PROTOCOL_ERROR);
+        assert_eq!(Reason::broken(&protocol), Reason::UpstreamProtocol);
     }
 
     #[test]
@@ -212,10 +381,16 @@ mod tests {
         let addr: SocketAddr = "127.0.0.1:9".parse().unwrap();
         let f = |failure| EndpointFault { addr, failure }.outcome();
         assert_eq!(
-            f(Failure::Unreachable(String::new())),
+            f(Failure::Unreachable(
+                Reason::ConnectionRefused,
+                String::new()
+            )),
             AttemptOutcome::Refused
         );
-        assert_eq!(f(Failure::Broken(String::new())), AttemptOutcome::Reset);
+        assert_eq!(
+            f(Failure::Broken(Reason::ConnectionReset, String::new())),
+            AttemptOutcome::Reset
+        );
         assert_eq!(f(Failure::Timeout), AttemptOutcome::Timeout);
     }
 }

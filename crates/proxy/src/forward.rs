@@ -49,6 +49,8 @@ pub struct Peer {
     pub forwarded_for: HeaderValue,
     /// What its paths' encoded slashes get.
     pub escaped_slashes: EscapedSlashes,
+    /// How much of a failure the proxy's own answers tell it.
+    pub error_detail: crate::config::ErrorDetail,
 }
 
 impl Peer {
@@ -57,6 +59,7 @@ impl Peer {
         Self {
             forwarded_for: hygiene::client_value(addr.ip()),
             escaped_slashes: limits.escaped_slashes,
+            error_detail: limits.client_error_detail,
         }
     }
 }
@@ -150,7 +153,9 @@ where
         if let Fault::Client(f) = &fault {
             shared.metrics.client_error(&service.config.name, f.kind());
         }
-        fault.answer(reply).map(ResponseBody::local)
+        fault
+            .answer(reply, peer.error_detail)
+            .map(ResponseBody::local)
     });
     let m = &shared.metrics;
     let handles = service.handles(m);
@@ -274,7 +279,7 @@ fn deadline_of(
     let (limit, why) = match (total, caller.limit()) {
         (Some(t), Some((c, header))) if c < t => (Some(c), header),
         (None, Some((c, header))) => (Some(c), header),
-        (t, _) => (t, "total timeout"),
+        (t, _) => (t, crate::fault::Reason::TotalTimeout.as_str()),
     };
     match limit {
         Some(std::time::Duration::ZERO) => Err(Fault::Proxy(ProxyFault::Deadline(why))),

@@ -269,7 +269,10 @@ impl Body for ResponseBody {
                 let failure = if e.is::<ResponseIdle>() {
                     Failure::Timeout
                 } else {
-                    Failure::Broken(tailguard_http::error_chain(&**e))
+                    Failure::Broken(
+                        crate::fault::Reason::broken(&**e),
+                        tailguard_http::error_chain(&**e),
+                    )
                 };
                 this.ended(End::Failed(failure));
                 if let Some(c) = &this.counts {

@@ -5,6 +5,7 @@ use super::{run, AttemptBody, Attempted, Balanced, Outgoing, Policy, Turn};
 use crate::clock::Clock;
 use crate::config::Upstream;
 use crate::endpoints::Endpoints;
+use crate::fault::ErrorDetail;
 use crate::fault::{EndpointFault, Failure, Fault, ProxyFault};
 use crate::metrics::{Metrics, ServiceHandles};
 use crate::request_body::ClientFault;
@@ -120,7 +121,10 @@ impl Balanced for Scripted {
                     },
                     result: Err(Fault::Endpoint(EndpointFault {
                         addr,
-                        failure: Failure::Unreachable("connection refused".into()),
+                        failure: Failure::Unreachable(
+                            crate::fault::Reason::ConnectionRefused,
+                            "connection refused".into(),
+                        ),
                     })),
                 },
                 End::Client => Attempted {
@@ -201,7 +205,10 @@ fn retrying(max_retries: u32) -> ArmConfig {
 fn status(result: &Result<Response<ResponseBody>, Fault>) -> u16 {
     match result {
         Ok(resp) => resp.status().as_u16(),
-        Err(fault) => fault.answer(Reply::Http).status().as_u16(),
+        Err(fault) => fault
+            .answer(Reply::Http, ErrorDetail::Reason)
+            .status()
+            .as_u16(),
     }
 }
 
@@ -232,8 +239,9 @@ async fn a_retryable_failure_is_retried_elsewhere_up_to_the_limit() {
     assert_eq!(service.handles.retries.get(), 2);
 }
 
-/// The answer to a request whose attempts all failed says how many there were and how long
-/// they took, not only what the last one met.
+/// The answer to a request whose attempts all failed says (with `clientErrorDetail: full`) how
+/// many there were and how long they took, not only what the last one met; by default, the
+/// reason alone.
 #[tokio::test(start_paused = true)]
 async fn the_last_failure_tells_how_many_attempts_and_how_long() {
     let service = Service::new(retrying(2));
@@ -244,12 +252,15 @@ async fn the_last_failure_tells_how_many_attempts_and_how_long() {
     ];
     let next = Scripted::new(3, &three);
     let result = run(service.policy(), &next, &request(AttemptBody::Empty)).await;
-    let answer = result.unwrap_err().answer(Reply::Http);
+    let fault = result.unwrap_err();
+    let answer = fault.answer(Reply::Http, ErrorDetail::Full);
     let why = answer.headers()["x-tailguard-error"].to_str().unwrap();
     assert_eq!(
         why,
         "upstream 127.0.0.1:9: connection refused; 3 attempts in 3000 ms"
     );
+    let answer = fault.answer(Reply::Http, ErrorDetail::Reason);
+    assert_eq!(answer.headers()["x-tailguard-error"], "connection refused");
     // One attempt says nothing more.
     let next = Scripted::new(3, &[(1000, End::Unreachable)]);
     let result = run(
@@ -258,7 +269,7 @@ async fn the_last_failure_tells_how_many_attempts_and_how_long() {
         &request(AttemptBody::Empty),
     )
     .await;
-    let answer = result.unwrap_err().answer(Reply::Http);
+    let answer = result.unwrap_err().answer(Reply::Http, ErrorDetail::Full);
     assert_eq!(
         answer.headers()["x-tailguard-error"],
         "upstream 127.0.0.1:9: connection refused"

@@ -158,7 +158,13 @@ async fn an_unreachable_endpoint_is_its_own_fault_and_got_nothing() {
     let (done, view) = attempt(&shared, &service, &upstream, &request(Reply::Http, None)).await;
     match done.result {
         Err(Fault::Endpoint(f)) => {
-            assert_eq!(f.failure, Failure::Unreachable("connection refused".into()));
+            assert_eq!(
+                f.failure,
+                Failure::Unreachable(
+                    crate::fault::Reason::ConnectionRefused,
+                    "connection refused".into()
+                )
+            );
         }
         other => panic!("{other:?}"),
     }

@@ -269,7 +269,7 @@ async fn over_the_in_flight_limit_is_503_and_nothing_goes_below() {
     }
     let resp = handle(Arc::clone(&shared), &peer(), get("web.test", "/"), &*below).await;
     assert_eq!(resp.status(), 503);
-    assert_eq!(reason(&resp), "too many requests in flight");
+    assert_eq!(reason(&resp), "over maxConcurrentRequests");
     assert_eq!(below.received.lock().unwrap().len(), 1);
     held.abort();
 }

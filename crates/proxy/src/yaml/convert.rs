@@ -4,8 +4,8 @@
 use super::error::YamlError;
 use super::file::{BalancerSpec, File, Kind, Namer, ServiceSpec};
 use crate::config::{
-    ClientAuth, Config, Discovery, EscapedSlashes, H1Server, HostHeader, Limits, PortRef,
-    ServiceConfig, TlsConfig, UpstreamProtocol, UpstreamTls,
+    ClientAuth, Config, Discovery, ErrorDetail, EscapedSlashes, H1Server, HostHeader, Limits,
+    PortRef, ServiceConfig, TlsConfig, UpstreamProtocol, UpstreamTls,
 };
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -63,6 +63,17 @@ pub fn into_config(file: File) -> Result<Config, YamlError> {
         h1_server: match file.limits.h1_server.as_deref() {
             None => d.h1_server,
             Some(kind) => h1_server(kind)?,
+        },
+        client_error_detail: match file.limits.client_error_detail.as_deref() {
+            None => d.client_error_detail,
+            Some("reason") => ErrorDetail::Reason,
+            Some("full") => ErrorDetail::Full,
+            Some(other) => {
+                return Err(err(
+                    "limits.clientErrorDetail",
+                    format!("unknown {other:?}: reason or full"),
+                ))
+            }
         },
     };
     let services = file

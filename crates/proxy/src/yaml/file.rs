@@ -49,6 +49,7 @@ pub(super) struct Limits {
     pub(super) max_request_header_bytes: Option<usize>,
     pub(super) escaped_slashes: Option<String>,
     pub(super) h1_server: Option<String>,
+    pub(super) client_error_detail: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

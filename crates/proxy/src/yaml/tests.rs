@@ -354,3 +354,27 @@ fn reads_the_metric_retention_and_names_it_out_of_range() {
         );
     }
 }
+
+#[test]
+fn reads_the_client_error_detail_and_names_a_bad_one() {
+    use crate::config::ErrorDetail;
+    assert_eq!(
+        parse(GOOD).unwrap().limits.client_error_detail,
+        ErrorDetail::Reason
+    );
+    let with = |v: &str| {
+        GOOD.replace(
+            "servers:",
+            &format!("limits: {{clientErrorDetail: {v}}}\nservers:"),
+        )
+    };
+    assert_eq!(
+        parse(&with("full")).unwrap().limits.client_error_detail,
+        ErrorDetail::Full
+    );
+    let e = error_of(&with("verbose"));
+    assert!(
+        e.contains("limits.clientErrorDetail: unknown \"verbose\": reason or full"),
+        "{e}"
+    );
+}

@@ -259,7 +259,7 @@ async fn interim_floods_are_answered_502() {
             let mut service = ServiceConfig::new("web", vec![Upstream::new(backend)]);
             service.pool.h1 = h1;
             service.arm.retries = None;
-            let proxy = support::start(service).await;
+            let proxy = support::start_detailed(service).await;
             let c = support::client(false);
             let (status, headers, _) = support::send(&c, proxy.addr(), "GET", "/").await;
             assert_eq!(status, want, "{h1:?}, {interim} x {} bytes", head.len());

@@ -48,7 +48,7 @@ async fn a_request_that_waits_too_long_gets_503_with_a_reason() {
     let server = TestServer::builder()
         .delay(Duration::from_millis(1500))
         .spawn();
-    let proxy = start(limited(&server, 1, Duration::from_millis(100))).await;
+    let proxy = support::start_detailed(limited(&server, 1, Duration::from_millis(100))).await;
     let addr = proxy.addr();
     let c = client(false);
     let first = {

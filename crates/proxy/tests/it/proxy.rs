@@ -159,12 +159,28 @@ async fn unknown_hosts_get_404_and_broken_upstreams_502_with_a_reason() {
     drop(dead);
     let s = ServiceConfig::new("gone", vec![tailguard_proxy::config::Upstream::new(addr)]);
     let proxy = start(s).await;
-    let (status, headers, _) = send(&c, proxy.addr(), "GET", "/").await;
+    let (status, headers, body) = send(&c, proxy.addr(), "GET", "/").await;
     assert_eq!(status, 502);
-    assert!(headers["x-tailguard-error"]
-        .to_str()
-        .unwrap()
-        .contains("connection refused"));
+    // By default the client reads the reason alone: no address, no error chain.
+    assert_eq!(headers["x-tailguard-error"], "connection refused");
+    assert_eq!(&body[..], b"connection refused\n");
+    let grpc = support::grpc_call_message(&client(true), proxy.addr()).await;
+    assert_eq!(grpc, (Some(14), Some("connection refused".to_owned())));
+    // `/endpoints` keeps the detail.
+    assert_eq!(
+        support::views(&proxy)[0].last_error.as_ref().unwrap().what,
+        "connection refused"
+    );
+    proxy.shutdown().await;
+    // With `limits.clientErrorDetail: full`, the endpoint and the cause.
+    let s = ServiceConfig::new("gone", vec![tailguard_proxy::config::Upstream::new(addr)]);
+    let proxy = support::start_detailed(s).await;
+    let (_, headers, _) = send(&c, proxy.addr(), "GET", "/").await;
+    let said = headers["x-tailguard-error"].to_str().unwrap();
+    assert!(
+        said.starts_with(&format!("upstream {addr}: connection refused")),
+        "{said}"
+    );
     proxy.shutdown().await;
 }
 

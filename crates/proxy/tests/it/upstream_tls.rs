@@ -9,9 +9,14 @@ use http::StatusCode;
 use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair, KeyUsagePurpose};
 use std::path::PathBuf;
 use support::peers::Nginx;
-use support::{client, config, send, views};
+use support::{client, send, views};
 use tailguard_proxy::config::{ClientAuth, ServiceConfig, Upstream, UpstreamProtocol, UpstreamTls};
 use tailguard_testsupport::TestServer;
+
+/// These tests read each TLS failure's cause from the answer: the full error detail.
+fn config(service: ServiceConfig) -> tailguard_proxy::config::Config {
+    support::detailed(support::config(service))
+}
 
 /// A CA, a server certificate it signed for `backend.test` and 127.0.0.1, and a client
 /// certificate it signed; plus a second CA that signed nothing here. All written as PEM files

@@ -46,6 +46,20 @@ pub async fn start(service: ServiceConfig) -> Proxy {
     tailguard_proxy::start(config(service)).await.unwrap()
 }
 
+/// `config` with `limits.clientErrorDetail: full`: the proxy's own answers name the endpoint
+/// and the error chain (the tests that read a failure's cause from the response).
+pub fn detailed(mut config: Config) -> Config {
+    config.limits.client_error_detail = tailguard_proxy::config::ErrorDetail::Full;
+    config
+}
+
+/// [`start`] with the full error detail ([`detailed`]).
+pub async fn start_detailed(service: ServiceConfig) -> Proxy {
+    tailguard_proxy::start(detailed(config(service)))
+        .await
+        .unwrap()
+}
+
 pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
 
 pub fn client(h2: bool) -> HttpClient {
@@ -147,6 +161,22 @@ pub async fn grpc_call(c: &HttpClient, proxy: SocketAddr, code: u8) -> Option<u8
     );
     let collected = bounded(resp.into_body().collect()).await.unwrap();
     collected.trailers().and_then(tailguard_proxy::grpc::status)
+}
+
+/// A gRPC call through `proxy` (over HTTP/2 with `c`) that the proxy answers itself: the
+/// `grpc-status` and the decoded `grpc-message` of its trailers-only answer.
+pub async fn grpc_call_message(c: &HttpClient, proxy: SocketAddr) -> (Option<u8>, Option<String>) {
+    let req = Request::post(format!("http://{proxy}/pkg.Svc/Call"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(Full::new(Bytes::from_static(&[0, 0, 0, 0, 0])))
+        .unwrap();
+    let resp = bounded(c.request(req)).await.unwrap();
+    let headers = resp.headers();
+    let message = headers
+        .get("grpc-message")
+        .map(|v| v.to_str().unwrap().replace("%20", " "));
+    (tailguard_proxy::grpc::status(headers), message)
 }
 
 /// One unary call of `tailguard serve`'s ping (an empty PingRequest in `body`) on the HTTP/2
