@@ -191,8 +191,9 @@ pub enum Discovery {
     /// A Kubernetes Service's EndpointSlices, watched (Linkerd 1's `io.l5d.k8s` namer): every
     /// ready endpoint of every slice ([`crate::k8s`]).
     Kubernetes {
-        /// The Service's namespace.
-        namespace: String,
+        /// The Service's namespace; `None`: the client's own (kube's default namespace: the
+        /// kubeconfig context's, else the service account's, as `kubectl` picks it).
+        namespace: Option<String>,
         /// The Service's name (slices labelled `kubernetes.io/service-name`).
         service: String,
         /// The endpoints' port, by name or number.

@@ -32,14 +32,27 @@ use std::time::Duration;
 #[error("no Kubernetes configuration (KUBECONFIG, ~/.kube/config or in-cluster): {0}")]
 pub struct K8sError(String);
 
-/// A client from `KUBECONFIG` (or `~/.kube/config`), else the in-cluster service account.
+/// A client from `KUBECONFIG` (or `~/.kube/config`), else the in-cluster service account
+/// (kube's `Config::infer` order), and where its default namespace comes from, in words.
 ///
 /// # Errors
 /// When neither is there or usable.
-pub async fn client() -> Result<Client, K8sError> {
-    Client::try_default()
-        .await
-        .map_err(|e| K8sError(e.to_string()))
+pub async fn client() -> Result<(Client, &'static str), K8sError> {
+    let options = kube::config::KubeConfigOptions::default();
+    let (config, from) = match kube::Config::from_kubeconfig(&options).await {
+        Ok(config) => (
+            config,
+            "the kubeconfig's current context (`default` if it names none)",
+        ),
+        Err(kubeconfig) => match kube::Config::incluster() {
+            Ok(config) => (config, "the service account's namespace file"),
+            Err(incluster) => {
+                return Err(K8sError(format!("{kubeconfig}; in-cluster: {incluster}")))
+            }
+        },
+    };
+    let client = Client::try_from(config).map_err(|e| K8sError(e.to_string()))?;
+    Ok((client, from))
 }
 
 /// The endpoints of one slice at `port`: every address of every ready endpoint. A slice without

@@ -361,14 +361,28 @@ async fn watch_discovery(
             },
             _,
         ) => {
-            let client = crate::k8s::client()
+            let (client, from) = crate::k8s::client()
                 .await
                 .map_err(|e| StartError::Discovery {
                     service: sc.name.clone(),
                     path: "io.l5d.k8s".to_owned(),
                     reason: e.to_string(),
                 })?;
-            let (ns, svc, port) = (namespace.clone(), service.clone(), port.clone());
+            let ns = match namespace {
+                Some(ns) => ns.clone(),
+                None => {
+                    let ns = client.default_namespace().to_owned();
+                    // A warning, so that it shows under the default log filter: which namespace
+                    // is watched is worth knowing at every start (name one to quiet it).
+                    tracing::warn!(
+                        service = %sc.name,
+                        namespace = %ns,
+                        "io.l5d.k8s names no namespace: watching {ns:?}, from {from}"
+                    );
+                    ns
+                }
+            };
+            let (svc, port) = (service.clone(), port.clone());
             tokio::spawn(crate::k8s::watch(feed, client, ns, svc, port));
         }
         _ => {}

@@ -13,7 +13,7 @@
 //!     # namer: {kind: io.l5d.fs, path: /etc/tailguard/web.txt, intervalMs: 1000}
 //!     # namer: {kind: io.l5d.dns, name: "web.internal:8080", server: "127.0.0.1:53", intervalMs: 5000}
 //!     # namer: {kind: io.l5d.dnssrv, name: _http._tcp.web.internal}
-//!     # namer: {kind: io.l5d.k8s, namespace: default, service: web, port: http}   # EndpointSlices
+//!     # namer: {kind: io.l5d.k8s, service: web, port: http}   # EndpointSlices
 //!     protocol: auto                     # auto (follow the client, default) | http1 | h2
 //!     rewriteHost: web.internal          # default: keep the client's Host
 //!     retryBufferBytes: 65536

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 use tailguard_testsupport::Deadline;
 
-const NAMER: &str = "{kind: io.l5d.k8s, namespace: default, service: web, port: http}";
+const NAMER: &str = "{kind: io.l5d.k8s, service: web, port: http}";
 
 fn config(tag: &str) -> PathBuf {
     let path =

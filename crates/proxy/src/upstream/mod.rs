@@ -1,18 +1,25 @@
 //! Pooled upstream connections over sockets dialed by [`tailguard_http::tcp::connect`] (so
 //! every upstream socket has `TCP_NODELAY`).
 //!
-//! Each service has its own pools (Linkerd 1's client per service):
-//! - HTTP/1.1 keep-alive: tailguard's own free lists over hyper's connection API. A connection
-//!   is taken by one request at a time and handed back when its response body has been read
-//!   to the end, with no task per request (hyper-util's pool spawns one to wait for the
-//!   connection to be ready again, a large share of a small request's cost). A kept-alive
+//! A service's pools ([`Upstreams`]) are shared with every service of the same pool settings
+//! and no connection limit (`start::build_services`), and come as one pair per serving thread
+//! ([`crate::worker`]), so that a connection's task and the requests on it share a thread:
+//! - HTTP/1.1 keep-alive ([`h1`]): free lists per endpoint, the connections tailguard's lean
+//!   client ([`lean`]) on cleartext, hyper's over TLS (`proxy --h1-upstream hyper` for all). A
+//!   connection is taken by one request at a time and handed back when its response body has
+//!   been read to the end, with no task per request (hyper-util's pool spawns one to wait for
+//!   the connection to be ready again, a large share of a small request's cost). A kept-alive
 //!   connection the endpoint closed before taking the request is retried on another.
-//! - HTTP/2 prior knowledge: one multiplexed connection per endpoint on the `h2` crate, shared
-//!   by every request to that endpoint (requests are balanced per request, not per
-//!   connection), replaced when it closes, kept while the endpoint keeps it. Each request is
+//! - HTTP/2 prior knowledge ([`h2`]): one multiplexed connection per endpoint on the `h2`
+//!   crate, shared by every request to that endpoint (requests are balanced per request, not
+//!   per connection), replaced when it closes, kept while the endpoint keeps it. Each request is
 //!   sent and its response read by the request's own task ([`h2_stream`]). The request's
 //!   authority is its `:authority` (the forwarded host), so the pool is keyed by endpoint
 //!   address, not by URI.
+//!
+//! An endpoint gone from discovery loses its idle connections and its HTTP/2 connection, and
+//! any endpoint left with no connection loses its entries ([`Upstreams::release`], called by
+//! [`crate::retain`]).
 //!
 //! Only the proxy's own endpoint addresses reach the dialer, so it never resolves names.
 //!

@@ -278,7 +278,7 @@ fn namer(n: &Namer, key: &dyn Fn(&str) -> String) -> Result<Discovery, YamlError
                 super::file::PortSpec::Name(s) => PortRef::Name(s.clone()),
             };
             Ok(Discovery::Kubernetes {
-                namespace: n.namespace.clone().unwrap_or_else(|| "default".to_owned()),
+                namespace: n.namespace.clone(),
                 service,
                 port,
             })

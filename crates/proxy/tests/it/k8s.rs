@@ -147,8 +147,9 @@ async fn watching(api: &ApiServer, port: PortRef) -> (Api<EndpointSlice>, tailgu
     let mut service = ServiceConfig::new("web", Vec::new());
     // Requests sent one after another then reach every endpoint in turn.
     service.arm.policy = Policy::RoundRobin;
+    // No namespace: the client's own, `default` in the test API server's kubeconfig.
     service.discovery = Discovery::Kubernetes {
-        namespace: "default".into(),
+        namespace: None,
         service: "web".into(),
         port,
     };
@@ -229,7 +230,7 @@ fn the_k8s_namer_names_its_keys() {
     assert_eq!(
         cfg.services[0].discovery,
         Discovery::Kubernetes {
-            namespace: "shop".into(),
+            namespace: Some("shop".into()),
             service: "web".into(),
             port: PortRef::Number(8080),
         }
@@ -238,7 +239,7 @@ fn the_k8s_namer_names_its_keys() {
         .unwrap();
     assert!(matches!(
         &cfg.services[0].discovery,
-        Discovery::Kubernetes { namespace, port: PortRef::Name(p), .. } if namespace == "default" && p == "http"
+        Discovery::Kubernetes { namespace: None, port: PortRef::Name(p), .. } if p == "http"
     ));
     let err = tailguard_proxy::yaml::parse(&yaml("{kind: io.l5d.k8s, port: http}"))
         .unwrap_err()
@@ -565,4 +566,28 @@ async fn requests_follow_the_slices_to_backends_in_a_namespace() {
     assert_eq!(backends.hits(), before);
     proxy.shutdown().await;
     drop(api);
+}
+
+/// A namer without `namespace` watches the client's own: the kubeconfig context's namespace
+/// (here `shop`), as `kubectl` would. No API server is needed to read it.
+#[tokio::test]
+async fn without_a_namespace_the_kubeconfig_contexts_is_used() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let dir = std::env::temp_dir().join(format!("tailguard-k8s-ns-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("kubeconfig");
+    std::fs::write(
+        &path,
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+         clusters: [{name: k, cluster: {server: \"http://127.0.0.1:1\"}}]\n\
+         users: [{name: u, user: {token: t}}]\n\
+         contexts: [{name: c, context: {cluster: k, user: u, namespace: shop}}]\n",
+    )
+    .unwrap();
+    std::env::set_var("KUBECONFIG", &path);
+    let (client, from) = tailguard_proxy::k8s::client().await.unwrap();
+    assert_eq!(client.default_namespace(), "shop");
+    assert!(from.contains("kubeconfig"), "{from}");
+    std::env::remove_var("KUBECONFIG");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
