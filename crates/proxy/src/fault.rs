@@ -103,8 +103,7 @@ impl Reason {
     /// reset other than for a protocol error), or else the endpoint's protocol.
     pub fn broken(e: &(dyn std::error::Error + 'static)) -> Reason {
         use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset, UnexpectedEof};
-        let mut next = Some(e);
-        while let Some(err) = next {
+        for err in std::iter::successors(Some(e), |err| err.source()) {
             if let Some(io) = err.downcast_ref::<std::io::Error>() {
                 if matches!(
                     io.kind(),
@@ -129,7 +128,6 @@ impl Reason {
             {
                 return Reason::ConnectionReset;
             }
-            next = err.source();
         }
         Reason::UpstreamProtocol
     }

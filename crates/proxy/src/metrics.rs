@@ -216,13 +216,17 @@ impl Metrics {
             endpoint: endpoint.to_string(),
             grpc_status: code.to_string(),
         };
-        if self.grpc_attempts.get(&labels).is_none() {
-            let mut tracked = self.tracked();
-            let t = tracked
-                .entry((labels.service.clone(), endpoint))
-                .or_default();
-            t.grpc[usize::from(code / 64)] |= 1 << (code % 64);
+        // One lookup when the series exists (every call but the first); tracked when made.
+        if let Some(c) = self.grpc_attempts.get(&labels) {
+            c.inc();
+            return;
         }
+        let mut tracked = self.tracked();
+        let t = tracked
+            .entry((labels.service.clone(), endpoint))
+            .or_default();
+        t.grpc[usize::from(code / 64)] |= 1 << (code % 64);
+        drop(tracked);
         self.grpc_attempts.get_or_create(&labels).inc();
     }
 
@@ -234,9 +238,11 @@ impl Metrics {
             endpoint: endpoint.to_string(),
             class: class.to_owned(),
         };
-        if self.probes.get(&labels).is_none() {
-            self.track(service, endpoint);
+        if let Some(c) = self.probes.get(&labels) {
+            c.inc();
+            return;
         }
+        self.track(service, endpoint);
         self.probes.get_or_create(&labels).inc();
     }
 

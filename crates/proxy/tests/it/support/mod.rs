@@ -148,11 +148,7 @@ pub fn metric(proxy: &Proxy, name: &str) -> f64 {
 /// test backend's `/trailers`, which answers a body, then `grpc-status: code` in its trailers
 /// (not trailers-only); returns the status the client read.
 pub async fn grpc_call(c: &HttpClient, proxy: SocketAddr, code: u8) -> Option<u8> {
-    let req = Request::post(format!("http://{proxy}/trailers?grpc-status={code}"))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .body(Full::new(Bytes::from_static(&[0, 0, 0, 0, 0])))
-        .unwrap();
+    let req = grpc_request(proxy, &format!("/trailers?grpc-status={code}"));
     let resp = bounded(c.request(req)).await.unwrap();
     assert_eq!(resp.status(), 200);
     assert!(
@@ -163,15 +159,21 @@ pub async fn grpc_call(c: &HttpClient, proxy: SocketAddr, code: u8) -> Option<u8
     collected.trailers().and_then(tailguard_proxy::grpc::status)
 }
 
-/// A gRPC call through `proxy` (over HTTP/2 with `c`) that the proxy answers itself: the
-/// `grpc-status` and the decoded `grpc-message` of its trailers-only answer.
-pub async fn grpc_call_message(c: &HttpClient, proxy: SocketAddr) -> (Option<u8>, Option<String>) {
-    let req = Request::post(format!("http://{proxy}/pkg.Svc/Call"))
+/// A unary gRPC request (one empty message) to `path` on `proxy`.
+fn grpc_request(proxy: SocketAddr, path: &str) -> Request<Full<Bytes>> {
+    Request::post(format!("http://{proxy}{path}"))
         .header("content-type", "application/grpc")
         .header("te", "trailers")
         .body(Full::new(Bytes::from_static(&[0, 0, 0, 0, 0])))
+        .unwrap()
+}
+
+/// A gRPC call through `proxy` (over HTTP/2 with `c`) that the proxy answers itself: the
+/// `grpc-status` and the decoded `grpc-message` of its trailers-only answer.
+pub async fn grpc_call_message(c: &HttpClient, proxy: SocketAddr) -> (Option<u8>, Option<String>) {
+    let resp = bounded(c.request(grpc_request(proxy, "/pkg.Svc/Call")))
+        .await
         .unwrap();
-    let resp = bounded(c.request(req)).await.unwrap();
     let headers = resp.headers();
     let message = headers
         .get("grpc-message")
