@@ -207,6 +207,10 @@ impl<E: Estimator + std::fmt::Debug> Balance for Aperture<E> {
         self.in_flight += 1;
     }
 
+    fn settle(&mut self, endpoint: usize, sent: Duration, answered: bool, now: Duration) {
+        self.loads[endpoint].settle(sent, answered, now);
+    }
+
     fn end(&mut self, endpoint: usize, rtt: Duration, now: Duration) {
         self.loads[endpoint].end(rtt, now);
         self.adjust(self.in_flight, now);

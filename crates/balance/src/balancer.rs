@@ -85,6 +85,14 @@ pub trait Balance: std::fmt::Debug {
     /// A request sent to `endpoint` ended at `now` after `rtt`, however it ended.
     fn end(&mut self, endpoint: usize, rtt: Duration, now: Duration);
 
+    /// The request sent to `endpoint` at `sent` stopped waiting at `now`: its answer began
+    /// (`answered`), or it was given up unanswered (once per [`Balance::start`], at or before
+    /// its [`Balance::end`]; see [`crate::load::Estimator::settle`]). Only a balancer whose load
+    /// prices an endpoint's silence listens.
+    fn settle(&mut self, endpoint: usize, sent: Duration, answered: bool, now: Duration) {
+        let _ = (endpoint, sent, answered, now);
+    }
+
     /// The load of `endpoint` at `now` as this balancer weighs it, read without changing any
     /// state (for metrics and admin pages; picking never calls it). `None` when the balancer
     /// tracks no load (round robin, random) or `endpoint` is out of range.

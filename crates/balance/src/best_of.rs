@@ -3,7 +3,10 @@
 //! # What
 //! 1. Draw `d` distinct endpoints uniformly (for `d = 2`, Finagle's and tower's draw: `a` from
 //!    `[0, n)`, `b` from `[0, n - 1)`, and `b += 1` when `b >= a`).
-//! 2. Keep the ready one with the lowest [`Load::cost`]; ties go to the first drawn.
+//! 2. Keep the ready one with the lowest [`Load::cost`]; ties go to the first drawn. For
+//!    `d = 2`, when only one of the pair is ready (the other is down, or is the endpoint a
+//!    retry avoids), up to [`MAX_EFFORT`] more draws look for a second ready one to compare it
+//!    with, so no endpoint is taken without a comparison because its partner was out.
 //! 3. If none of them is ready, draw again, up to [`MAX_EFFORT`] times (Finagle's `maxEffort`);
 //!    then scan every endpoint for the cheapest ready one; if none is ready, take the cheapest
 //!    of one more draw among all.
@@ -113,7 +116,20 @@ impl<E: Load> BestOf<E> {
             1 => Some(rng.random_range(0..n)).filter(|&i| ready(i)),
             2 => {
                 let (a, b) = distinct_pair(n, rng);
-                self.cheapest(now, [a, b].into_iter().filter(|&i| ready(i)))
+                match (ready(a), ready(b)) {
+                    (true, true) => self.cheapest(now, [a, b].into_iter()),
+                    (false, false) => None,
+                    // One of the pair may not take it (down, or the endpoint a retry avoids):
+                    // compare the other with a second ready one rather than take it blind, or
+                    // a stalled endpoint wins every pair it shares with one out of rotation.
+                    (a_ready, _) => {
+                        let one = if a_ready { a } else { b };
+                        let other = (0..MAX_EFFORT)
+                            .map(|_| rng.random_range(0..n))
+                            .find(|&j| j != one && ready(j));
+                        self.cheapest(now, std::iter::once(one).chain(other))
+                    }
+                }
             }
             d => {
                 for k in 0..d {
@@ -187,6 +203,10 @@ impl<E: Estimator + std::fmt::Debug> Balance for BestOf<E> {
 
     fn start(&mut self, endpoint: usize, now: Duration) {
         self.loads[endpoint].start(now);
+    }
+
+    fn settle(&mut self, endpoint: usize, sent: Duration, answered: bool, now: Duration) {
+        self.loads[endpoint].settle(sent, answered, now);
     }
 
     fn end(&mut self, endpoint: usize, rtt: Duration, now: Duration) {

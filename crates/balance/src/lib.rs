@@ -28,7 +28,9 @@
 //! let endpoint = balancer.pick(now, &healthy, &mut rng).unwrap();
 //! assert_ne!(endpoint, 2);
 //! balancer.start(endpoint, now);
-//! balancer.end(endpoint, Duration::from_millis(20), now + Duration::from_millis(20));
+//! let done = now + Duration::from_millis(20);
+//! balancer.settle(endpoint, now, true, done); // its answer began (the stall clock stops)
+//! balancer.end(endpoint, Duration::from_millis(20), done);
 //! ```
 
 #![warn(missing_docs)]

@@ -162,9 +162,14 @@ impl fmt::Display for LoadKind {
             LoadKind::Pending => f.write_str("least-loaded"),
             LoadKind::PeakEwma(c) => write!(
                 f,
-                "peak-ewma (tau {}, default rtt {})",
+                "peak-ewma (tau {}, default rtt {}{})",
                 short(c.tau),
-                short(c.default_rtt)
+                short(c.default_rtt),
+                if c.pending_age {
+                    ""
+                } else {
+                    ", no pending age"
+                }
             ),
         }
     }

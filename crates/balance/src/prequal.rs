@@ -279,6 +279,7 @@ impl Prequal {
         let local_config = PeakEwmaConfig {
             tau: config.max_age,
             default_rtt: Duration::from_millis(1),
+            pending_age: true,
         };
         Prequal {
             config,
@@ -459,6 +460,10 @@ impl Balance for Prequal {
 
     fn start(&mut self, endpoint: usize, now: Duration) {
         self.local.start(endpoint, now);
+    }
+
+    fn settle(&mut self, endpoint: usize, sent: Duration, answered: bool, now: Duration) {
+        self.local.settle(endpoint, sent, answered, now);
     }
 
     fn end(&mut self, endpoint: usize, rtt: Duration, now: Duration) {

@@ -70,6 +70,11 @@ pub struct ArmConfig {
     pub hedge: Option<HedgeConfig>,
     /// Latency outlier ejection, if any.
     pub outlier: Option<OutlierConfig>,
+    /// Rescue the attempts of a stalled endpoint: a first attempt still out after the backup
+    /// delay, whose endpoint has said nothing for that long (it answered no request in that
+    /// time), gets a backup to another endpoint, charged to the retry budget (so it needs
+    /// `retries`). See [`super::Client::may_backup`].
+    pub rescue: bool,
     /// Timeouts.
     pub timeouts: Timeouts,
     /// What a failed (or overloaded) attempt costs the load estimate at least, instead of
@@ -124,6 +129,7 @@ impl ArmConfig {
             accrual: None,
             hedge: None,
             outlier: None,
+            rescue: false,
             timeouts: Timeouts::default(),
             failure_penalty: Some(DEFAULT_FAILURE_PENALTY),
         }
@@ -185,6 +191,9 @@ impl ArmConfig {
         }
         if let Some(h) = &self.hedge {
             parts.push(format!("hedge (p{:.0})", (1.0 - h.max_extra_load) * 100.0));
+        }
+        if self.rescue && self.retries.is_some() {
+            parts.push("rescue".to_owned());
         }
         if let Some(t) = self.timeouts.attempt {
             parts.push(format!("attempt timeout {}", format_duration(t)));

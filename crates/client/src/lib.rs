@@ -11,8 +11,25 @@
 //!    endpoint but that one; if there is only one endpoint, that one.
 //! 3. [`Client::on_send`] / [`Client::on_complete`] / [`Client::on_cancel`]: every attempt
 //!    feeds the balancer's load, the accrual state machine, the ejection statistics and the
-//!    hedge histogram, in that order.
-//! 4. [`Client::may_retry`] / [`Client::may_hedge`]: the budgets decide.
+//!    hedge histogram, in that order. The [`Sent`] that `on_send` returns goes back with the
+//!    outcome; an answer that starts before its outcome is known (a gRPC stream) is marked
+//!    with [`Client::on_answer`], so the stream is not taken for a stall.
+//! 4. [`Client::may_retry`] / [`Client::may_backup`]: the budgets decide; a backup is a hedge
+//!    (the hedge budget) or the rescue of an attempt whose endpoint has gone silent (the retry
+//!    budget; see *A stalled endpoint* below).
+//!
+//! # A stalled endpoint
+//! An endpoint that stops answering (a GC pause, `SIGSTOP`) holds every request already sent
+//! to it. The balancer stops sending more as soon as it notices (peak EWMA prices the silence,
+//! [`tailguard_balance::load::Quiet`]); the requests already there are rescued when
+//! [`ArmConfig::rescue`] is on: at the backup delay (the hedger's, or the p99 of successful
+//! attempts capped at [`STALLED_FACTOR`] times the typical endpoint's mean when hedging is off)
+//! the client checks the attempt's endpoint, and if it has answered nothing for that long and
+//! for ten times its own mean latency, a backup goes to another endpoint, charged to the retry
+//! budget like the retry of a lost attempt; the first success wins. An endpoint that answers
+//! other requests meanwhile is slow, not stalled: its attempt waits (or is hedged, if hedging
+//! is on). The client tracks each endpoint's silence itself, so rescue works under every
+//! balancer.
 //!
 //! # A fast failure never looks cheap
 //! A load estimate that learns from round trips rewards an endpoint that fails fast: a refused
@@ -41,9 +58,9 @@
 //! let now = Duration::from_millis(5);
 //! client.on_request(now);
 //! let endpoint = client.pick(now, None, &mut rng);
-//! let ticket = client.on_send(endpoint, now);
+//! let sent = client.on_send(endpoint, now);
 //! let (rtt, done) = (Duration::from_millis(20), Duration::from_millis(25));
-//! let end = client.on_complete(endpoint, ticket, rtt, Method::Get, AttemptOutcome::Status(200), done, &mut rng);
+//! let end = client.on_complete(endpoint, sent, rtt, Method::Get, AttemptOutcome::Status(200), done, &mut rng);
 //! assert!(end.class.success);
 //! ```
 
@@ -57,11 +74,30 @@ pub use tailguard_resilience::accrual::Transition;
 
 use rand::RngCore;
 use std::time::Duration;
+use tailguard_balance::load::Quiet;
 use tailguard_balance::{Balance, ProbeVerdict};
+use tailguard_resilience::hedge::STALLED_FACTOR;
 use tailguard_resilience::{
-    Accrual, AttemptOutcome, Class, Classifier, Hedger, Method, OutlierDetector, RetryBudget,
-    Ticket,
+    Accrual, AttemptOutcome, Class, Classifier, HedgeConfig, Hedger, Method, OutlierDetector,
+    RetryBudget, Ticket,
 };
+
+/// What to do about a first attempt still out at its backup delay ([`Client::may_backup`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backup {
+    /// Send a hedge (the hedge budget was charged).
+    Hedge,
+    /// Send a rescue: the endpoint is silent (the retry budget was charged).
+    Rescue,
+    /// Nothing yet: ask again after this long (rescue is on and the endpoint may still turn
+    /// out silent, or the retry budget may refill).
+    Wait(Duration),
+    /// No backup for this attempt (hedging's budget refused, and no rescue).
+    No,
+}
+
+/// The delay quantile of the rescue check when hedging is off: p99 of successful attempts.
+const RESCUE_QUANTILE_LOAD: f64 = 0.01;
 
 /// How an attempt ended, as [`Client::on_complete`] judged it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,6 +109,28 @@ pub struct Completion {
     pub transition: Option<Transition>,
 }
 
+/// One attempt from [`Client::on_send`] to its end ([`Client::on_complete`] or
+/// [`Client::on_cancel`], which take it back): when it was sent, whether it stopped waiting for
+/// its endpoint, and its failure-accrual ticket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sent {
+    at: Duration,
+    settled: bool,
+    ticket: Option<Ticket>,
+}
+
+impl Sent {
+    /// When the attempt was sent.
+    pub fn at(&self) -> Duration {
+        self.at
+    }
+
+    /// Its failure-accrual ticket (`None` without accrual).
+    pub fn ticket(&self) -> Option<Ticket> {
+        self.ticket
+    }
+}
+
 /// Counters of what a client's resilience machinery did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ClientStats {
@@ -82,8 +140,10 @@ pub struct ClientStats {
     pub retries: u64,
     /// Retries the budget refused.
     pub retries_refused: u64,
-    /// Backup requests sent.
+    /// Backup requests sent by hedging.
     pub hedges: u64,
+    /// Backups sent to rescue an attempt at a silent endpoint (also counted in `retries`).
+    pub rescues: u64,
     /// Load probes asked for (a probing balancer only).
     pub probes: u64,
     /// Probe replies distrusted: they contradicted what this client saw at the endpoint.
@@ -98,6 +158,10 @@ pub struct Client {
     outlier: Option<OutlierDetector>,
     budget: Option<RetryBudget>,
     hedger: Option<Hedger>,
+    /// The rescue's delay when hedging is off (its budget unused).
+    rescue_timer: Option<Hedger>,
+    /// Each endpoint's silence, when rescue is on.
+    quiet: Vec<Quiet>,
     classifier: Classifier,
     failure_penalty: Option<Duration>,
     stats: ClientStats,
@@ -115,6 +179,7 @@ impl Client {
         rng: &mut dyn RngCore,
     ) -> Result<Self, ArmError> {
         arm.validate()?;
+        let rescue = arm.rescue && arm.retries.is_some();
         let accrual = match &arm.accrual {
             Some(config) => vec![Accrual::new(config); endpoints],
             None => Vec::new(),
@@ -125,6 +190,18 @@ impl Client {
             outlier: arm.outlier.map(|c| OutlierDetector::new(endpoints, c)),
             budget: arm.retries.map(|r| RetryBudget::new(r.budget)),
             hedger: arm.hedge.map(|h| Hedger::new(h, endpoints)),
+            rescue_timer: (rescue && arm.hedge.is_none()).then(|| {
+                let config = HedgeConfig {
+                    max_extra_load: RESCUE_QUANTILE_LOAD,
+                    ..HedgeConfig::default()
+                };
+                Hedger::new(config, endpoints)
+            }),
+            quiet: if rescue {
+                vec![Quiet::default(); endpoints]
+            } else {
+                Vec::new()
+            },
             classifier: arm.classifier,
             failure_penalty: arm.failure_penalty,
             stats: ClientStats::default(),
@@ -147,6 +224,9 @@ impl Client {
             *b = prev.clone();
         }
         if let (Some(h), Some(prev)) = (&mut self.hedger, &old.hedger) {
+            h.inherit(prev, from);
+        }
+        if let (Some(h), Some(prev)) = (&mut self.rescue_timer, &old.rescue_timer) {
             h.inherit(prev, from);
         }
         self.stats = old.stats;
@@ -180,6 +260,14 @@ impl Client {
         if let Some(h) = &mut self.hedger {
             h.on_request(now);
         }
+    }
+
+    /// The silence of `endpoint` at `now`: how long it has owed an answer (zero when nothing
+    /// waits there, or when rescue is off).
+    pub fn silence(&self, endpoint: usize, now: Duration) -> Duration {
+        self.quiet
+            .get(endpoint)
+            .map_or(Duration::ZERO, |q| q.silence(now))
     }
 
     /// True when latency outlier detection has ejected `endpoint` at `now`.
@@ -253,19 +341,46 @@ impl Client {
         verdict
     }
 
-    /// Step 3: an attempt goes to `endpoint` at `now`; keep the ticket for its outcome.
-    pub fn on_send(&mut self, endpoint: usize, now: Duration) -> Option<Ticket> {
+    /// Step 3: an attempt goes to `endpoint` at `now`; keep what this returns for its outcome.
+    pub fn on_send(&mut self, endpoint: usize, now: Duration) -> Sent {
         self.balancer.start(endpoint, now);
-        self.accrual.get_mut(endpoint).map(|a| a.on_send(now))
+        if let Some(q) = self.quiet.get_mut(endpoint) {
+            q.start(now);
+        }
+        Sent {
+            at: now,
+            settled: false,
+            ticket: self.accrual.get_mut(endpoint).map(|a| a.on_send(now)),
+        }
     }
 
-    /// Step 3: the attempt ended at `now` with `outcome`, `rtt` after it was sent; returns its
-    /// class and what it changed in its endpoint's failure accrual.
+    /// Step 3: the endpoint began to answer the attempt `sent` at `now`, before its outcome is
+    /// known (a stream's head): it no longer waits for its endpoint, though it stays in flight
+    /// until [`Client::on_complete`]. Once per attempt; later calls do nothing.
+    pub fn on_answer(&mut self, endpoint: usize, sent: &mut Sent, now: Duration) {
+        self.settle(endpoint, sent, true, now);
+    }
+
+    /// Settles `sent` once, for the balancer and the endpoint's silence: answered, or given
+    /// up unanswered.
+    fn settle(&mut self, endpoint: usize, sent: &mut Sent, answered: bool, now: Duration) {
+        if !sent.settled {
+            sent.settled = true;
+            self.balancer.settle(endpoint, sent.at, answered, now);
+            if let Some(q) = self.quiet.get_mut(endpoint) {
+                q.settle(answered, now);
+            }
+        }
+    }
+
+    /// Step 3: the attempt `sent` ended at `now` with `outcome`, `rtt` after it was sent (or,
+    /// for a streamed answer, its head came `rtt` after); returns its class and what it changed
+    /// in its endpoint's failure accrual.
     #[allow(clippy::too_many_arguments)] // one attempt's full record, passed flat on the hot path
     pub fn on_complete(
         &mut self,
         endpoint: usize,
-        ticket: Option<Ticket>,
+        mut sent: Sent,
         rtt: Duration,
         method: Method,
         outcome: AttemptOutcome,
@@ -277,11 +392,14 @@ impl Client {
             Some(p) if !class.success || outcome.is_overload() => rtt.max(p),
             _ => rtt,
         };
+        // A timeout is the endpoint's silence; any other outcome is an answer, however bad.
+        let answered = outcome != AttemptOutcome::Timeout;
+        self.settle(endpoint, &mut sent, answered, now);
         self.balancer.end(endpoint, charged, now);
         if !class.success {
             self.balancer.failed(endpoint, now);
         }
-        let transition = match (self.accrual.get_mut(endpoint), ticket) {
+        let transition = match (self.accrual.get_mut(endpoint), sent.ticket) {
             (Some(a), Some(t)) => a.on_outcome(t, class.success, now, rng),
             _ => None,
         };
@@ -296,24 +414,25 @@ impl Client {
                 false => o.record_failure(endpoint, now),
             }
         }
-        if let (Some(h), true) = (&mut self.hedger, class.success) {
-            h.record(endpoint, rtt, now);
+        if class.success {
+            for h in [&mut self.hedger, &mut self.rescue_timer]
+                .into_iter()
+                .flatten()
+            {
+                h.record(endpoint, rtt, now);
+            }
         }
         Completion { class, transition }
     }
 
-    /// Step 3: the attempt sent at `sent` was abandoned at `now` (another attempt won, or the
-    /// request timed out): it ends for the balancer with its elapsed time as the RTT (as
-    /// tower's load handles do when dropped), and without an outcome for accrual.
-    pub fn on_cancel(
-        &mut self,
-        endpoint: usize,
-        ticket: Option<Ticket>,
-        sent: Duration,
-        now: Duration,
-    ) {
-        self.balancer.end(endpoint, now.saturating_sub(sent), now);
-        if let (Some(a), Some(t)) = (self.accrual.get_mut(endpoint), ticket) {
+    /// Step 3: the attempt `sent` was abandoned at `now` (another attempt won, or the request
+    /// timed out): given up unanswered, it ends for the balancer with its elapsed time as the
+    /// RTT (as tower's load handles do when dropped), and without an outcome for accrual.
+    pub fn on_cancel(&mut self, endpoint: usize, mut sent: Sent, now: Duration) {
+        self.settle(endpoint, &mut sent, false, now);
+        self.balancer
+            .end(endpoint, now.saturating_sub(sent.at), now);
+        if let (Some(a), Some(t)) = (self.accrual.get_mut(endpoint), sent.ticket) {
             a.on_cancel(t, now);
         }
     }
@@ -340,11 +459,57 @@ impl Client {
         self.hedger.as_mut().and_then(|h| h.delay(now))
     }
 
-    /// Step 4: may a backup request be sent at `now`? Charges the hedge budget when it may.
+    /// How long after sending a first attempt at `now` to ask [`Client::may_backup`]: the
+    /// hedge delay with hedging, else the rescue's delay with rescue (`None`: no backup, or not
+    /// enough samples yet).
+    pub fn backup_delay(&mut self, now: Duration) -> Option<Duration> {
+        if self.hedger.is_some() {
+            return self.hedge_delay(now);
+        }
+        self.rescue_timer.as_mut().and_then(|h| h.delay(now))
+    }
+
+    /// Step 4: may a hedge be sent at `now`? Charges the hedge budget when it may.
     pub fn may_hedge(&mut self, now: Duration) -> bool {
         let granted = self.hedger.as_mut().is_some_and(|h| h.try_hedge(now));
         self.stats.hedges += u64::from(granted);
         granted
+    }
+
+    /// Step 4: a first attempt to `endpoint` is still out at `now`, its backup delay past;
+    /// `first` the first time this is asked for it. A hedge when hedging is on, this is the
+    /// first ask and its budget allows; else, with rescue on, a rescue when the endpoint has
+    /// been silent for the backup delay and for [`STALLED_FACTOR`] times its own mean latency,
+    /// and the retry budget allows; or when to ask again.
+    pub fn may_backup(&mut self, endpoint: usize, first: bool, now: Duration) -> Backup {
+        if first && self.may_hedge(now) {
+            return Backup::Hedge;
+        }
+        // Rescue needs somewhere else to go.
+        if self.quiet.len() < 2 {
+            return Backup::No;
+        }
+        let Some(delay) = self.backup_delay(now) else {
+            return Backup::No;
+        };
+        // Silent for the delay, and for ten times what this endpoint usually takes: a slow
+        // endpoint's one request out is not a stall.
+        let own = [&self.hedger, &self.rescue_timer]
+            .into_iter()
+            .flatten()
+            .find_map(|h| h.endpoint_mean(endpoint))
+            .map_or(Duration::ZERO, |m| m.mul_f64(STALLED_FACTOR));
+        let threshold = delay.max(own);
+        let silence = self.silence(endpoint, now);
+        if silence < threshold {
+            // At least every delay: the attempt asked about may have given way to a retry.
+            return Backup::Wait((threshold - silence).min(delay));
+        }
+        if !self.may_retry(now) {
+            return Backup::Wait(delay);
+        }
+        self.stats.rescues += 1;
+        Backup::Rescue
     }
 }
 
@@ -380,10 +545,10 @@ mod tests {
 
     /// Sends one attempt to `endpoint` at `now` and fails it.
     fn fail(c: &mut Client, endpoint: usize, now: Duration, rng: &mut dyn RngCore) {
-        let ticket = c.on_send(endpoint, now);
+        let sent = c.on_send(endpoint, now);
         c.on_complete(
             endpoint,
-            ticket,
+            sent,
             Duration::ZERO,
             Method::Get,
             AttemptOutcome::Status(503),
@@ -430,7 +595,7 @@ mod tests {
         fail(&mut old, 2, t0, &mut rng); // endpoint 2 dead for 60 s, then probing
         let later = t0 + Duration::from_secs(61);
         fail(&mut old, 0, later, &mut rng); // endpoint 0 dead for 60 s from `later`
-        let probe = old.on_send(2, later);
+        let probe = old.on_send(2, later).ticket();
         assert_eq!(
             probe.map(|t| t.kind),
             Some(tailguard_resilience::accrual::TicketKind::Probe)

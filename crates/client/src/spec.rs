@@ -149,6 +149,10 @@ pub const BALANCER_KEYS: &[(&str, &[&str])] = &[
         "defaultRttMs",
         &["ewma", "p2c", "bestOf", "fullScan", "aperture"],
     ),
+    (
+        "pendingAge",
+        &["ewma", "p2c", "bestOf", "fullScan", "aperture"],
+    ),
     ("choices", &["bestOf"]),
     ("minAperture", &["aperture"]),
     ("lowLoad", &["aperture"]),
@@ -175,6 +179,8 @@ pub struct BalancerSpec {
     default_rtt_ms: Option<u64>,
     #[serde(rename = "default_rtt")]
     default_rtt: Option<Dur>,
+    #[serde(alias = "pending_age")]
+    pending_age: Option<bool>,
     choices: Option<usize>,
     #[serde(alias = "min_aperture")]
     min_aperture: Option<usize>,
@@ -234,6 +240,7 @@ impl BalancerSpec {
         let ewma = PeakEwmaConfig {
             tau: times.tau.unwrap_or(dflt.tau),
             default_rtt: times.rtt.unwrap_or(dflt.default_rtt),
+            pending_age: self.pending_age.unwrap_or(dflt.pending_age),
         };
         let load = match load_name {
             Some("ewma") => LoadKind::PeakEwma(ewma),
@@ -296,6 +303,7 @@ impl BalancerSpec {
                 ("load", self.load.is_some()),
                 ("decayTimeMs", times.tau.is_some()),
                 ("defaultRttMs", times.rtt.is_some()),
+                ("pendingAge", self.pending_age.is_some()),
                 ("choices", self.choices.is_some()),
                 ("minAperture", self.min_aperture.is_some()),
                 ("lowLoad", self.low_load.is_some()),
@@ -310,13 +318,15 @@ impl BalancerSpec {
             ],
             BALANCER_KEYS,
         )?;
-        let ewma_keys = times.tau.is_some() || times.rtt.is_some();
+        let ewma_keys = times.tau.is_some() || times.rtt.is_some() || self.pending_age.is_some();
         let is_ewma = kind == "ewma" || load_name == Some("ewma");
         if ewma_keys && !is_ewma {
             let key = if times.tau.is_some() {
                 "decayTimeMs"
-            } else {
+            } else if times.rtt.is_some() {
                 "defaultRttMs"
+            } else {
+                "pendingAge"
             };
             return Err(SpecError::at(
                 key,

@@ -11,9 +11,9 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::time::Duration;
 use tailguard_balance::{LoadKind, Policy};
-use tailguard_client::{ArmConfig, Client, RetryConfig};
+use tailguard_client::{ArmConfig, Client, RetryConfig, Sent};
 use tailguard_resilience::{
-    AccrualConfig, AttemptOutcome, Classifier, HedgeConfig, Method, OutlierConfig, Ticket,
+    AccrualConfig, AttemptOutcome, Classifier, HedgeConfig, Method, OutlierConfig,
 };
 
 /// What an endpoint does to an attempt sent at `t`: its latency and outcome.
@@ -110,7 +110,7 @@ fn success_share(
 /// One attempt in flight.
 struct Attempt {
     endpoint: usize,
-    ticket: Option<Ticket>,
+    ticket: Sent,
     sent: Duration,
     /// When its request arrived.
     arrived: Duration,

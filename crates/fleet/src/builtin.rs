@@ -9,9 +9,12 @@
 //! - `echo` (seed 003): one zero-latency backend echoing the request body.
 //! - `gc-pause` (seed 004): one zero-latency backend paused 5 s out of every 10 s, like the
 //!   `kill -STOP` / `kill -CONT` loop of the slow_cooker post.
+//! - `stall`: three backends, `a` and `b` log-normal around 5 ms, `c` ten times slower and
+//!   failing 20%; `a` paused (SIGSTOP-like) from 10 s to 14 s: the fault the proxy's defaults
+//!   must survive (`tailguard sim stall`).
 
 /// Names of the built-in fleets.
-pub(crate) const NAMES: &[&str] = &["add-steps", "slow-middle", "echo", "gc-pause"];
+pub(crate) const NAMES: &[&str] = &["add-steps", "slow-middle", "echo", "gc-pause", "stall"];
 
 /// The YAML text of a built-in fleet.
 pub fn yaml(name: &str) -> Option<&'static str> {
@@ -20,6 +23,7 @@ pub fn yaml(name: &str) -> Option<&'static str> {
         "slow-middle" => Some(SLOW_MIDDLE),
         "echo" => Some(ECHO),
         "gc-pause" => Some(GC_PAUSE),
+        "stall" => Some(STALL),
         _ => None,
     }
 }
@@ -67,4 +71,15 @@ const GC_PAUSE: &str = "\
 # Seed 004: paused (SIGSTOP-like) from 5 s to 10 s of every 10 s.
 backends:
   - {name: gc, latency: 0s, schedule: ['every 10s pause 5s']}
+";
+
+const STALL: &str = "\
+# a and b fast (log-normal, median 5 ms); c ten times slower and failing 20%; a paused 10-14 s.
+seed: 0
+backends:
+  - name: a
+    latency: &fast {lognormal: {median: 5ms, sigma: 0.5, max: 1s}}
+    schedule: ['at 10s pause', 'at 14s resume']
+  - {name: b, latency: *fast}
+  - {name: c, latency: {lognormal: {median: 50ms, sigma: 0.5, max: 2s}}, fail: {error: 0.2}}
 ";

@@ -82,7 +82,7 @@ fn missing_file_and_unknown_names_are_errors() {
     assert!(err.to_string().contains("/nonexistent/f.yaml"), "{err}");
     let err = Fleet::load("no-such-fleet").unwrap_err().to_string();
     assert!(
-        err.contains("add-steps, slow-middle, echo, gc-pause"),
+        err.contains("add-steps, slow-middle, echo, gc-pause, stall"),
         "{err}"
     );
 }

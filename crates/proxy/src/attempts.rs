@@ -10,14 +10,22 @@
 //! while the copy is whole; a streamed one only when no attempt took it, i.e. every earlier
 //! attempt found no connection).
 //!
-//! # Hedging
+//! # Hedging and rescue
 //! With `hedge` in the arm, the first attempt of a request whose method the classifier would
 //! retry, and whose body can be sent again, races a timer set to the hedger's delay (the live
 //! `1 - maxExtraLoad` quantile of attempt latencies). When the timer fires first, the whole
 //! body is known and the hedge budget allows, a backup goes to another endpoint; the first
 //! success wins and the other attempt is dropped, which cancels it (the balancer hears of the
 //! cancellation). A failure of one waits for the other. Retries after that are not hedged, as
-//! in the simulator. gRPC calls (POST) are hedged only when their method is listed in
+//! in the simulator.
+//!
+//! With `rescue` in the arm (the default, with retries), the same race runs at the backup delay
+//! (the hedge delay, or the p99 of attempts when hedging is off) for a first attempt, and for a
+//! retry of a request that had no backup yet: when the attempt's endpoint has answered nothing
+//! for that long and for ten times its own mean latency, a backup goes elsewhere, charged to
+//! the retry budget (`tailguard_proxy_rescues_total`, and in `retries_total`); while the
+//! endpoint still answers others, or the budget is empty, the question is asked again when it
+//! could change. One backup per request, hedge or rescue. gRPC calls (POST) are hedged only when their method is listed in
 //! `hedge.grpcMethods` (a call may not be idempotent; gRPC's own hedging is opt-in per method).
 //!
 //! # Deadlines
@@ -41,7 +49,7 @@ use http::Response;
 use http_body_util::{BodyExt, Empty, StreamBody};
 use hyper::body::Frame;
 use std::time::Duration;
-use tailguard_client::ArmConfig;
+use tailguard_client::{ArmConfig, Backup};
 use tailguard_resilience::{Class, Method};
 
 /// A request body, as attempts use it.
@@ -140,10 +148,11 @@ impl Outgoing {
         self.deadline.is_none_or(|d| d.allows(now + wait))
     }
 
-    /// Whether a backup may be sent: the classifier would repeat the method and the body can
-    /// be sent again (whether all of it is known yet is checked when the backup is due).
-    fn hedgeable(&self, arm: &ArmConfig) -> bool {
-        arm.hedge.is_some() && self.hedge && self.body().available()
+    /// Whether a backup may be sent: hedging or rescue is on, the classifier would repeat the
+    /// method, and the body can be sent again (whether all of it is known yet is checked when
+    /// the backup is due).
+    fn hedgeable(&self) -> bool {
+        self.hedge && self.body().available()
     }
 }
 
@@ -240,16 +249,32 @@ pub async fn run(
     }
     // A backup that would leave after the deadline is not armed.
     let hedge = request
-        .hedgeable(arm)
-        .then(|| endpoints.hedge_delay(clock.now()))
+        .hedgeable()
+        .then(|| endpoints.backup_delay(clock.now()))
         .flatten()
         .filter(|&delay| request.in_time(delay));
     let (mut turn, mut tries) = (Turn::First, 0u32);
     let started = clock.now();
     let tell = |result, tries| told(result, tries, clock.now().saturating_sub(started));
+    // One backup per request: a retry of a request that had none may still be rescued.
+    let mut backed_up = false;
+    let rescue = arm.rescue && arm.retries.is_some();
     loop {
-        let (slot, done) = match hedge.filter(|_| tries == 0) {
-            Some(delay) => hedged(policy, next, request, delay).await,
+        let backup = match tries {
+            0 => hedge,
+            _ if rescue && !backed_up => request
+                .hedgeable()
+                .then(|| endpoints.backup_delay(clock.now()))
+                .flatten()
+                .filter(|&delay| request.in_time(delay)),
+            _ => None,
+        };
+        let (slot, done) = match backup {
+            Some(delay) => {
+                let (slot, done, sent) = hedged(policy, next, request, turn, delay).await;
+                backed_up |= sent;
+                (slot, done)
+            }
             None => {
                 let (slot, attempt) = next.attempt(request, turn);
                 (slot, attempt.await)
@@ -307,36 +332,59 @@ fn told(
     }
 }
 
-/// The first attempt of a hedged request: a backup to another endpoint when the first is still
-/// out after `delay` and the budget allows; the first success wins, and dropping the other
-/// attempt cancels it. When one fails, the other's answer decides. Returns the slot of the
-/// attempt whose end it returns.
+/// An attempt that may get a backup (the first attempt of a request, or a retry that may be
+/// rescued): a backup to another endpoint when it is still out after `delay` and
+/// [`Endpoints::may_backup`] says so (a hedge, first attempts only, or a rescue), asked again
+/// when it says to wait; the first success wins, and dropping the other attempt cancels it.
+/// When one fails, the other's answer decides. Returns the slot of the attempt whose end it
+/// returns, that end, and whether a backup was sent.
 async fn hedged(
     policy: Policy<'_>,
     next: &dyn Balanced,
     request: &Outgoing,
+    turn: Turn,
     delay: Duration,
-) -> (usize, Attempted) {
+) -> (usize, Attempted, bool) {
     let Policy {
+        arm,
         endpoints,
         handles,
         clock,
-        ..
     } = policy;
-    let (first_slot, mut first) = next.attempt(request, Turn::First);
-    tokio::select! {
-        done = &mut first => return (first_slot, done),
-        () = tokio::time::sleep(delay) => {}
+    let (first_slot, mut first) = next.attempt(request, turn);
+    // A hedge is for a first attempt only; a retry is asked about a rescue from the start.
+    let (mut wait, mut ask) = (delay, u32::from(turn != Turn::First));
+    loop {
+        tokio::select! {
+            done = &mut first => return (first_slot, done, false),
+            () = tokio::time::sleep(wait) => {}
+        }
+        // A backup sends the body alongside the first attempt: all of it must be in the copy.
+        if !request.body().complete() {
+            return (first_slot, first.await, false);
+        }
+        let backup = endpoints.may_backup(first_slot, ask == 0, clock.now());
+        if ask == 0 && arm.hedge.is_some() && backup != Backup::Hedge {
+            handles.hedge_budget_exhausted.inc();
+        }
+        ask += 1;
+        match backup {
+            Backup::Hedge => {
+                handles.hedges.inc();
+            }
+            Backup::Rescue => {
+                handles.rescues.inc();
+                handles.retries.inc();
+            }
+            // Asked again while the first attempt is out, unless the deadline comes first.
+            Backup::Wait(after) if request.in_time(after) => {
+                wait = after;
+                continue;
+            }
+            Backup::Wait(_) | Backup::No => return (first_slot, first.await, false),
+        };
+        break;
     }
-    // A backup sends the body alongside the first attempt: all of it must be in the copy.
-    if !request.body().complete() {
-        return (first_slot, first.await);
-    }
-    if !endpoints.may_hedge(clock.now()) {
-        handles.hedge_budget_exhausted.inc();
-        return (first_slot, first.await);
-    }
-    handles.hedges.inc();
     let turn = Turn::Backup { beside: first_slot };
     let (backup_slot, mut backup) = next.attempt(request, turn);
     endpoints.hedged(backup_slot);
@@ -356,7 +404,7 @@ async fn hedged(
         endpoints.hedge_won(backup_slot);
     }
     let slot = if from_backup { backup_slot } else { first_slot };
-    (slot, done)
+    (slot, done, true)
 }
 
 #[cfg(test)]

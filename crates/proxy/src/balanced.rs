@@ -224,8 +224,13 @@ fn respond(
             };
             (pending.failed(&fault, rtt), None)
         }
-        // Not known yet: a success for now (nothing to retry), reported at the stream's end.
-        None => (SUCCESS, Some(Deferred { pending, rtt })),
+        // Not known yet: a success for now (nothing to retry), reported at the stream's end;
+        // the endpoint answered, so the stream is no stall while it lasts.
+        None => {
+            let mut pending = pending;
+            pending.answer_began();
+            (SUCCESS, Some(Deferred { pending, rtt }))
+        }
     };
     let body = ResponseBody::upstream(peeked, body, idle, deferred);
     Attempted {

@@ -440,15 +440,17 @@ impl Default for BodyTimeouts {
 }
 
 impl ServiceConfig {
-    /// A service taking every host, over static `upstreams`, balanced by P2C peak EWMA, with
-    /// retries of idempotent requests under the default budget, and Linkerd 1's default failure accrual
-    /// (5 failures in a row, backoff 5 s to 300 s).
+    /// A service taking every host, over static `upstreams`, balanced by P2C peak EWMA (which
+    /// prices an endpoint's silence), with retries of idempotent requests under the default
+    /// budget, the rescue of those waiting at a stalled endpoint (charged to the same budget),
+    /// and Linkerd 1's default failure accrual (5 failures in a row, backoff 5 s to 300 s).
     pub fn new(name: impl Into<String>, upstreams: Vec<Upstream>) -> Self {
         let name = name.into();
         let mut arm = ArmConfig::new(name.clone(), Policy::p2c(LoadKind::peak_ewma()));
         arm.classifier = Classifier::retryable_read_5xx();
         arm.retries = Some(RetryConfig::default());
         arm.accrual = Some(AccrualConfig::default());
+        arm.rescue = true;
         Self {
             name,
             hosts: vec!["*".to_owned()],

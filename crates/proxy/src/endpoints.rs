@@ -21,9 +21,10 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 use tailguard_client::{ArmConfig, ArmError, Client, Completion};
+use tailguard_client::{Backup, Sent};
 use tailguard_record::live::EndpointCounts;
 use tailguard_resilience::accrual::{Status, Transition};
-use tailguard_resilience::{AttemptOutcome, Backoff, Method, Ticket};
+use tailguard_resilience::{AttemptOutcome, Backoff, Method};
 
 /// Load probes out to one endpoint slot at most: the balancer's pool needs a reply or two per
 /// endpoint, and a probe path that hangs must cost at most this many connections, not one
@@ -239,7 +240,7 @@ impl Endpoints {
         avoid: Option<usize>,
         arrived: bool,
         probes: &mut Vec<usize>,
-    ) -> Option<(usize, Option<Ticket>)> {
+    ) -> Option<(usize, Sent)> {
         if self.is_empty() {
             return None;
         }
@@ -249,11 +250,11 @@ impl Endpoints {
             client.on_request(now);
         }
         let i = client.pick(now, avoid, rng);
-        let ticket = client.on_send(i, now);
+        let sent = client.on_send(i, now);
         client.probe_targets(now, rng, probes);
         drop(guard);
         self.counters[i].pending.fetch_add(1, Ordering::Relaxed);
-        Some((i, ticket))
+        Some((i, sent))
     }
 
     /// A load probe of slot `i` came back at `now` (`None`: no usable answer); what the
@@ -288,17 +289,17 @@ impl Endpoints {
     /// certificate's problem), else as the outcome.
     pub fn complete(
         &self,
-        attempt: (usize, Option<Ticket>),
+        attempt: (usize, Sent),
         rtt: Duration,
         method: Method,
         outcome: AttemptOutcome,
         now: Duration,
         why: Option<&str>,
     ) -> Completion {
-        let (i, ticket) = attempt;
+        let (i, sent) = attempt;
         let mut guard = self.lock();
         let Locked { client, rng } = &mut *guard;
-        let end = client.on_complete(i, ticket, rtt, method, outcome, now, rng);
+        let end = client.on_complete(i, sent, rtt, method, outcome, now, rng);
         drop(guard);
         let class = end.class;
         let c = &self.counters[i];
@@ -319,10 +320,17 @@ impl Endpoints {
         end
     }
 
-    /// The attempt to slot `i` sent at `sent` was abandoned at `now`.
-    pub fn cancel(&self, attempt: (usize, Option<Ticket>), sent: Duration, now: Duration) {
-        let (i, ticket) = attempt;
-        self.lock().client.on_cancel(i, ticket, sent, now);
+    /// The endpoint began to answer the attempt to slot `i` at `now`, before its outcome is
+    /// known (a gRPC stream's head): it no longer waits, for the balancer.
+    pub fn answer(&self, attempt: &mut (usize, Sent), now: Duration) {
+        let (i, sent) = attempt;
+        self.lock().client.on_answer(*i, sent, now);
+    }
+
+    /// The attempt to slot `i` was abandoned at `now`.
+    pub fn cancel(&self, attempt: (usize, Sent), now: Duration) {
+        let (i, sent) = attempt;
+        self.lock().client.on_cancel(i, sent, now);
         self.counters[i].pending.fetch_sub(1, Ordering::Relaxed);
     }
 
@@ -344,9 +352,17 @@ impl Endpoints {
         self.lock().client.hedge_delay(now)
     }
 
-    /// May a backup be sent at `now`? Charges the hedge budget when it may.
-    pub fn may_hedge(&self, now: Duration) -> bool {
-        self.lock().client.may_hedge(now)
+    /// How long after a first attempt to ask [`Endpoints::may_backup`] (`None`: never).
+    pub fn backup_delay(&self, now: Duration) -> Option<Duration> {
+        self.lock().client.backup_delay(now)
+    }
+
+    /// The first attempt to slot `i` is still out at `now`, its backup delay past (`first`:
+    /// the first ask): a hedge, a rescue, or when to ask again ([`Client::may_backup`]).
+    ///
+    /// [`Client::may_backup`]: tailguard_client::Client::may_backup
+    pub fn may_backup(&self, i: usize, first: bool, now: Duration) -> Backup {
+        self.lock().client.may_backup(i, first, now)
     }
 
     /// A backup request went to slot `i`.

@@ -261,7 +261,8 @@ fn replays(config: &ServiceConfig, method: Method, reply: Reply, path: &str) -> 
         Reply::Grpc => classifier.retries_grpc() || classifier.retries(method),
         Reply::Http => classifier.retries(method),
     };
-    let hedges = config.arm.hedge.is_some()
+    let backups = config.arm.hedge.is_some() || (config.arm.rescue && config.arm.retries.is_some());
+    let hedges = backups
         && (classifier.retries(method)
             || (reply == Reply::Grpc && config.grpc_hedge.contains(path)));
     (

@@ -14,8 +14,9 @@ use crate::service::Service;
 use crate::shared::Shared;
 use std::sync::Arc;
 use std::time::Duration;
+use tailguard_client::Sent;
 use tailguard_resilience::accrual::Transition;
-use tailguard_resilience::{AttemptOutcome, Class, Method, Ticket};
+use tailguard_resilience::{AttemptOutcome, Class, Method};
 
 /// What an endpoint answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,7 +43,7 @@ pub struct InFlight {
     pub(crate) shared: Arc<Shared>,
     pub(crate) service: Arc<Service>,
     pub(crate) endpoints: Arc<Endpoints>,
-    pub(crate) attempt: Option<(usize, Option<Ticket>)>,
+    pub(crate) attempt: Option<(usize, Sent)>,
     pub(crate) slot: usize,
     pub(crate) method: Method,
     pub(crate) sent: Duration,
@@ -63,6 +64,14 @@ impl InFlight {
         self.finish(fault.outcome(), rtt, fault.why())
     }
 
+    /// The endpoint began to answer before the outcome is known (a stream's head, its status
+    /// still to come in the trailers): from now on the attempt is in flight but not waiting.
+    pub fn answer_began(&mut self) {
+        if let Some(a) = &mut self.attempt {
+            self.endpoints.answer(a, self.clock.now());
+        }
+    }
+
     fn finish(mut self, outcome: AttemptOutcome, rtt: Duration, why: Option<&str>) -> Class {
         let attempt = self.attempt.take().expect("finished once");
         let now = self.clock.now();
@@ -77,7 +86,7 @@ impl InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         if let Some(a) = self.attempt.take() {
-            self.endpoints.cancel(a, self.sent, self.clock.now());
+            self.endpoints.cancel(a, self.clock.now());
         }
     }
 }

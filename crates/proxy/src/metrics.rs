@@ -113,6 +113,8 @@ pub struct Metrics {
     pub hedge_wins: Family<ServiceLabels, Counter>,
     /// Backups the hedge budget refused.
     pub hedge_budget_exhausted: Family<ServiceLabels, Counter>,
+    /// Backups that rescued an attempt at a silent endpoint.
+    pub rescues: Family<ServiceLabels, Counter>,
     /// The current hedge delay per service (set when scraped; absent until it has data).
     pub hedge_delay: Family<ServiceLabels, Gauge<f64, AtomicU64>>,
     /// How late the event loop ran a timer due every 10 ms ([`crate::lag`]).
@@ -172,6 +174,7 @@ impl Metrics {
             hedges: Family::default(),
             hedge_wins: Family::default(),
             hedge_budget_exhausted: Family::default(),
+            rescues: Family::default(),
             hedge_delay: Family::default(),
             event_loop_delay: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
             pool_entries: Family::default(),
@@ -201,6 +204,7 @@ impl Metrics {
             "hedges", "Backup requests sent after the hedge delay", hedges;
             "hedge_wins", "Backup requests that answered first with a success", hedge_wins;
             "hedge_budget_exhausted", "Backup requests refused by the hedge budget", hedge_budget_exhausted;
+            "rescues", "Backup requests for an attempt whose endpoint had answered nothing for the backup delay and ten times its own mean latency (a stall), charged to the retry budget and also counted in retries", rescues;
             "hedge_delay_seconds", "How long a hedged request waits before its backup (the live quantile of attempt latency)", hedge_delay;
             "endpoint_cost", "Balancer cost (pending requests, or peak EWMA nanoseconds x (pending + 1))", cost;
             "event_loop_delay_seconds", "How late the event loop ran a timer due every 10 ms (a stalled loop delays every request on it; includes 1 ms of timer rounding)", event_loop_delay;
@@ -432,6 +436,8 @@ pub struct ServiceHandles {
     pub hedge_wins: Counter,
     /// Backups refused by the hedge budget.
     pub hedge_budget_exhausted: Counter,
+    /// Backups that rescued an attempt at a silent endpoint.
+    pub rescues: Counter,
 }
 
 impl ServiceHandles {
@@ -448,6 +454,7 @@ impl ServiceHandles {
             hedges: m.hedges.get_or_create(&labels).clone(),
             hedge_wins: m.hedge_wins.get_or_create(&labels).clone(),
             hedge_budget_exhausted: m.hedge_budget_exhausted.get_or_create(&labels).clone(),
+            rescues: m.rescues.get_or_create(&labels).clone(),
             requests: PerClass::default(),
             labels,
         }

@@ -248,6 +248,13 @@ impl Hedger {
         self.typical = (self.means.len() >= 2).then(|| self.means[(self.means.len() - 1) / 2]);
     }
 
+    /// `endpoint`'s mean latency over the current and previous windows (`None` without
+    /// samples).
+    pub fn endpoint_mean(&self, endpoint: usize) -> Option<Duration> {
+        let w = self.by_endpoint.get(endpoint)?;
+        (w[0].1 > 0 || w[1].1 > 0).then(|| Duration::from_secs_f64(mean(w).min(3600.0)))
+    }
+
     /// Asks to send one backup at `now`; true (and charged) when the budget allows.
     pub fn try_hedge(&mut self, now: Duration) -> bool {
         self.budget.try_withdraw(now)

@@ -6,7 +6,8 @@
 //! request start and end); the two estimators are:
 //!
 //! - [`Pending`]: the number of requests in flight (Finagle's and Linkerd 1's "least loaded");
-//! - [`PeakEwma`]: a peak-sensitive moving average of the round-trip time, times `pending + 1`.
+//! - [`PeakEwma`]: a peak-sensitive moving average of the round-trip time (or the mean age of
+//!   the requests still waiting, when higher), times `pending + 1`.
 //!
 //! # Example
 //! ```
@@ -24,9 +25,11 @@
 
 mod peak_ewma;
 mod pending;
+mod quiet;
 
 pub use peak_ewma::{PeakEwma, PeakEwmaConfig, PeakEwmaError};
 pub use pending::Pending;
+pub use quiet::Quiet;
 
 use std::time::Duration;
 
@@ -48,6 +51,16 @@ pub trait Estimator: Load {
     /// A request sent earlier ended at `now` after `rtt` (response, failure, timeout or
     /// cancellation: every `start` is matched by exactly one `end`).
     fn end(&mut self, rtt: Duration, now: Duration);
+
+    /// The request sent at `sent` stopped waiting for the endpoint at `now`: its answer began
+    /// (`answered`: a response head, an error status, a refused or reset connection), or it was
+    /// given up unanswered (a timeout, a backup that won, a cancelled request). Every `start`
+    /// is matched by exactly one `settle`, at or before its `end` (a streamed answer settles at
+    /// its first byte and ends at its last). Only an estimator that prices an endpoint's
+    /// silence listens.
+    fn settle(&mut self, sent: Duration, answered: bool, now: Duration) {
+        let _ = (sent, answered, now);
+    }
 
     /// This endpoint's cost and requests in flight at `now`, read without changing anything
     /// (a metric that decays on read is decayed in the copy, not in place), for metrics and

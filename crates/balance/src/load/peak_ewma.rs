@@ -3,7 +3,8 @@
 //! # What
 //! Per endpoint: an RTT `estimate`, the `stamp` of its last update, and the `pending` count.
 //!
-//! 1. `cost = estimate * (pending + 1)`: latency weighted by queue depth.
+//! 1. `cost = max(estimate, silence) * (pending + 1)`: latency weighted by queue depth, where
+//!    `silence` is how long the endpoint has owed an answer (0 when nothing waits; step 5).
 //! 2. A completed request with round trip `rtt` at `now`: if `rtt > estimate`, the estimate
 //!    becomes `rtt` (the "peak"); otherwise, with `w = exp(-(now - stamp) / tau)`,
 //!    `estimate = estimate * w + rtt * (1 - w)`. Then `stamp = now`.
@@ -20,7 +21,28 @@
 //!    the first request is outstanding. Holding the default keeps a new endpoint neither free nor
 //!    shunned.)
 //!
+//! 5. *A stall*: the estimator counts the requests still waiting for their answer (`start`
+//!    adds one; [`Estimator::settle`] removes it when its answer begins, or when it is given up)
+//!    and keeps `quiet_since`, the time since which the endpoint has owed an answer: set when a
+//!    request starts with none waiting, moved to `now` by every answer while others still wait.
+//!    `silence = now - quiet_since` while requests wait. An attempt given up unanswered (a
+//!    timeout, a backup that won, a cancelled request) is a peak sample of the silence so far,
+//!    and the silence carries over to the next request until the endpoint answers one, so an
+//!    endpoint whose requests are all given up does not look fresh to the next. O(1), `now`
+//!    passed in. With [`PeakEwmaConfig::pending_age`] off, `silence` is 0 and a given-up request
+//!    teaches nothing but its own round trip: linkerd2-proxy's cost.
+//!
 //! # Why
+//! Round trips are learned only when they end. An endpoint that stops answering (a GC pause, a
+//! `SIGSTOP`, a full disk) completes nothing, so its estimate stays at its last fast value and,
+//! without the silence, it keeps winning picks until every caller waits there (`tailguard sim
+//! stall`). The silence prices the stall as it grows: the endpoint costs more than a healthy
+//! one as soon as it has been quiet longer than the healthy round trip while owing answers. It
+//! never lowers a cost, and an endpoint that answers steadily resets it with every answer, so
+//! it changes nothing there; one slow request on an endpoint that keeps answering the others
+//! is a request's problem (hedging's), not a stall. An answer that starts and then streams (a
+//! gRPC server stream) settles at its first byte, so a long stream is not a stall.
+//!
 //! A slow endpoint must lose traffic as soon as one slow response shows it (the peak), and
 //! win it back only gradually, so one lucky fast response does not undo the lesson. Weighting
 //! by `pending + 1` keeps load spreading when estimates are equal. This is what keeps the tail
@@ -36,13 +58,14 @@
 //! let mut e = PeakEwma::new(PeakEwmaConfig::default(), Duration::ZERO);
 //! assert_eq!(e.cost(ms(0)), 30e6); // the default RTT, in nanoseconds
 //! e.start(ms(0));
-//! e.end(ms(200), ms(200)); // a slow response: the estimate jumps to it
+//! e.settle(ms(0), true, ms(200)); // its answer begins...
+//! e.end(ms(200), ms(200)); // ...and ends: a slow response, the estimate jumps to it
 //! assert_eq!(e.estimate(), ms(200));
 //! let later = e.cost(ms(10_200)); // ten seconds idle: down by a factor e
 //! assert!((later - 200e6 / std::f64::consts::E).abs() < 1.0);
 //! ```
 
-use super::{Estimator, Load, Snapshot};
+use super::{Estimator, Load, Quiet, Snapshot};
 use std::time::Duration;
 
 /// Parameters of [`PeakEwma`].
@@ -52,14 +75,18 @@ pub struct PeakEwmaConfig {
     pub tau: Duration,
     /// The RTT assumed for an endpoint that has not answered yet.
     pub default_rtt: Duration,
+    /// Price an endpoint by how long it has owed an answer when that is above the estimate
+    /// (step 5; on by default; the key `pendingAge`).
+    pub pending_age: bool,
 }
 
 impl Default for PeakEwmaConfig {
-    /// linkerd2-proxy's defaults: decay 10 s, default RTT 30 ms.
+    /// linkerd2-proxy's defaults (decay 10 s, default RTT 30 ms), with the pending age on.
     fn default() -> Self {
         Self {
             tau: Duration::from_secs(10),
             default_rtt: Duration::from_millis(30),
+            pending_age: true,
         }
     }
 }
@@ -94,6 +121,8 @@ pub struct PeakEwma {
     stamp: Duration,
     pending: u32,
     sampled: bool,
+    pending_age: bool,
+    quiet: Quiet,
 }
 
 impl PeakEwma {
@@ -106,6 +135,8 @@ impl PeakEwma {
             stamp: now,
             pending: 0,
             sampled: false,
+            pending_age: config.pending_age,
+            quiet: Quiet::default(),
         }
     }
 
@@ -117,6 +148,20 @@ impl PeakEwma {
     /// Requests in flight.
     pub fn pending(&self) -> u32 {
         self.pending
+    }
+
+    /// How long the endpoint has owed an answer at `now` (zero when nothing waits, or with the
+    /// pending age off).
+    pub fn silence(&self, now: Duration) -> Duration {
+        if !self.pending_age {
+            return Duration::ZERO;
+        }
+        self.quiet.silence(now)
+    }
+
+    /// The price of one more request at `now` from an estimate in nanoseconds (step 1).
+    fn price(&self, estimate_ns: f64, now: Duration) -> f64 {
+        estimate_ns.max(nanos(self.silence(now))) * (f64::from(self.pending) + 1.0)
     }
 
     /// True once a round trip was observed.
@@ -154,16 +199,26 @@ impl PeakEwma {
 
 impl Load for PeakEwma {
     /// Decays the estimate to `now` (as Finagle and tower do on read), then returns
-    /// `estimate * (pending + 1)` in nanoseconds.
+    /// `max(estimate, age) * (pending + 1)` in nanoseconds.
     fn cost(&mut self, now: Duration) -> f64 {
         self.decay(now);
-        self.estimate_ns * (f64::from(self.pending) + 1.0)
+        self.price(self.estimate_ns, now)
     }
 }
 
 impl Estimator for PeakEwma {
-    fn start(&mut self, _now: Duration) {
+    fn start(&mut self, now: Duration) {
         self.pending += 1;
+        self.quiet.start(now);
+    }
+
+    fn settle(&mut self, _sent: Duration, answered: bool, now: Duration) {
+        let given_up = self.quiet.settle(answered, now);
+        if let Some(silence) = given_up.filter(|_| self.pending_age) {
+            if nanos(silence) > self.estimate_ns || !self.sampled {
+                self.observe(silence, now);
+            }
+        }
     }
 
     fn end(&mut self, rtt: Duration, now: Duration) {
@@ -175,7 +230,7 @@ impl Estimator for PeakEwma {
     fn snapshot(&self, now: Duration) -> Option<Snapshot> {
         let weight = if self.sampled { self.weight(now) } else { 1.0 };
         Some(Snapshot {
-            cost: self.estimate_ns * weight * (f64::from(self.pending) + 1.0),
+            cost: self.price(self.estimate_ns * weight, now),
             pending: self.pending,
         })
     }

@@ -17,7 +17,7 @@ use tailguard_proxy::Source;
   tailguard proxy --config proxy.yaml        (SIGHUP reloads it; SIGTERM drains and exits)")]
 pub struct Args {
     /// A configuration file (Linkerd-1-style keys; see docs/proxy.md).
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["upstream", "balancer", "listen", "admin", "no_admin", "attempt_timeout", "timeout", "no_retries", "no_accrual", "tls_cert", "tls_key", "max_connections_per_endpoint", "protocol", "connect_timeout", "h1_upstream", "h1_server"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["upstream", "balancer", "listen", "admin", "no_admin", "attempt_timeout", "timeout", "no_retries", "no_accrual", "no_rescue", "tls_cert", "tls_key", "max_connections_per_endpoint", "protocol", "connect_timeout", "h1_upstream", "h1_server"])]
     config: Option<PathBuf>,
     /// Where to listen (HTTP/1.1 and h2c on one port; with --tls-cert, HTTP/1.1 and h2 over TLS).
     #[arg(long, default_value = "127.0.0.1:4140")]
@@ -51,6 +51,12 @@ pub struct Args {
     /// No failure accrual (by default: 5 failures in a row, backoff 5 s to 300 s).
     #[arg(long)]
     no_accrual: bool,
+    /// Do not rescue requests waiting at a stalled endpoint (by default a GET, HEAD, OPTIONS or
+    /// TRACE whose endpoint has answered nothing for the p99 of attempts (at most 10 times the
+    /// typical endpoint's mean) and for 10 times its own mean gets a backup elsewhere, charged
+    /// to the retry budget; --no-retries turns it off too).
+    #[arg(long)]
+    no_rescue: bool,
     /// Serve TLS (HTTP/1.1 and h2 by ALPN) with this PEM certificate chain.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
@@ -121,6 +127,9 @@ fn from_flags(args: &Args) -> anyhow::Result<Config> {
     }
     if args.no_accrual {
         service.arm.accrual = None;
+    }
+    if args.no_rescue {
+        service.arm.rescue = false;
     }
     service.pool.max_per_endpoint = args.max_connections_per_endpoint;
     service.protocol = args.protocol;

@@ -10,7 +10,7 @@ use tailguard_text::duration::parse_duration;
 /// Arguments of `tailguard sim`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Built-in scenarios: slow-middle (seed 002), add-steps (seed 000), herd (50 balancers x 1,000 endpoints), gc-pause (seed 004), capacity and capacity-ramp (backends that queue), antagonist (a noisy neighbour).\n\
+    after_help = "Built-in scenarios: slow-middle (seed 002), add-steps (seed 000), herd (50 balancers x 1,000 endpoints), gc-pause (seed 004), capacity and capacity-ramp (backends that queue), antagonist (a noisy neighbour), stall (one backend paused 4 s: the proxy default before and after).\n\
 Example: tailguard sim slow-middle --deadline 1s --svg slow-middle.svg"
 )]
 pub struct Args {

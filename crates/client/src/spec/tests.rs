@@ -19,8 +19,8 @@ fn both_spellings_of_a_balancer_mean_the_same() {
     let pairs = [
         ("{kind: roundRobin}", "{kind: round-robin}"),
         (
-            "{kind: ewma, decayTimeMs: 5000, defaultRttMs: 20}",
-            "{kind: p2c, load: peak-ewma, tau: 5s, default_rtt: 20ms}",
+            "{kind: ewma, decayTimeMs: 5000, defaultRttMs: 20, pendingAge: false}",
+            "{kind: p2c, load: peak-ewma, tau: 5s, default_rtt: 20ms, pending_age: false}",
         ),
         (
             "{kind: bestOf, choices: 3, load: ewma}",
@@ -64,6 +64,7 @@ fn every_balancer_kind_refuses_the_keys_of_the_others() {
         "load" => "ewma",
         "probePath" => "/load",
         "lowLoad" | "highLoad" | "qRif" => "0.5",
+        "pendingAge" => "false",
         _ => "3",
     };
     for (kind, _) in BALANCER_KINDS {

@@ -328,6 +328,7 @@ fn arm(spec: &ServiceSpec, key: &dyn Fn(&str) -> String) -> Result<ArmConfig, Ya
             .map_err(spec_err(&key("client.outlierDetection")))?;
         arm.outlier = Some(config);
     }
+    arm.rescue = spec.service.rescue_stalled.unwrap_or(true);
     if let Some(h) = &spec.service.hedge {
         arm.hedge = Some(h.config().map_err(spec_err(&key("service.hedge")))?);
     }

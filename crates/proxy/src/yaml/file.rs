@@ -145,6 +145,7 @@ pub(super) struct ServicePart {
     pub(super) total_timeout_ms: Option<u64>,
     pub(super) retries: Option<RetriesSpec>,
     pub(super) hedge: Option<HedgeSpec>,
+    pub(super) rescue_stalled: Option<bool>,
     /// Where Linkerd 1 puts it; the service's own `responseClassifier` is accepted too.
     pub(super) response_classifier: Option<Kind>,
 }

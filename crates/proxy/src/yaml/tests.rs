@@ -22,7 +22,18 @@ services:
 fn reads_linkerd_style_keys() {
     let config = parse(GOOD).unwrap();
     let s = &config.services[0];
-    assert_eq!(s.arm.summary(), "p2c peak-ewma (tau 5s, default rtt 20ms) + retries (10% + 5/s, at most 3) + accrual (success rate < 0.9 over 20, 10s backoff)");
+    assert_eq!(s.arm.summary(), "p2c peak-ewma (tau 5s, default rtt 20ms) + retries (10% + 5/s, at most 3) + accrual (success rate < 0.9 over 20, 10s backoff) + rescue");
+    let off = GOOD.replace(
+        "    service:\n",
+        "    service:\n      rescueStalled: false\n",
+    );
+    assert!(
+        !parse(&off).unwrap().services[0].arm.rescue,
+        "rescueStalled: false"
+    );
+    let no_age = GOOD.replace("defaultRttMs: 20}", "defaultRttMs: 20, pendingAge: false}");
+    let summary = parse(&no_age).unwrap().services[0].arm.summary();
+    assert!(summary.contains("no pending age"), "{summary}");
     let crate::config::Discovery::Static(list) = &s.discovery else {
         panic!("static")
     };

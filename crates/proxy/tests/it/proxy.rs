@@ -67,6 +67,7 @@ async fn peak_ewma_shifts_traffic_away_from_a_backend_made_slow() {
     let ewma = PeakEwmaConfig {
         tau: Duration::from_secs(1),
         default_rtt: Duration::from_millis(1),
+        ..PeakEwmaConfig::default()
     };
     s.arm.policy = Policy::p2c(LoadKind::PeakEwma(ewma));
     let proxy = start(s).await;

@@ -23,7 +23,7 @@ mod request;
 mod server;
 mod slab;
 
-use crate::client::{Client, ClientStats};
+use crate::client::{Backup, Client, ClientStats};
 use crate::results::ArmResult;
 use crate::scenario::{LoadShape, Scenario};
 use guard::Guard;
@@ -344,6 +344,7 @@ impl Engine<'_> {
             pending_retries: 0,
             retries: 0,
             hedged: false,
+            asked: false,
             last_endpoint: usize::MAX,
         });
         if let Some(total) = self.arm_config().timeouts.total {
@@ -376,13 +377,13 @@ impl Engine<'_> {
                 },
             );
         }
-        let ticket = client.on_send(endpoint, now);
+        let handle = client.on_send(endpoint, now);
         let first = req.head.is_none();
         let attempt = self.attempts.insert(Attempt {
             request: key,
             endpoint,
             sent: now,
-            ticket,
+            handle,
             outcome: AttemptOutcome::Timeout,
             live: true,
             previous: req.head,
@@ -412,7 +413,7 @@ impl Engine<'_> {
         let Some(req) = self.requests.get(key) else {
             return;
         };
-        if let Some(delay) = self.clients[req.client].hedge_delay(self.now) {
+        if let Some(delay) = self.clients[req.client].backup_delay(self.now) {
             self.queue.push(self.now + delay, Event::Hedge(key));
         }
     }
@@ -423,7 +424,7 @@ impl Engine<'_> {
             return;
         };
         a.live = false;
-        let (key, endpoint, sent, ticket) = (a.request, a.endpoint, a.sent, a.ticket);
+        let (key, endpoint, sent, handle) = (a.request, a.endpoint, a.sent, a.handle);
         let Some(req) = self.requests.get_mut(key) else {
             return;
         };
@@ -432,7 +433,7 @@ impl Engine<'_> {
         let class = self.clients[req.client]
             .on_complete(
                 endpoint,
-                ticket,
+                handle,
                 self.now.saturating_sub(sent),
                 method,
                 outcome,
@@ -487,16 +488,42 @@ impl Engine<'_> {
 
     /// Step 4.
     fn on_hedge(&mut self, key: Key) {
+        let max_retries = self.arm_config().retries.map_or(0, |r| r.max_retries);
         let Some(req) = self.requests.get_mut(key) else {
             return;
         };
-        if req.hedged || req.outstanding == 0 {
+        if req.outstanding == 0 || (req.hedged && req.retries >= max_retries) {
             return;
         }
-        if self.clients[req.client].may_hedge(self.now) {
-            req.hedged = true;
-            let avoid = req.last_endpoint;
-            self.send_attempt(key, Some(avoid));
+        // The first ask may hedge; later ones (and any after a hedge) may only rescue, each a
+        // retry, within the retry limit.
+        let first = !req.asked;
+        req.asked = true;
+        if !first && req.retries >= max_retries {
+            return;
+        }
+        let endpoint = req.last_endpoint;
+        let client = req.client;
+        match self.clients[client].may_backup(endpoint, first, self.now) {
+            Backup::Hedge => {
+                req.hedged = true;
+                self.send_attempt(key, Some(endpoint));
+                self.rearm_backup(key, client);
+            }
+            Backup::Rescue => {
+                req.retries += 1;
+                self.send_attempt(key, Some(endpoint));
+                self.rearm_backup(key, client);
+            }
+            Backup::Wait(after) => self.queue.push(self.now + after, Event::Hedge(key)),
+            Backup::No => {}
+        }
+    }
+
+    /// After a backup, the new attempt may itself need rescue: ask again a delay later.
+    fn rearm_backup(&mut self, key: Key, client: usize) {
+        if let Some(delay) = self.clients[client].backup_delay(self.now) {
+            self.queue.push(self.now + delay, Event::Hedge(key));
         }
     }
 
@@ -529,7 +556,7 @@ impl Engine<'_> {
                 .remove(k)
                 .expect("attempts live as long as their request");
             if a.live {
-                self.clients[req.client].on_cancel(a.endpoint, a.ticket, a.sent, self.now);
+                self.clients[req.client].on_cancel(a.endpoint, a.handle, self.now);
             }
             next = a.previous;
         }

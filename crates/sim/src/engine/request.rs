@@ -1,8 +1,9 @@
 //! A request in flight and its attempts: what the engine (`mod.rs`) keeps of each.
 
 use super::slab::Key;
+use crate::client::Sent;
 use std::time::Duration;
-use tailguard_resilience::{AttemptOutcome, Ticket};
+use tailguard_resilience::AttemptOutcome;
 
 /// One request in flight.
 #[derive(Debug)]
@@ -19,6 +20,8 @@ pub(super) struct Request {
     pub(super) pending_retries: u32,
     pub(super) retries: u32,
     pub(super) hedged: bool,
+    /// A backup was asked for once (later asks are for a rescue only).
+    pub(super) asked: bool,
     pub(super) last_endpoint: usize,
 }
 
@@ -28,7 +31,8 @@ pub(super) struct Attempt {
     pub(super) request: Key,
     pub(super) endpoint: usize,
     pub(super) sent: Duration,
-    pub(super) ticket: Option<Ticket>,
+    /// The client's record of the attempt, handed back with its end.
+    pub(super) handle: Sent,
     /// What the endpoint decided (known once service starts).
     pub(super) outcome: AttemptOutcome,
     /// False once the attempt ended or was cancelled.

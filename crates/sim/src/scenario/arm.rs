@@ -11,6 +11,7 @@
 //!               backoff: {kind: constant, delay: 10s}}
 //!     hedge: {max_extra_load: 0.05}
 //!     outlier: {factor: 3, interval: 10s, base_ejection: 30s}
+//!     rescue_stalled: true                # a backup for an attempt at a silent endpoint
 //!     timeouts: {attempt: 1s, total: 3s}
 //!     failure_penalty: 1s                 # the default; 0s charges a failure its own rtt
 //! ```
@@ -50,6 +51,8 @@ pub(crate) struct ArmSpec {
     hedge: Option<HedgeSpec>,
     #[serde(default, alias = "outlierDetection")]
     outlier: Option<OutlierSpec>,
+    #[serde(default, alias = "rescueStalled")]
+    rescue_stalled: bool,
     #[serde(default)]
     timeouts: Option<TimeoutSpec>,
     #[serde(default)]
@@ -111,6 +114,7 @@ impl ArmSpec {
             .map(OutlierSpec::config)
             .transpose()
             .map_err(block("outlier"))?;
+        arm.rescue = self.rescue_stalled;
         arm.timeouts = self.timeouts.map_or_else(Timeouts::default, |t| Timeouts {
             attempt: t.attempt.map(|x| x.0),
             total: t.total.map(|x| x.0),

@@ -13,6 +13,8 @@
 //!   the good backends' capacity over 30 s.
 //! - `antagonist`: 20 equal backends at 85% load; a noisy neighbour takes three quarters of two
 //!   of them for 10 s.
+//! - `stall`: three backends, one ten times slower and failing 20%, one paused for 4 s; the
+//!   proxy's defaults before and after the silence was priced and stalled requests rescued.
 
 /// Names of the built-in scenarios.
 pub(crate) const NAMES: &[&str] = &[
@@ -23,6 +25,7 @@ pub(crate) const NAMES: &[&str] = &[
     "capacity",
     "capacity-ramp",
     "antagonist",
+    "stall",
 ];
 
 /// The YAML text of a built-in scenario.
@@ -35,6 +38,7 @@ pub(crate) fn yaml(name: &str) -> Option<&'static str> {
         "capacity" => Some(CAPACITY),
         "capacity-ramp" => Some(CAPACITY_RAMP),
         "antagonist" => Some(ANTAGONIST),
+        "stall" => Some(STALL),
         _ => None,
     }
 }
@@ -247,3 +251,41 @@ deadline: 200ms
 ",
     probing_arms!()
 );
+
+const STALL: &str = "\
+name: stall
+description: >-
+  Three backends: a and b log-normal (median 5 ms), c ten times slower and failing 20%; a
+  paused (SIGSTOP-like) from 10 s to 14 s; 200 req/s for 30 s. The proxy's default before
+  this release, whose pick kept choosing the stalled a, and after (the silence priced,
+  requests at a silent endpoint rescued).
+fleet: stall
+load: {loop: open, arrivals: constant, rate: 200, duration: 30s}
+deadline: 1s
+arms:
+  - {name: round-robin, balancer: {kind: round-robin}}
+  - name: proxy-before
+    balancer: {kind: p2c, load: peak-ewma, pending_age: false}
+    classifier: retryable-read-5xx
+    retries: {}
+    accrual: {kind: io.l5d.consecutiveFailures}
+  - name: proxy
+    balancer: {kind: p2c, load: peak-ewma}
+    classifier: retryable-read-5xx
+    retries: {}
+    accrual: {kind: io.l5d.consecutiveFailures}
+    rescue_stalled: true
+  # Extras: each half alone, and hedging on top.
+  - name: proxy-price-only
+    balancer: {kind: p2c, load: peak-ewma}
+    classifier: retryable-read-5xx
+    retries: {}
+    accrual: {kind: io.l5d.consecutiveFailures}
+  - name: proxy+hedge
+    balancer: {kind: p2c, load: peak-ewma}
+    classifier: retryable-read-5xx
+    retries: {}
+    accrual: {kind: io.l5d.consecutiveFailures}
+    hedge: {max_extra_load: 0.05}
+    rescue_stalled: true
+";

@@ -66,3 +66,37 @@ fn add_steps_proxy_beats_round_robin() {
     assert!(base.success_rate() < 0.92);
     assert!(proxy.achieved_rate() > 2.5 * base.achieved_rate());
 }
+
+/// Issue 45's case in virtual time: one of three endpoints paused for 4 s. The default before
+/// (peak EWMA blind to the silence, no rescue) holds requests at the paused endpoint for
+/// seconds; the default now (the silence priced, requests at a silent endpoint rescued) keeps
+/// p99 under 100 ms and the worst request under a second, and neither half does it alone.
+#[test]
+fn stall_is_priced_and_rescued_by_the_default() {
+    let r = report(
+        "stall",
+        &["proxy-before", "proxy", "proxy-price-only", "round-robin"],
+    );
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    let p99 = |name| ms(arm(&r, name).latency.quantile(0.99));
+    let max = |name| arm(&r, name).latency.max_us() as f64 / 1e3;
+    assert!(p99("proxy-before") > 1_000.0, "{}", p99("proxy-before"));
+    assert!(p99("proxy") <= 100.0, "{}", p99("proxy"));
+    assert!(max("proxy") <= 1_000.0, "{}", max("proxy"));
+    assert_eq!(arm(&r, "proxy").within_deadline_rate(), 1.0);
+    assert!(
+        max("proxy-price-only") > 1_000.0,
+        "pricing alone leaves the requests already there"
+    );
+    // The rescue costs little: at most 5 points more extra load than before.
+    let extra = |name| {
+        let a = arm(&r, name);
+        a.attempts.iter().sum::<u64>() as f64 / a.requests as f64 - 1.0
+    };
+    assert!(
+        extra("proxy") - extra("proxy-before") <= 0.05,
+        "{} {}",
+        extra("proxy"),
+        extra("proxy-before")
+    );
+}

@@ -15,13 +15,61 @@ fn ns(v: u64) -> Duration {
     Duration::from_nanos(v)
 }
 
+fn without_age() -> PeakEwma {
+    let config = PeakEwmaConfig {
+        pending_age: false,
+        ..PeakEwmaConfig::default()
+    };
+    PeakEwma::new(config, Duration::ZERO)
+}
+
 #[test]
 fn unsampled_endpoint_costs_the_default_rtt_and_does_not_decay() {
-    let mut e = ewma();
+    let mut e = without_age();
     assert_eq!(e.cost(Duration::ZERO), 30e6);
     assert_eq!(e.cost(Duration::from_secs(100)), 30e6);
     e.start(Duration::ZERO);
     assert_eq!(e.cost(Duration::from_secs(100)), 60e6);
+}
+
+#[test]
+fn a_silent_endpoint_costs_its_silence_at_once() {
+    // Fast (5 ms) and answering: the estimate prices it. Then it stops answering: its two
+    // waiting requests make it cost the silence, growing with time, before anything completes.
+    for (mut e, priced) in [(ewma(), true), (without_age(), false)] {
+        e.start(ms(0));
+        e.settle(ms(0), true, ms(5));
+        e.end(ms(5), ms(5));
+        assert_eq!(e.cost(ms(5)), 5e6);
+        e.start(ms(10));
+        e.start(ms(11));
+        let stalled = e.cost(ms(110));
+        if priced {
+            assert_eq!(stalled, 100e6 * 3.0, "100 ms of silence, two pending");
+        } else {
+            assert!(stalled < 5e6 * 3.0, "{stalled}");
+        }
+    }
+}
+
+#[test]
+fn a_request_given_up_unanswered_is_a_peak_sample_of_the_silence() {
+    let mut e = ewma();
+    e.start(ms(0));
+    e.settle(ms(0), true, ms(5));
+    e.end(ms(5), ms(5));
+    e.start(ms(10));
+    // A backup elsewhere won after 60 ms: the endpoint said nothing for 60 ms.
+    e.settle(ms(10), false, ms(70));
+    e.end(ms(60), ms(70));
+    assert_eq!(e.estimate(), ms(60));
+    // The next request inherits the silence: it costs 60 ms + its own wait, not 5 ms.
+    e.start(ms(100));
+    assert_eq!(e.cost(ms(110)), 70e6 * 2.0);
+    // An answer ends it.
+    e.settle(ms(100), true, ms(112));
+    e.end(ms(12), ms(112));
+    assert!(e.cost(ms(112)) <= 60e6);
 }
 
 #[test]
