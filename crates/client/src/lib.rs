@@ -634,3 +634,68 @@ mod tests {
         assert_eq!(c.retries_left(now), Some(99));
     }
 }
+
+#[cfg(test)]
+mod rescue_tests {
+    use super::*;
+    use rand::SeedableRng;
+    use tailguard_balance::Policy;
+
+    const OK: AttemptOutcome = AttemptOutcome::Status(200);
+
+    /// A round-robin client over three endpoints with rescue on, warmed with 120 answers of
+    /// 10 ms: the backup delay is 10 ms and an endpoint is silent after 100 ms.
+    fn warm(rescue: bool) -> (Client, rand_xoshiro::Xoshiro256PlusPlus) {
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(5);
+        let mut arm = ArmConfig::new("t", Policy::RoundRobin);
+        arm.retries = Some(RetryConfig::default());
+        arm.rescue = rescue;
+        let mut c = Client::new(&arm, 3, Duration::ZERO, &mut rng).unwrap();
+        let ms10 = Duration::from_millis(10);
+        for i in 0..120u64 {
+            let now = Duration::from_millis(i);
+            c.on_request(now);
+            let e = c.pick(now, None, &mut rng);
+            let s = c.on_send(e, now);
+            c.on_complete(e, s, ms10, Method::Get, OK, now + ms10, &mut rng);
+        }
+        (c, rng)
+    }
+
+    #[test]
+    fn only_a_silent_endpoint_is_rescued() {
+        let ms = Duration::from_millis;
+        let (mut c, mut rng) = warm(true);
+        let t0 = ms(1_000);
+        assert_eq!(c.backup_delay(t0).map(|d| d.as_millis()), Some(10));
+        let stuck = c.on_send(0, t0);
+        // Endpoint 0 keeps answering other requests: slow request, not a stall.
+        for k in 1..20u64 {
+            let at = t0 + ms(10 * k);
+            let s = c.on_send(0, at);
+            c.on_complete(0, s, ms(5), Method::Get, OK, at + ms(5), &mut rng);
+        }
+        let later = t0 + ms(200);
+        assert!(matches!(c.may_backup(0, false, later), Backup::Wait(_)));
+        // Then it says nothing for 100 ms: silent, rescued, charged as a retry.
+        let silent = t0 + ms(295);
+        assert_eq!(c.may_backup(0, false, silent), Backup::Rescue);
+        assert_eq!((c.stats().rescues, c.stats().retries), (1, 1));
+        c.on_cancel(0, stuck, silent);
+    }
+
+    #[test]
+    fn no_rescue_when_it_is_off_or_nowhere_else_to_go() {
+        let ms = Duration::from_millis;
+        let (mut off, _) = warm(false);
+        off.on_send(0, ms(1_000));
+        assert_eq!(off.may_backup(0, true, ms(5_000)), Backup::No);
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(5);
+        let mut arm = ArmConfig::new("t", Policy::RoundRobin);
+        arm.retries = Some(RetryConfig::default());
+        arm.rescue = true;
+        let mut one = Client::new(&arm, 1, Duration::ZERO, &mut rng).unwrap();
+        one.on_send(0, ms(0));
+        assert_eq!(one.may_backup(0, false, ms(60_000)), Backup::No);
+    }
+}

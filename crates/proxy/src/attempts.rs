@@ -256,13 +256,12 @@ pub async fn run(
     let (mut turn, mut tries) = (Turn::First, 0u32);
     let started = clock.now();
     let tell = |result, tries| told(result, tries, clock.now().saturating_sub(started));
-    // One backup per request: a retry of a request that had none may still be rescued.
-    let mut backed_up = false;
     let rescue = arm.rescue && arm.retries.is_some();
+    let max_retries = arm.retries.map_or(0, |r| r.max_retries);
     loop {
         let backup = match tries {
             0 => hedge,
-            _ if rescue && !backed_up => request
+            _ if rescue => request
                 .hedgeable()
                 .then(|| endpoints.backup_delay(clock.now()))
                 .flatten()
@@ -271,8 +270,10 @@ pub async fn run(
         };
         let (slot, done) = match backup {
             Some(delay) => {
-                let (slot, done, sent) = hedged(policy, next, request, turn, delay).await;
-                backed_up |= sent;
+                // Rescues count as retries, within the limit.
+                let left = max_retries.saturating_sub(tries);
+                let (slot, done, rescues) = hedged(policy, next, request, turn, delay, left).await;
+                tries += rescues;
                 (slot, done)
             }
             None => {
@@ -332,19 +333,22 @@ fn told(
     }
 }
 
-/// An attempt that may get a backup (the first attempt of a request, or a retry that may be
-/// rescued): a backup to another endpoint when it is still out after `delay` and
-/// [`Endpoints::may_backup`] says so (a hedge, first attempts only, or a rescue), asked again
-/// when it says to wait; the first success wins, and dropping the other attempt cancels it.
-/// When one fails, the other's answer decides. Returns the slot of the attempt whose end it
-/// returns, that end, and whether a backup was sent.
+/// An attempt that may get a backup (the first attempt of a request, or a retry): after
+/// `delay`, [`Endpoints::may_backup`] is asked (a hedge on the first ask of a first attempt, or
+/// a rescue when the attempt's endpoint has gone silent, at most `rescues_left` of them), and
+/// asked again when it says to wait; the first success wins, and dropping the other attempt
+/// cancels it. When the first attempt fails, the backup's answer decides; when a backup fails
+/// while the first is still out, the question is asked again at once, so a rescue that met a
+/// failing endpoint is followed by another rather than by the stalled attempt. Returns the slot
+/// of the attempt whose end it returns, that end, and the rescues sent.
 async fn hedged(
     policy: Policy<'_>,
     next: &dyn Balanced,
     request: &Outgoing,
     turn: Turn,
     delay: Duration,
-) -> (usize, Attempted, bool) {
+    mut rescues_left: u32,
+) -> (usize, Attempted, u32) {
     let Policy {
         arm,
         endpoints,
@@ -352,59 +356,96 @@ async fn hedged(
         clock,
     } = policy;
     let (first_slot, mut first) = next.attempt(request, turn);
-    // A hedge is for a first attempt only; a retry is asked about a rescue from the start.
-    let (mut wait, mut ask) = (delay, u32::from(turn != Turn::First));
+    let mut backup: Option<(usize, BoxFuture<'_, Attempted>)> = None;
+    // When to ask next (None: no more asking); a hedge only on the first ask of a first attempt.
+    let (mut wait, mut asked, mut rescues) = (Some(delay), turn != Turn::First, 0u32);
     loop {
-        tokio::select! {
-            done = &mut first => return (first_slot, done, false),
-            () = tokio::time::sleep(wait) => {}
-        }
-        // A backup sends the body alongside the first attempt: all of it must be in the copy.
-        if !request.body().complete() {
-            return (first_slot, first.await, false);
-        }
-        let backup = endpoints.may_backup(first_slot, ask == 0, clock.now());
-        if ask == 0 && arm.hedge.is_some() && backup != Backup::Hedge {
-            handles.hedge_budget_exhausted.inc();
-        }
-        ask += 1;
-        match backup {
-            Backup::Hedge => {
-                handles.hedges.inc();
-            }
-            Backup::Rescue => {
-                handles.rescues.inc();
-                handles.retries.inc();
-            }
-            // Asked again while the first attempt is out, unless the deadline comes first.
-            Backup::Wait(after) if request.in_time(after) => {
-                wait = after;
-                continue;
-            }
-            Backup::Wait(_) | Backup::No => return (first_slot, first.await, false),
+        let ask_in = if backup.is_none() { wait } else { None };
+        let event = tokio::select! {
+            done = &mut first => Event::First(done),
+            done = async {
+                match backup.as_mut() {
+                    Some((_, b)) => b.await,
+                    None => std::future::pending().await,
+                }
+            } => Event::Backup(done),
+            () = async {
+                match ask_in {
+                    Some(w) => tokio::time::sleep(w).await,
+                    None => std::future::pending().await,
+                }
+            } => Event::Ask,
         };
-        break;
+        match event {
+            Event::First(done) => {
+                let Some((slot, b)) = backup.take().filter(|_| !done.class.success) else {
+                    return (first_slot, done, rescues);
+                };
+                let done = b.await;
+                if done.class.success {
+                    handles.hedge_wins.inc();
+                    endpoints.hedge_won(slot);
+                }
+                return (slot, done, rescues);
+            }
+            Event::Backup(done) => {
+                let (slot, _) = backup.take().expect("a backup was out");
+                if done.class.success {
+                    handles.hedge_wins.inc();
+                    endpoints.hedge_won(slot);
+                    return (slot, done, rescues);
+                }
+                // The backup failed and the first attempt is still out: ask again now.
+                wait = wait.map(|_| Duration::ZERO);
+            }
+            Event::Ask => {
+                // A backup sends the body alongside the first attempt: all of it must be known.
+                if !request.body().complete() || (asked && rescues_left == 0) {
+                    wait = None;
+                    continue;
+                }
+                let answer = endpoints.may_backup(first_slot, !asked, clock.now());
+                if !asked && arm.hedge.is_some() && answer != Backup::Hedge {
+                    handles.hedge_budget_exhausted.inc();
+                }
+                asked = true;
+                match answer {
+                    Backup::Hedge => {
+                        handles.hedges.inc();
+                    }
+                    Backup::Rescue => {
+                        handles.rescues.inc();
+                        handles.retries.inc();
+                        rescues += 1;
+                        rescues_left -= 1;
+                    }
+                    // Asked again while the first attempt is out, unless the deadline is near.
+                    Backup::Wait(after) if request.in_time(after) => {
+                        wait = Some(after);
+                        continue;
+                    }
+                    Backup::Wait(_) | Backup::No => {
+                        wait = None;
+                        continue;
+                    }
+                };
+                let (slot, b) = next.attempt(request, Turn::Backup { beside: first_slot });
+                endpoints.hedged(slot);
+                backup = Some((slot, b));
+                wait = Some(delay);
+            }
+        }
     }
-    let turn = Turn::Backup { beside: first_slot };
-    let (backup_slot, mut backup) = next.attempt(request, turn);
-    endpoints.hedged(backup_slot);
-    let (done, backup_first) = tokio::select! {
-        done = &mut first => (done, false),
-        done = &mut backup => (done, true),
-    };
-    let (done, from_backup) = if done.class.success {
-        (done, backup_first)
-    } else if backup_first {
-        (first.await, false)
-    } else {
-        (backup.await, true)
-    };
-    if from_backup && done.class.success {
-        handles.hedge_wins.inc();
-        endpoints.hedge_won(backup_slot);
-    }
-    let slot = if from_backup { backup_slot } else { first_slot };
-    (slot, done, true)
+}
+
+/// What ended a wait in [`hedged`].
+enum Event {
+    /// The first attempt ended.
+    First(Attempted),
+    /// The backup ended.
+    Backup(Attempted),
+    /// Time to ask about a backup.
+    Ask,
 }
 
 #[cfg(test)]

@@ -163,6 +163,7 @@ struct Service {
     arm: ArmConfig,
     endpoints: Endpoints,
     handles: ServiceHandles,
+    clock: Clock,
 }
 
 impl Service {
@@ -180,6 +181,7 @@ impl Service {
             arm,
             endpoints,
             handles,
+            clock: Clock::start(),
         }
     }
 
@@ -188,7 +190,7 @@ impl Service {
             arm: &self.arm,
             endpoints: &self.endpoints,
             handles: &self.handles,
-            clock: Clock::start(),
+            clock: self.clock,
         }
     }
 }
@@ -416,4 +418,194 @@ async fn when_the_backup_fails_the_first_attempt_decides() {
     let finished: Vec<bool> = next.seen().iter().map(|s| s.3).collect();
     assert_eq!(finished, [true, true]);
     assert_eq!((handles.hedges.get(), handles.hedge_wins.get()), (1, 0));
+}
+
+/// A balanced stage over the service's own [`Endpoints`]: each attempt is picked and reported
+/// there (so the client sees each endpoint's silence), the first attempt's endpoint stalls for
+/// `stall`, and every other attempt answers after 5 ms with the next of `answers` (200 once
+/// they run out).
+struct Live<'e> {
+    endpoints: &'e Endpoints,
+    clock: Clock,
+    stall: Duration,
+    stalled: Mutex<Option<usize>>,
+    answers: Mutex<VecDeque<u16>>,
+    seen: Mutex<Vec<(usize, u64)>>,
+    start: Instant,
+}
+
+/// Reports an attempt's end to the endpoints, or its cancellation when dropped unfinished.
+struct Out<'e>(
+    &'e Endpoints,
+    Clock,
+    Option<(usize, tailguard_client::Sent)>,
+);
+
+impl Drop for Out<'_> {
+    fn drop(&mut self) {
+        if let Some(a) = self.2.take() {
+            self.0.cancel(a, self.1.now());
+        }
+    }
+}
+
+impl<'e> Live<'e> {
+    fn new(service: &'e Service, stall: Duration, answers: &[u16]) -> Self {
+        Self {
+            endpoints: &service.endpoints,
+            clock: service.clock,
+            stall,
+            stalled: Mutex::default(),
+            answers: Mutex::new(answers.iter().copied().collect()),
+            seen: Mutex::default(),
+            start: Instant::now(),
+        }
+    }
+}
+
+impl Balanced for Live<'_> {
+    fn attempt<'a>(
+        &'a self,
+        _request: &'a Outgoing,
+        turn: Turn,
+    ) -> (usize, BoxFuture<'a, Attempted>) {
+        let now = self.clock.now();
+        let first = turn == Turn::First;
+        let (slot, sent) = self
+            .endpoints
+            .send(now, turn.avoid(), first, &mut Vec::new())
+            .unwrap();
+        let stalls = *self.stalled.lock().unwrap().get_or_insert(slot) == slot;
+        let status = if stalls {
+            200
+        } else {
+            self.answers.lock().unwrap().pop_front().unwrap_or(200)
+        };
+        let delay = if stalls {
+            self.stall
+        } else {
+            Duration::from_millis(5)
+        };
+        self.seen
+            .lock()
+            .unwrap()
+            .push((slot, self.start.elapsed().as_millis() as u64));
+        let out = Out(self.endpoints, self.clock, Some((slot, sent)));
+        let attempt = async move {
+            let mut out = out; // the guard whole, so dropping the attempt cancels it
+            tokio::time::sleep(delay).await;
+            let a = out.2.take().expect("once");
+            let outcome = tailguard_resilience::AttemptOutcome::Status(status);
+            let now = self.clock.now();
+            let class = self
+                .endpoints
+                .complete(a, delay, Method::Get, outcome, now, None)
+                .class;
+            Attempted {
+                class,
+                result: Ok(response(status)),
+            }
+        };
+        (slot, Box::pin(attempt))
+    }
+}
+
+/// A service with rescue on (and retries, which it needs), whose endpoints have seen 120
+/// answers of 10 ms: the backup delay is 10 ms, and an endpoint is silent after 100 ms (ten
+/// times its mean).
+fn rescuing(rescue: bool) -> Service {
+    let mut arm = retrying(3);
+    arm.classifier = tailguard_resilience::Classifier::retryable_read_5xx();
+    arm.rescue = rescue;
+    let service = Service::new(arm);
+    let ok = tailguard_resilience::AttemptOutcome::Status(200);
+    let ms10 = Duration::from_millis(10);
+    for _ in 0..120 {
+        let now = service.clock.now();
+        let a = service
+            .endpoints
+            .send(now, None, true, &mut Vec::new())
+            .unwrap();
+        service
+            .endpoints
+            .complete(a, ms10, Method::Get, ok, now + ms10, None);
+    }
+    service
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_at_a_silent_endpoint_is_rescued_on_another() {
+    let service = rescuing(true);
+    let (policy, handles) = (service.policy(), &service.handles);
+    let next = Live::new(&service, Duration::from_secs(5), &[]);
+    let started = Instant::now();
+    let result = run(policy, &next, &request(AttemptBody::Empty)).await;
+    assert_eq!(status(&result), 200);
+    let took = started.elapsed();
+    // Rescued once the endpoint had been silent for ten times its 10 ms mean, answered 5 ms
+    // later: not after the 5 s stall.
+    assert!(
+        took >= Duration::from_millis(105) && took < Duration::from_millis(130),
+        "{took:?}"
+    );
+    let seen = next.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_ne!(seen[0].0, seen[1].0, "the rescue went elsewhere");
+    assert_eq!((handles.rescues.get(), handles.retries.get()), (1, 1));
+    assert_eq!(handles.hedges.get(), 0);
+    // The stalled attempt was cancelled: nothing waits at its endpoint any more.
+    assert_eq!(service.endpoints.pending(seen[0].0), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_rescue_the_request_waits_out_the_stall() {
+    let service = rescuing(false);
+    let next = Live::new(&service, Duration::from_secs(5), &[]);
+    let started = Instant::now();
+    let result = run(service.policy(), &next, &request(AttemptBody::Empty)).await;
+    assert_eq!(status(&result), 200);
+    assert!(started.elapsed() >= Duration::from_secs(5));
+    assert_eq!(service.handles.rescues.get(), 0);
+}
+
+/// A rescue that meets a failing endpoint is followed by another at once, not by the stalled
+/// attempt; each counts as a retry, and the retry limit bounds them.
+#[tokio::test(start_paused = true)]
+async fn a_failed_rescue_is_followed_by_another_within_the_retry_limit() {
+    let service = rescuing(true);
+    let next = Live::new(&service, Duration::from_secs(5), &[503]);
+    let started = Instant::now();
+    let result = run(service.policy(), &next, &request(AttemptBody::Empty)).await;
+    assert_eq!(status(&result), 200);
+    assert!(
+        started.elapsed() < Duration::from_millis(200),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(service.handles.rescues.get(), 2);
+    assert_eq!(next.seen.lock().unwrap().len(), 3);
+
+    // With one retry allowed, the failed rescue is the last backup: the request waits for
+    // the stalled attempt.
+    let mut arm = service.arm.clone();
+    arm.retries.as_mut().unwrap().max_retries = 1;
+    let limited = Service::new(arm);
+    let ok = tailguard_resilience::AttemptOutcome::Status(200);
+    for _ in 0..120 {
+        let now = limited.clock.now();
+        let a = limited
+            .endpoints
+            .send(now, None, true, &mut Vec::new())
+            .unwrap();
+        let ms10 = Duration::from_millis(10);
+        limited
+            .endpoints
+            .complete(a, ms10, Method::Get, ok, now + ms10, None);
+    }
+    let next = Live::new(&limited, Duration::from_secs(5), &[503]);
+    let started = Instant::now();
+    let result = run(limited.policy(), &next, &request(AttemptBody::Empty)).await;
+    assert_eq!(status(&result), 200);
+    assert!(started.elapsed() >= Duration::from_secs(5));
+    assert_eq!(limited.handles.rescues.get(), 1);
 }
