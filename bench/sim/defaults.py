@@ -2,6 +2,12 @@
 """The proxy's default against an earlier build's, on every built-in sim scenario.
 
 Usage: bench/sim/defaults.py OLD_TAILGUARD NEW_TAILGUARD [--seeds 1,2,3,4,5] [--only a,b]
+       bench/sim/defaults.py OLD_TAILGUARD NEW_TAILGUARD --live ROUNDS [--only a,b]
+
+With `--live`, the same two arms run live instead (`tailguard bench FILE`, each through an
+in-process proxy on a fresh fleet), on `add-steps`, `slow-middle` and `gc-pause` (seeds 000,
+002, 004) unless `--only` says otherwise, OLD and NEW interleaved for ROUNDS rounds; prints
+each run's p99 and the medians, and exits 1 when NEW's median p99 is more than 10% above OLD's.
 
 For each built-in scenario (as NEW prints it) and each seed, runs one arm with the proxy's
 default client settings: OLD with the settings it had (P2C peak EWMA without the pending age,
@@ -55,8 +61,50 @@ def run(binary, text, arm, seed):
     }
 
 
+def run_live(binary, text, arm):
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f, \
+            tempfile.NamedTemporaryFile(suffix=".json") as out:
+        f.write(text + arm)
+        f.flush()
+        subprocess.run([binary, "bench", f.name, "--arms", "default", "--no-sim", "--no-live",
+                        "--json", out.name], check=True, capture_output=True)
+        report = json.load(open(out.name))
+    return report
+
+
+def live(old, new, rounds, names):
+    import statistics
+    bad = []
+    for name in names:
+        text = scenario_text(new, name)
+        p99 = {"old": [], "new": []}
+        for r in range(rounds):
+            for which, binary, arm in (("old", old, OLD_ARM), ("new", new, NEW_ARM)):
+                report = run_live(binary, text, arm)
+                value = find_p99(report)
+                p99[which].append(value)
+                print(f"{name:12} round {r + 1} {which}: p99 {value / 1e3:.1f} ms", flush=True)
+        a, b = statistics.median(p99["old"]), statistics.median(p99["new"])
+        print(f"{name:12} median p99: old {a / 1e3:.1f} ms, new {b / 1e3:.1f} ms"
+              f" ({(b / a - 1) * 100:+.1f}%)", flush=True)
+        if b > a * 1.10:
+            bad.append(f"{name}: median p99 {a} -> {b}")
+    print("\n".join(["", "past the bound:"] + bad) if bad else "\nall within 10%")
+    sys.exit(1 if bad else 0)
+
+
+def find_p99(report):
+    """The one arm's p99 in microseconds."""
+    return report["arms"][0]["latency_us"]["p99"]
+
+
 def main():
     old, new = sys.argv[1], sys.argv[2]
+    if "--live" in sys.argv:
+        names = ["add-steps", "slow-middle", "gc-pause"]
+        if "--only" in sys.argv:
+            names = sys.argv[sys.argv.index("--only") + 1].split(",")
+        live(old, new, int(sys.argv[sys.argv.index("--live") + 1]), names)
     seeds = [1, 2, 3, 4, 5]
     if "--seeds" in sys.argv:
         seeds = [int(s) for s in sys.argv[sys.argv.index("--seeds") + 1].split(",")]

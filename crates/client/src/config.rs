@@ -75,6 +75,10 @@ pub struct ArmConfig {
     /// time), gets a backup to another endpoint, charged to the retry budget (so it needs
     /// `retries`). See [`super::Client::may_backup`].
     pub rescue: bool,
+    /// The longest a backend's own pushback (`Retry-After` on a 429 or 503, gRPC's
+    /// `grpc-retry-pushback-ms`) is honoured; `None`: pushback is ignored. See
+    /// [`super::Client::on_pushback`].
+    pub pushback_max: Option<Duration>,
     /// Timeouts.
     pub timeouts: Timeouts,
     /// What a failed (or overloaded) attempt costs the load estimate at least, instead of
@@ -88,6 +92,10 @@ pub struct ArmConfig {
 /// the decay is logarithmic in the penalty, so its exact size matters little once it is far
 /// above the healthy round trip. (Linkerd 2's load biaser charges 5 s for a 429.)
 pub const DEFAULT_FAILURE_PENALTY: Duration = Duration::from_secs(1);
+
+/// The default [`ArmConfig::pushback_max`]: ten seconds. A backend asking for longer (a year,
+/// by mistake or malice) is taken at its word for this long, then asked again.
+pub const DEFAULT_PUSHBACK_MAX: Duration = Duration::from_secs(10);
 
 /// An [`ArmConfig`] with a broken part.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -116,6 +124,9 @@ pub enum ArmError {
     /// A failure penalty above an hour would keep an endpoint out for good.
     #[error("failure penalty must be at most 1h")]
     Penalty,
+    /// A pushback cap above an hour would let one answer keep an endpoint out for good.
+    #[error("pushback cap must be at most 1h")]
+    PushbackMax,
 }
 
 impl ArmConfig {
@@ -130,6 +141,7 @@ impl ArmConfig {
             hedge: None,
             outlier: None,
             rescue: false,
+            pushback_max: Some(DEFAULT_PUSHBACK_MAX),
             timeouts: Timeouts::default(),
             failure_penalty: Some(DEFAULT_FAILURE_PENALTY),
         }
@@ -165,6 +177,12 @@ impl ArmConfig {
             .is_some_and(|d| d > Duration::from_secs(3600))
         {
             return Err(ArmError::Penalty);
+        }
+        if self
+            .pushback_max
+            .is_some_and(|d| d > Duration::from_secs(3600))
+        {
+            return Err(ArmError::PushbackMax);
         }
         Ok(())
     }

@@ -18,6 +18,15 @@
 //!    (the hedge budget) or the rescue of an attempt whose endpoint has gone silent (the retry
 //!    budget; see *A stalled endpoint* below).
 //!
+//! # Pushback
+//! A backend may say how long to leave it alone: `Retry-After` on a 429 or 503.
+//! [`Client::on_pushback`] keeps such an endpoint out of picks for that long, capped at
+//! [`ArmConfig::pushback_max`] (10 s by default), and never more than half of the endpoints at
+//! once (the others' pushbacks are noted, not honoured, so a backend cannot empty the set);
+//! when every endpoint has asked, [`Client::pushed_back`] says how long until the first may be
+//! asked again, so the caller can answer at once. A 429 that asks is not a failure for accrual
+//! ([`Client::on_complete_pushed`]).
+//!
 //! # A stalled endpoint
 //! An endpoint that stops answering (a GC pause, `SIGSTOP`) holds every request already sent
 //! to it. The balancer stops sending more as soon as it notices (peak EWMA prices the silence,
@@ -69,7 +78,9 @@
 mod config;
 pub mod spec;
 
-pub use config::{ArmConfig, ArmError, RetryConfig, Timeouts, DEFAULT_FAILURE_PENALTY};
+pub use config::{
+    ArmConfig, ArmError, RetryConfig, Timeouts, DEFAULT_FAILURE_PENALTY, DEFAULT_PUSHBACK_MAX,
+};
 pub use tailguard_resilience::accrual::Transition;
 
 use rand::RngCore;
@@ -162,6 +173,9 @@ pub struct Client {
     rescue_timer: Option<Hedger>,
     /// Each endpoint's silence, when rescue is on.
     quiet: Vec<Quiet>,
+    /// Each endpoint's pushback, when honoured at all (`pushback_max`).
+    pushed: Vec<Pushed>,
+    pushback_max: Option<Duration>,
     classifier: Classifier,
     failure_penalty: Option<Duration>,
     stats: ClientStats,
@@ -202,6 +216,11 @@ impl Client {
             } else {
                 Vec::new()
             },
+            pushed: match arm.pushback_max {
+                Some(_) => vec![Pushed::default(); endpoints],
+                None => Vec::new(),
+            },
+            pushback_max: arm.pushback_max,
             classifier: arm.classifier,
             failure_penalty: arm.failure_penalty,
             stats: ClientStats::default(),
@@ -277,9 +296,10 @@ impl Client {
             .is_some_and(|o| o.is_ejected(endpoint, now))
     }
 
-    /// True when `endpoint` is in rotation at `now` (accrual and ejection agree).
+    /// True when `endpoint` is in rotation at `now` (accrual, ejection and pushback agree).
     pub fn is_ready(&self, endpoint: usize, now: Duration) -> bool {
         in_rotation(&self.accrual, self.outlier.as_ref(), endpoint, now)
+            && !is_pushed(&self.pushed, endpoint, now)
     }
 
     /// Step 2: the endpoint for the next attempt, avoiding `avoid` whenever another exists.
@@ -294,13 +314,18 @@ impl Client {
             balancer,
             accrual,
             outlier,
+            pushed,
             ..
         } = self;
-        let ready = |i: usize| Some(i) != avoid && in_rotation(accrual, outlier.as_ref(), i, now);
+        let ready = |i: usize| {
+            Some(i) != avoid
+                && in_rotation(accrual, outlier.as_ref(), i, now)
+                && !is_pushed(pushed, i, now)
+        };
         let mut chosen = balancer
             .pick(now, &ready, rng)
             .expect("a client has endpoints");
-        if !ready(chosen) && outlier.is_some() {
+        if !ready(chosen) && (outlier.is_some() || is_pushed(pushed, chosen, now)) {
             let alive = |i: usize| Some(i) != avoid && in_rotation(accrual, None, i, now);
             chosen = balancer.pick(now, &alive, rng).unwrap_or(chosen);
         }
@@ -319,10 +344,12 @@ impl Client {
             balancer,
             accrual,
             outlier,
+            pushed,
             stats,
             ..
         } = self;
-        let ready = |i: usize| in_rotation(accrual, outlier.as_ref(), i, now);
+        let ready =
+            |i: usize| in_rotation(accrual, outlier.as_ref(), i, now) && !is_pushed(pushed, i, now);
         let before = out.len();
         balancer.probe_targets(now, &ready, rng, out);
         stats.probes += (out.len() - before) as u64;
@@ -373,6 +400,84 @@ impl Client {
         }
     }
 
+    /// `endpoint` asked at `now` to be left alone for `wait` (`Retry-After` on a 429 or 503):
+    /// it is kept out of picks until `now + min(wait, pushback_max)`, unless half of the
+    /// endpoints (rounded down) are out by pushback already, in which case the request is
+    /// noted for [`Client::pushed_back`] but not honoured. Returns whether it was honoured;
+    /// does nothing when pushback is off. O(endpoints), once per pushback answer.
+    pub fn on_pushback(&mut self, endpoint: usize, wait: Duration, now: Duration) -> bool {
+        let Some(max) = self.pushback_max else {
+            return false;
+        };
+        let n = self.pushed.len();
+        if endpoint >= n {
+            return false;
+        }
+        let until = now.saturating_add(wait.min(max));
+        let out = (0..n)
+            .filter(|&i| i != endpoint && self.pushed[i].out_until > now)
+            .count();
+        let p = &mut self.pushed[endpoint];
+        p.asked_until = p.asked_until.max(until);
+        if out < n / 2 {
+            p.out_until = p.asked_until;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// When the endpoint a pick chose has itself asked to be left alone at `now`, and so has
+    /// every other: how long until the first of them may be asked again (the caller answers at
+    /// once, saying so). `None` otherwise; O(1) unless `endpoint` asked.
+    pub fn pushed_back(&self, endpoint: usize, now: Duration) -> Option<Duration> {
+        if self
+            .pushed
+            .get(endpoint)
+            .is_none_or(|p| p.asked_until <= now)
+        {
+            return None;
+        }
+        let mut soonest = Duration::MAX;
+        for p in &self.pushed {
+            if p.asked_until <= now {
+                return None;
+            }
+            soonest = soonest.min(p.asked_until - now);
+        }
+        Some(soonest)
+    }
+
+    /// [`Client::on_complete`] for an answer that also asked for pushback (`Retry-After`):
+    /// the pushback is recorded first ([`Client::on_pushback`]), and a 429 that asks is not a
+    /// failure for accrual, even when 4xx count as failures (the backend said when to come
+    /// back; it did not fail).
+    #[allow(clippy::too_many_arguments)] // on_complete's record and the wait asked
+    pub fn on_complete_pushed(
+        &mut self,
+        endpoint: usize,
+        sent: Sent,
+        rtt: Duration,
+        method: Method,
+        outcome: AttemptOutcome,
+        wait: Duration,
+        now: Duration,
+        rng: &mut dyn RngCore,
+    ) -> Completion {
+        self.on_pushback(endpoint, wait, now);
+        let asked_politely = outcome == AttemptOutcome::Status(429);
+        self.complete(
+            endpoint,
+            sent,
+            rtt,
+            method,
+            outcome,
+            asked_politely,
+            now,
+            rng,
+        )
+    }
+
     /// Step 3: the attempt `sent` ended at `now` with `outcome`, `rtt` after it was sent (or,
     /// for a streamed answer, its head came `rtt` after); returns its class and what it changed
     /// in its endpoint's failure accrual.
@@ -380,10 +485,27 @@ impl Client {
     pub fn on_complete(
         &mut self,
         endpoint: usize,
+        sent: Sent,
+        rtt: Duration,
+        method: Method,
+        outcome: AttemptOutcome,
+        now: Duration,
+        rng: &mut dyn RngCore,
+    ) -> Completion {
+        self.complete(endpoint, sent, rtt, method, outcome, false, now, rng)
+    }
+
+    /// [`Client::on_complete`], with `not_failure` keeping an answer that would be a failure
+    /// (a 429 under `four_xx_is_failure`) from counting as one for accrual.
+    #[allow(clippy::too_many_arguments)]
+    fn complete(
+        &mut self,
+        endpoint: usize,
         mut sent: Sent,
         rtt: Duration,
         method: Method,
         outcome: AttemptOutcome,
+        not_failure: bool,
         now: Duration,
         rng: &mut dyn RngCore,
     ) -> Completion {
@@ -400,7 +522,7 @@ impl Client {
             self.balancer.failed(endpoint, now);
         }
         let transition = match (self.accrual.get_mut(endpoint), sent.ticket) {
-            (Some(a), Some(t)) => a.on_outcome(t, class.success, now, rng),
+            (Some(a), Some(t)) => a.on_outcome(t, class.success || not_failure, now, rng),
             _ => None,
         };
         if matches!(transition, Some(Transition::Tripped { .. })) {
@@ -511,6 +633,19 @@ impl Client {
         self.stats.rescues += 1;
         Backup::Rescue
     }
+}
+
+/// One endpoint's pushback: until when it asked to be left alone, and until when that is
+/// honoured (no later than asked; never for more than half of the endpoints at once).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Pushed {
+    asked_until: Duration,
+    out_until: Duration,
+}
+
+/// True when `endpoint`'s pushback keeps it out of picks at `now`.
+fn is_pushed(pushed: &[Pushed], endpoint: usize, now: Duration) -> bool {
+    pushed.get(endpoint).is_some_and(|p| p.out_until > now)
 }
 
 /// True when `endpoint` is in rotation at `now`: alive for failure accrual and not ejected as a

@@ -39,6 +39,7 @@ use crate::deadline::Deadline;
 use crate::endpoints::Endpoints;
 use crate::fault::{Failure, Fault, ProxyFault};
 use crate::metrics::ServiceHandles;
+use crate::pushback::GrpcPushback;
 use crate::replay::{NotReplayable, Replay};
 use crate::request_body::FaultCell;
 use crate::response::Reply;
@@ -290,7 +291,19 @@ pub async fn run(
             return tell(done.result, tries);
         }
         let backoff = arm.retries.and_then(|r| r.backoff);
-        let wait = backoff.map_or(Duration::ZERO, |b| endpoints.retry_delay(&b, tries + 1));
+        let mut wait = backoff.map_or(Duration::ZERO, |b| endpoints.retry_delay(&b, tries + 1));
+        // gRPC's pushback (gRFC A6): no retry, or none sooner than asked (within the cap).
+        let pushback = match (&done.result, arm.pushback_max) {
+            (Ok(resp), Some(max)) => {
+                crate::pushback::grpc_pushback(resp.headers()).map(|p| (p, max))
+            }
+            _ => None,
+        };
+        match pushback {
+            Some((GrpcPushback::Stop, _)) => return tell(done.result, tries),
+            Some((GrpcPushback::Wait(asked), max)) => wait = wait.max(asked.min(max)),
+            None => {}
+        }
         if !request.in_time(wait) {
             // A retry that could only start at or after the deadline: the failure now, rather
             // than a timeout later (and the budget is not charged for it).

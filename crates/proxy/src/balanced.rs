@@ -36,7 +36,7 @@
 
 use crate::attempts::{Attempted, Balanced, Outgoing, Turn};
 use crate::body::ProxyBody;
-use crate::endpoints::Endpoints;
+use crate::endpoints::{Endpoints, NotSent};
 use crate::fault::{EndpointFault, Failure, Fault, ProxyFault};
 use crate::in_flight::{Answer, InFlight};
 use crate::response::Reply;
@@ -76,8 +76,17 @@ impl Balanced for Balancer<'_> {
         request: &'a Outgoing,
         turn: Turn,
     ) -> (usize, BoxFuture<'a, Attempted>) {
-        let pending = self.pick(request, turn);
-        (pending.slot, Box::pin(self.once(request, pending)))
+        match self.pick(request, turn) {
+            Ok(pending) => (pending.slot, Box::pin(self.once(request, pending))),
+            // Every endpoint asked to be left alone: answered at once, nothing sent.
+            Err((slot, left)) => (
+                slot,
+                Box::pin(std::future::ready(Attempted {
+                    class: Attempted::FINAL,
+                    result: Err(Fault::Proxy(ProxyFault::PushedBack(left))),
+                })),
+            ),
+        }
     }
 }
 
@@ -85,18 +94,23 @@ impl Balancer<'_> {
     /// Picks the endpoint of attempt `turn` (avoiding the slot it names when another exists)
     /// and sends the probes a probing balancer asks for with it; the attempt is in flight from
     /// here. The first attempt also counts the request, under the same lock.
-    fn pick(&self, request: &Outgoing, turn: Turn) -> InFlight {
+    fn pick(&self, request: &Outgoing, turn: Turn) -> Result<InFlight, (usize, Duration)> {
         let (shared, service, endpoints) = (self.shared, self.service, self.endpoints);
         let clock = shared.clock;
         let now = clock.now();
         let mut probes = Vec::new();
-        let (slot, ticket) = endpoints
-            .send(now, turn.avoid(), turn == Turn::First, &mut probes)
-            .expect("the attempts stage checked that there are endpoints");
+        let (slot, ticket) =
+            match endpoints.send(now, turn.avoid(), turn == Turn::First, &mut probes) {
+                Ok(sent) => sent,
+                Err(NotSent::PushedBack(slot, left)) => return Err((slot, left)),
+                Err(NotSent::NoEndpoints) => {
+                    unreachable!("the attempts stage checked that there are endpoints")
+                }
+            };
         if !probes.is_empty() {
             crate::probe::send(shared, service, endpoints, probes, request.h2);
         }
-        InFlight {
+        Ok(InFlight {
             shared: Arc::clone(shared),
             service: Arc::clone(service),
             endpoints: Arc::clone(endpoints),
@@ -105,7 +119,7 @@ impl Balancer<'_> {
             method: request.method,
             sent: now,
             clock,
-        }
+        })
     }
 
     /// One attempt, picked: send within the attempt timeout, classify, report.
@@ -215,8 +229,13 @@ fn respond(
     } else {
         peek(&mut body, &mut peeked, service.config.retry_buffer)
     };
+    // A 429 or 503 that says when to come back keeps its endpoint out of picks that long.
+    let wait = match parts.status.as_u16() {
+        429 | 503 => crate::pushback::retry_after(&parts.headers, wall_clock()),
+        _ => None,
+    };
     let (class, deferred) = match verdict {
-        Some(Ok(answer)) => (pending.answered(answer, rtt), None),
+        Some(Ok(answer)) => (pending.answered_pushed(answer, rtt, wait), None),
         Some(Err((reason, why))) => {
             let fault = EndpointFault {
                 addr: pending.endpoints.addr(pending.slot),
@@ -237,6 +256,12 @@ fn respond(
         class,
         result: Ok(Response::from_parts(parts, body)),
     }
+}
+
+/// The wall clock, for an HTTP-date in `Retry-After` (the one place the request path reads it).
+#[allow(clippy::disallowed_methods)] // an HTTP-date is wall-clock time by definition
+fn wall_clock() -> std::time::SystemTime {
+    std::time::SystemTime::now()
 }
 
 const SUCCESS: Class = Class {

@@ -813,5 +813,6 @@ fn arm_key(e: &ArmError) -> &'static str {
         ArmError::Outlier(_) => "client.outlierDetection",
         ArmError::ZeroTimeout => "timeouts (requestAttemptTimeoutMs / totalTimeoutMs)",
         ArmError::Penalty => "client.failurePenaltyMs",
+        ArmError::PushbackMax => "client.pushbackMaxMs",
     }
 }

@@ -120,6 +120,16 @@ pub struct Endpoints {
     locked: Mutex<Locked>,
 }
 
+/// Why [`Endpoints::send`] sent no attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NotSent {
+    /// The service has no endpoints.
+    NoEndpoints,
+    /// The slot picked, and every other, asked to be left alone (`Retry-After`); the first may
+    /// be asked again after this long.
+    PushedBack(usize, Duration),
+}
+
 impl Endpoints {
     /// A balancer over `upstreams` (an upstream of weight `w` fills `w` slots), created at `now`.
     ///
@@ -230,7 +240,8 @@ impl Endpoints {
         out
     }
 
-    /// Picks a slot avoiding `avoid` when another exists, and marks the attempt sent; with a
+    /// Picks a slot avoiding `avoid` when another exists, and marks the attempt sent (unless the
+    /// slot picked, and every other, asked to be left alone: [`NotSent::PushedBack`]); with a
     /// probing balancer, also the slots it wants probed now (appended to `probes`). The first
     /// attempt of a request (`arrived`) also counts the request (the retry and hedge budgets'
     /// deposits), under the same lock. `None` when there are no endpoints.
@@ -240,9 +251,9 @@ impl Endpoints {
         avoid: Option<usize>,
         arrived: bool,
         probes: &mut Vec<usize>,
-    ) -> Option<(usize, Sent)> {
+    ) -> Result<(usize, Sent), NotSent> {
         if self.is_empty() {
-            return None;
+            return Err(NotSent::NoEndpoints);
         }
         let mut guard = self.lock();
         let Locked { client, rng } = &mut *guard;
@@ -250,11 +261,14 @@ impl Endpoints {
             client.on_request(now);
         }
         let i = client.pick(now, avoid, rng);
+        if let Some(left) = client.pushed_back(i, now) {
+            return Err(NotSent::PushedBack(i, left));
+        }
         let sent = client.on_send(i, now);
         client.probe_targets(now, rng, probes);
         drop(guard);
         self.counters[i].pending.fetch_add(1, Ordering::Relaxed);
-        Some((i, sent))
+        Ok((i, sent))
     }
 
     /// A load probe of slot `i` came back at `now` (`None`: no usable answer); what the
@@ -296,10 +310,29 @@ impl Endpoints {
         now: Duration,
         why: Option<&str>,
     ) -> Completion {
+        self.complete_pushed(attempt, rtt, method, outcome, None, now, why)
+    }
+
+    /// [`Endpoints::complete`] for an answer that may also ask to be left alone for `wait`
+    /// (`Retry-After` on a 429 or 503).
+    #[allow(clippy::too_many_arguments)] // complete's record and the wait asked
+    pub fn complete_pushed(
+        &self,
+        attempt: (usize, Sent),
+        rtt: Duration,
+        method: Method,
+        outcome: AttemptOutcome,
+        wait: Option<Duration>,
+        now: Duration,
+        why: Option<&str>,
+    ) -> Completion {
         let (i, sent) = attempt;
         let mut guard = self.lock();
         let Locked { client, rng } = &mut *guard;
-        let end = client.on_complete(i, sent, rtt, method, outcome, now, rng);
+        let end = match wait {
+            None => client.on_complete(i, sent, rtt, method, outcome, now, rng),
+            Some(w) => client.on_complete_pushed(i, sent, rtt, method, outcome, w, now, rng),
+        };
         drop(guard);
         let class = end.class;
         let c = &self.counters[i];

@@ -80,6 +80,8 @@ pub enum Reason {
     InFlightLimit,
     /// The endpoint spoke badly: a malformed response, a TLS or HTTP/2 protocol failure.
     UpstreamProtocol,
+    /// Every endpoint asked to be left alone (`Retry-After`) for a while yet.
+    PushedBack,
 }
 
 impl Reason {
@@ -95,6 +97,7 @@ impl Reason {
             Reason::ConnectionLimit => "connection limit",
             Reason::InFlightLimit => "over maxConcurrentRequests",
             Reason::UpstreamProtocol => "upstream protocol error",
+            Reason::PushedBack => "every endpoint asked to wait (Retry-After)",
         }
     }
 
@@ -189,6 +192,8 @@ pub enum ProxyFault {
     },
     /// The request's time ran out: the total timeout, or the caller's own deadline (named).
     Deadline(&'static str),
+    /// Every endpoint asked to be left alone; the first may be asked again after this long.
+    PushedBack(std::time::Duration),
 }
 
 impl ProxyFault {
@@ -208,6 +213,17 @@ impl ProxyFault {
             // `total timeout`, or the header whose deadline passed (`grpc-timeout`,
             // `x-tailguard-timeout-ms`): fixed words either way.
             (ProxyFault::Deadline(why), _) => reply.error(StatusCode::GATEWAY_TIMEOUT, why),
+            // Passed on: HTTP's `Retry-After` in whole seconds (at least 1), gRPC's pushback.
+            (ProxyFault::PushedBack(left), _) => {
+                let mut resp = reply.error(unavailable, Reason::PushedBack.as_str());
+                let (name, value) = match reply {
+                    Reply::Http => ("retry-after", left.as_secs_f64().ceil().max(1.0) as u64),
+                    Reply::Grpc => ("grpc-retry-pushback-ms", left.as_millis().max(1) as u64),
+                };
+                resp.headers_mut()
+                    .insert(name, http::HeaderValue::from(value));
+                resp
+            }
         }
     }
 }

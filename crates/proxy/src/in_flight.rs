@@ -54,14 +54,20 @@ impl InFlight {
     /// The endpoint answered, `rtt` after the attempt was sent: reported to the balancer,
     /// accrual and metrics; the classifier's verdict.
     pub fn answered(self, answer: Answer, rtt: Duration) -> Class {
-        self.finish(answer.outcome(), rtt, None)
+        self.finish(answer.outcome(), rtt, None, None)
+    }
+
+    /// [`InFlight::answered`], the answer also asking to be left alone for `wait`
+    /// (`Retry-After`; `None`: it did not ask).
+    pub fn answered_pushed(self, answer: Answer, rtt: Duration, wait: Option<Duration>) -> Class {
+        self.finish(answer.outcome(), rtt, None, wait)
     }
 
     /// The endpoint failed the attempt, `rtt` after it was sent (the endpoint's fault only).
     pub fn failed(self, fault: &EndpointFault, rtt: Duration) -> Class {
         // `/endpoints` shows the cause (`connect timeout (1s)`, a TLS certificate's problem),
         // not only the outcome accrual reads.
-        self.finish(fault.outcome(), rtt, fault.why())
+        self.finish(fault.outcome(), rtt, fault.why(), None)
     }
 
     /// The endpoint began to answer before the outcome is known (a stream's head, its status
@@ -72,12 +78,18 @@ impl InFlight {
         }
     }
 
-    fn finish(mut self, outcome: AttemptOutcome, rtt: Duration, why: Option<&str>) -> Class {
+    fn finish(
+        mut self,
+        outcome: AttemptOutcome,
+        rtt: Duration,
+        why: Option<&str>,
+        wait: Option<Duration>,
+    ) -> Class {
         let attempt = self.attempt.take().expect("finished once");
         let now = self.clock.now();
-        let end = self
-            .endpoints
-            .complete(attempt, rtt, self.method, outcome, now, why);
+        let end =
+            self.endpoints
+                .complete_pushed(attempt, rtt, self.method, outcome, wait, now, why);
         record(&self, outcome, rtt, end.transition);
         end.class
     }

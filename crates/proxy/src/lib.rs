@@ -56,6 +56,7 @@ mod lag;
 mod listener;
 mod metrics;
 mod probe;
+mod pushback;
 mod replay;
 mod request_body;
 mod response;

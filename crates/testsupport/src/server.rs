@@ -65,6 +65,8 @@ struct State {
     connections: AtomicU64,
     stall_until: Mutex<Option<Instant>>,
     last: Mutex<Last>,
+    /// A header every response carries, when set.
+    extra: Mutex<Option<(hyper::header::HeaderName, hyper::header::HeaderValue)>>,
 }
 
 /// What the last request carried.
@@ -108,6 +110,24 @@ impl TestServer {
     /// From now on every response waits `d` before it is sent.
     pub fn set_delay(&self, d: Duration) {
         self.state.delay.store(nanos(d), Ordering::SeqCst);
+    }
+
+    /// From now on every response carries the header `name: value` (`None`: no extra header).
+    ///
+    /// # Panics
+    /// When `name` or `value` is not a valid header.
+    pub fn set_header(&self, header: Option<(&str, &str)>) {
+        let parsed = header.map(|(name, value)| {
+            (
+                hyper::header::HeaderName::from_bytes(name.as_bytes()).expect("a header name"),
+                hyper::header::HeaderValue::from_str(value).expect("a header value"),
+            )
+        });
+        *self
+            .state
+            .extra
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = parsed;
     }
 
     /// From now on every response has status `code`.
@@ -233,6 +253,7 @@ impl Builder {
             connections: AtomicU64::new(0),
             stall_until: Mutex::new(None),
             last: Mutex::new(Last::default()),
+            extra: Mutex::new(None),
         })
     }
 
@@ -423,5 +444,13 @@ async fn answer(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Bo
     let mut resp = Response::new(body);
     let status = state.status.load(Ordering::SeqCst);
     *resp.status_mut() = StatusCode::from_u16(status).expect("checked when set");
+    let extra = state
+        .extra
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    if let Some((name, value)) = extra {
+        resp.headers_mut().insert(name, value);
+    }
     Ok(resp)
 }

@@ -15,4 +15,5 @@ mod merge_bounds;
 mod merge_cli;
 mod proxy_config_files;
 mod proxy_signals;
+mod stall_default;
 mod vocabulary;

@@ -32,6 +32,7 @@ mod pool_limit;
 mod pool_reuse;
 mod probing;
 mod proxy;
+mod pushback;
 mod reflection;
 mod replay;
 mod retain;
