@@ -101,6 +101,19 @@ pub trait Balance: std::fmt::Debug {
         None
     }
 
+    /// Slow start for the endpoints this balancer warms up ([`Balance::warm_up`]); `None` turns
+    /// it off. Only the load-aware pickers of [`crate::BestOf`] listen: the others take no
+    /// cost to scale.
+    fn set_slow_start(&mut self, slow_start: Option<crate::SlowStart>) {
+        let _ = slow_start;
+    }
+
+    /// `endpoint` joined (or came back) at `since`: its cost is divided by the slow-start
+    /// factor of the time since, until the window is over ([`crate::slow_start`]).
+    fn warm_up(&mut self, endpoint: usize, since: Duration) {
+        let _ = (endpoint, since);
+    }
+
     /// A request sent to `endpoint` failed at `now` (an endpoint-side failure by the caller's
     /// classifier; [`Balance::end`] is called as well). Only a probing balancer, whose replies
     /// cannot tell a fast failure from a fast success, listens.

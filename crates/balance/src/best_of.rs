@@ -89,6 +89,9 @@ pub struct BestOf<E> {
     d: usize,
     /// A permutation of `0..n` for drawing `d > 2` distinct endpoints without allocating.
     scratch: Vec<usize>,
+    /// Slow start, and when each endpoint began warming (empty: none is).
+    slow: Option<crate::SlowStart>,
+    warm_since: Vec<Option<Duration>>,
 }
 
 impl<E: Load> BestOf<E> {
@@ -101,7 +104,13 @@ impl<E: Load> BestOf<E> {
         } else {
             Vec::new()
         };
-        Self { loads, d, scratch }
+        Self {
+            loads,
+            d,
+            scratch,
+            slow: None,
+            warm_since: Vec::new(),
+        }
     }
 
     /// The endpoints' load estimators.
@@ -140,7 +149,7 @@ impl<E: Load> BestOf<E> {
                 for k in 0..d {
                     let i = self.scratch[k];
                     if ready(i) {
-                        best = lower(best, i, self.loads[i].cost(now));
+                        best = lower(best, i, self.weighed(i, now));
                     }
                 }
                 best.map(|(i, _)| i)
@@ -162,9 +171,23 @@ impl<E: Load> BestOf<E> {
     ) -> Option<usize> {
         let mut best: Option<(usize, f64)> = None;
         for i in candidates {
-            best = lower(best, i, self.loads[i].cost(now));
+            best = lower(best, i, self.weighed(i, now));
         }
         best.map(|(i, _)| i)
+    }
+
+    /// Endpoint `i`'s cost at `now`, divided by its slow-start factor while it warms up: as
+    /// `(cost + 1) / factor - 1`, so that an idle endpoint's zero (least loaded: no request in
+    /// flight) is scaled too, like one more request; a cost in nanoseconds (peak EWMA) barely
+    /// notices the 1.
+    fn weighed(&mut self, i: usize, now: Duration) -> f64 {
+        let cost = self.loads[i].cost(now);
+        match (self.slow, self.warm_since.get(i).copied().flatten()) {
+            (Some(slow), Some(since)) => {
+                (cost + 1.0) / slow.factor(now.saturating_sub(since)) - 1.0
+            }
+            _ => cost,
+        }
     }
 }
 
@@ -207,6 +230,20 @@ impl<E: Estimator + std::fmt::Debug> Balance for BestOf<E> {
 
     fn settle(&mut self, endpoint: usize, sent: Duration, answered: bool, now: Duration) {
         self.loads[endpoint].settle(sent, answered, now);
+    }
+
+    fn set_slow_start(&mut self, slow_start: Option<crate::SlowStart>) {
+        self.slow = slow_start;
+        self.warm_since = match slow_start {
+            Some(_) => vec![None; self.loads.len()],
+            None => Vec::new(),
+        };
+    }
+
+    fn warm_up(&mut self, endpoint: usize, since: Duration) {
+        if let Some(slot) = self.warm_since.get_mut(endpoint) {
+            *slot = Some(since);
+        }
     }
 
     fn end(&mut self, endpoint: usize, rtt: Duration, now: Duration) {

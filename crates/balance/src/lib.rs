@@ -45,6 +45,7 @@ pub mod policy;
 pub mod prequal;
 pub mod random;
 pub mod round_robin;
+pub mod slow_start;
 
 pub use aperture::{Aperture, ApertureConfig, ApertureError};
 pub use balancer::{all_ready, Balance, ProbeReply, ProbeVerdict, Ready, MAX_EFFORT};
@@ -54,3 +55,4 @@ pub use policy::{LoadKind, Policy, PolicyError};
 pub use prequal::{Prequal, PrequalConfig, PrequalError};
 pub use random::Random;
 pub use round_robin::RoundRobin;
+pub use slow_start::{SlowStart, SlowStartError};

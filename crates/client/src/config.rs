@@ -79,6 +79,9 @@ pub struct ArmConfig {
     /// `grpc-retry-pushback-ms`) is honoured; `None`: pushback is ignored. See
     /// [`super::Client::on_pushback`].
     pub pushback_max: Option<Duration>,
+    /// Slow start for endpoints that join the set, or come back from failure accrual; `None`
+    /// (the default): off. Applied by the load-aware pickers (P2C, best-of, full scan).
+    pub slow_start: Option<tailguard_balance::SlowStart>,
     /// Timeouts.
     pub timeouts: Timeouts,
     /// What a failed (or overloaded) attempt costs the load estimate at least, instead of
@@ -124,6 +127,9 @@ pub enum ArmError {
     /// A failure penalty above an hour would keep an endpoint out for good.
     #[error("failure penalty must be at most 1h")]
     Penalty,
+    /// Slow start.
+    #[error(transparent)]
+    SlowStart(#[from] tailguard_balance::SlowStartError),
     /// A pushback cap above an hour would let one answer keep an endpoint out for good.
     #[error("pushback cap must be at most 1h")]
     PushbackMax,
@@ -142,6 +148,7 @@ impl ArmConfig {
             outlier: None,
             rescue: false,
             pushback_max: Some(DEFAULT_PUSHBACK_MAX),
+            slow_start: None,
             timeouts: Timeouts::default(),
             failure_penalty: Some(DEFAULT_FAILURE_PENALTY),
         }
@@ -167,6 +174,9 @@ impl ArmConfig {
         }
         if let Some(o) = &self.outlier {
             o.validate()?;
+        }
+        if let Some(s) = &self.slow_start {
+            s.validate()?;
         }
         let t = self.timeouts;
         if t.attempt.is_some_and(|d| d.is_zero()) || t.total.is_some_and(|d| d.is_zero()) {
@@ -212,6 +222,9 @@ impl ArmConfig {
         }
         if self.rescue && self.retries.is_some() {
             parts.push("rescue".to_owned());
+        }
+        if let Some(s) = &self.slow_start {
+            parts.push(format!("slow start ({})", format_duration(s.window)));
         }
         if let Some(t) = self.timeouts.attempt {
             parts.push(format!("attempt timeout {}", format_duration(t)));

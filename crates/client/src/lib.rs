@@ -176,6 +176,9 @@ pub struct Client {
     /// Each endpoint's pushback, when honoured at all (`pushback_max`).
     pushed: Vec<Pushed>,
     pushback_max: Option<Duration>,
+    /// When each endpoint began its slow start (empty: slow start is off).
+    warm_since: Vec<Option<Duration>>,
+    slow_start: Option<tailguard_balance::SlowStart>,
     classifier: Classifier,
     failure_penalty: Option<Duration>,
     stats: ClientStats,
@@ -198,8 +201,10 @@ impl Client {
             Some(config) => vec![Accrual::new(config); endpoints],
             None => Vec::new(),
         };
+        let mut balancer = arm.policy.build(endpoints, now, rng)?;
+        balancer.set_slow_start(arm.slow_start);
         Ok(Self {
-            balancer: arm.policy.build(endpoints, now, rng)?,
+            balancer,
             accrual,
             outlier: arm.outlier.map(|c| OutlierDetector::new(endpoints, c)),
             budget: arm.retries.map(|r| RetryBudget::new(r.budget)),
@@ -221,6 +226,11 @@ impl Client {
                 None => Vec::new(),
             },
             pushback_max: arm.pushback_max,
+            warm_since: match arm.slow_start {
+                Some(_) => vec![None; endpoints],
+                None => Vec::new(),
+            },
+            slow_start: arm.slow_start,
             classifier: arm.classifier,
             failure_penalty: arm.failure_penalty,
             stats: ClientStats::default(),
@@ -247,6 +257,21 @@ impl Client {
         }
         if let (Some(h), Some(prev)) = (&mut self.rescue_timer, &old.rescue_timer) {
             h.inherit(prev, from);
+        }
+        // Slow start: an endpoint new to a set that had endpoints warms up from now; one kept
+        // goes on warming from when it began. The first set (nothing before) is not slowed.
+        if let Some(slow) = self.slow_start {
+            let had_endpoints = !old.balancer.is_empty();
+            for (i, j) in from.iter().enumerate() {
+                let since = match j {
+                    None if had_endpoints => Some(now),
+                    None => None,
+                    Some(j) => old.warm_since.get(*j).copied().flatten(),
+                };
+                if let Some(since) = since.filter(|s| now.saturating_sub(*s) < slow.window) {
+                    self.warm(i, since);
+                }
+            }
         }
         self.stats = old.stats;
     }
@@ -279,6 +304,21 @@ impl Client {
         if let Some(h) = &mut self.hedger {
             h.on_request(now);
         }
+    }
+
+    /// Starts (or restarts) `endpoint`'s slow start at `since`, when slow start is on.
+    fn warm(&mut self, endpoint: usize, since: Duration) {
+        if let Some(slot) = self.warm_since.get_mut(endpoint) {
+            *slot = Some(since);
+            self.balancer.warm_up(endpoint, since);
+        }
+    }
+
+    /// When `endpoint`'s slow start began, if it is still warming at `now` (`None` also when
+    /// slow start is off), for admin pages.
+    pub fn warming_since(&self, endpoint: usize, now: Duration) -> Option<Duration> {
+        let (slow, since) = (self.slow_start?, self.warm_since.get(endpoint).copied()??);
+        (now.saturating_sub(since) < slow.window).then_some(since)
     }
 
     /// The silence of `endpoint` at `now`: how long it has owed an answer (zero when nothing
@@ -331,9 +371,26 @@ impl Client {
         }
         if Some(chosen) == avoid && balancer.len() > 1 {
             let other = |i: usize| Some(i) != avoid;
-            return balancer.pick(now, &other, rng).unwrap_or(chosen);
+            chosen = balancer.pick(now, &other, rng).unwrap_or(chosen);
         }
+        self.warm_after_ejection(chosen, now);
         chosen
+    }
+
+    /// Slow start for an endpoint back from a latency ejection, noticed when it is first
+    /// picked after the ejection ended (the picks before the next one see it warming).
+    fn warm_after_ejection(&mut self, endpoint: usize, now: Duration) {
+        if self.slow_start.is_none() {
+            return;
+        }
+        let ended = self
+            .outlier
+            .as_ref()
+            .and_then(|o| o.ejection_ended(endpoint, now));
+        let since = self.warm_since.get(endpoint).copied().flatten();
+        if let Some(end) = ended.filter(|&end| since.is_none_or(|s| s < end)) {
+            self.warm(endpoint, end);
+        }
     }
 
     /// After a pick: the endpoints a probing balancer wants probed now, appended to `out` (ready
@@ -425,6 +482,13 @@ impl Client {
         } else {
             false
         }
+    }
+
+    /// How long `endpoint`'s pushback still keeps it out of picks at `now` (`None`: it is not
+    /// kept out), for admin pages.
+    pub fn pushed_back_for(&self, endpoint: usize, now: Duration) -> Option<Duration> {
+        let p = self.pushed.get(endpoint)?;
+        (p.out_until > now).then(|| p.out_until - now)
     }
 
     /// When the endpoint a pick chose has itself asked to be left alone at `now`, and so has
@@ -525,8 +589,11 @@ impl Client {
             (Some(a), Some(t)) => a.on_outcome(t, class.success || not_failure, now, rng),
             _ => None,
         };
-        if matches!(transition, Some(Transition::Tripped { .. })) {
-            self.stats.trips += 1;
+        match transition {
+            Some(Transition::Tripped { .. }) => self.stats.trips += 1,
+            // Back from failure accrual: a slow start from now.
+            Some(Transition::Revived) => self.warm(endpoint, now),
+            None => {}
         }
         // Only a success says how fast an endpoint is: a refused connection or an instant 503
         // is no latency sample for ejection or for the hedge delay.
@@ -832,5 +899,150 @@ mod rescue_tests {
         let mut one = Client::new(&arm, 1, Duration::ZERO, &mut rng).unwrap();
         one.on_send(0, ms(0));
         assert_eq!(one.may_backup(0, false, ms(60_000)), Backup::No);
+    }
+}
+
+#[cfg(test)]
+mod slow_start_tests {
+    use super::*;
+    use rand::SeedableRng;
+    use tailguard_balance::{LoadKind, Policy, SlowStart};
+    use tailguard_resilience::{AccrualConfig, Backoff, TripPolicy};
+
+    const OK: AttemptOutcome = AttemptOutcome::Status(200);
+
+    fn arm(slow: Option<SlowStart>) -> ArmConfig {
+        let mut arm = ArmConfig::new("t", Policy::p2c(LoadKind::peak_ewma()));
+        arm.slow_start = slow;
+        arm.accrual = Some(AccrualConfig {
+            policy: TripPolicy::ConsecutiveFailures { failures: 1 },
+            backoff: Backoff::Constant(Duration::from_secs(1)),
+        });
+        arm
+    }
+
+    fn ten_seconds() -> Option<SlowStart> {
+        Some(SlowStart {
+            window: Duration::from_secs(10),
+            aggression: 1.0,
+            min_weight: 0.1,
+        })
+    }
+
+    /// Share of endpoint 3 over [from, to) ms: one request a millisecond, every endpoint
+    /// answering in 40 ms (so about 40 are in flight and P2C weighs them).
+    fn share(c: &mut Client, rng: &mut dyn RngCore, from: u64, to: u64) -> f64 {
+        let mut out: std::collections::VecDeque<(u64, usize, Sent)> = Default::default();
+        let mut hits = 0;
+        for ms in from..to + 40 {
+            while out.front().is_some_and(|(due, _, _)| *due <= ms) {
+                let (due, e, s) = out.pop_front().unwrap();
+                let now = Duration::from_millis(due);
+                c.on_complete(e, s, Duration::from_millis(40), Method::Get, OK, now, rng);
+            }
+            if ms >= to {
+                continue;
+            }
+            let now = Duration::from_millis(ms);
+            c.on_request(now);
+            let e = c.pick(now, None, rng);
+            out.push_back((ms + 40, e, c.on_send(e, now)));
+            hits += u64::from(e == 3);
+        }
+        hits as f64 / (to - from) as f64
+    }
+
+    /// Three endpoints warm for 5 s, then a fourth joins at 5 s.
+    fn joined(slow: Option<SlowStart>) -> (Client, rand_xoshiro::Xoshiro256PlusPlus) {
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(11);
+        let mut old = Client::new(&arm(slow), 3, Duration::ZERO, &mut rng).unwrap();
+        for ms in 0..5_000u64 {
+            let now = Duration::from_millis(ms);
+            let e = old.pick(now, None, &mut rng);
+            let s = old.on_send(e, now);
+            let done = now + Duration::from_millis(40);
+            old.on_complete(
+                e,
+                s,
+                Duration::from_millis(40),
+                Method::Get,
+                OK,
+                done,
+                &mut rng,
+            );
+        }
+        let at = Duration::from_secs(5);
+        let mut c = Client::new(&arm(slow), 4, at, &mut rng).unwrap();
+        c.inherit(&old, &[Some(0), Some(1), Some(2), None], at);
+        (c, rng)
+    }
+
+    #[test]
+    fn a_new_endpoint_takes_a_growing_share_over_the_window() {
+        let (mut c, mut rng) = joined(ten_seconds());
+        assert_eq!(
+            c.warming_since(3, Duration::from_secs(6)),
+            Some(Duration::from_secs(5))
+        );
+        let early = share(&mut c, &mut rng, 5_000, 7_000);
+        let late = share(&mut c, &mut rng, 13_000, 15_000);
+        let after = share(&mut c, &mut rng, 16_000, 18_000);
+        assert!(early < 0.12, "early {early}");
+        assert!(
+            early < late && late <= after + 0.05,
+            "{early} {late} {after}"
+        );
+        assert!(after > 0.2, "a full share after the window: {after}");
+        assert_eq!(c.warming_since(3, Duration::from_secs(16)), None);
+        // Without slow start it takes its share at once.
+        let (mut cold, mut rng) = joined(None);
+        let without = share(&mut cold, &mut rng, 5_000, 7_000);
+        assert!(without > early * 1.5, "{without} against {early}");
+    }
+
+    #[test]
+    fn the_first_set_is_not_slowed() {
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(1);
+        let c = Client::new(&arm(ten_seconds()), 3, Duration::ZERO, &mut rng).unwrap();
+        assert!((0..3).all(|i| c.warming_since(i, Duration::ZERO).is_none()));
+        // A set that replaces an empty one (discovery's first answer) is not slowed either.
+        let empty = Client::new(&arm(ten_seconds()), 0, Duration::ZERO, &mut rng).unwrap();
+        let mut first = Client::new(&arm(ten_seconds()), 2, Duration::ZERO, &mut rng).unwrap();
+        first.inherit(&empty, &[None, None], Duration::from_secs(1));
+        assert!((0..2).all(|i| first.warming_since(i, Duration::from_secs(1)).is_none()));
+    }
+
+    /// Back from accrual, an endpoint warms up; failing again during its slow start trips it
+    /// again, and the next revival starts the slow start over.
+    #[test]
+    fn an_endpoint_back_from_accrual_warms_up_and_starts_over_when_it_fails_again() {
+        let ms = Duration::from_millis;
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(2);
+        let mut c = Client::new(&arm(ten_seconds()), 3, Duration::ZERO, &mut rng).unwrap();
+        let fail = |c: &mut Client, rng: &mut dyn RngCore, at| {
+            let s = c.on_send(0, at);
+            let bad = AttemptOutcome::Status(503);
+            c.on_complete(0, s, ms(1), Method::Get, bad, at, rng)
+        };
+        let succeed = |c: &mut Client, rng: &mut dyn RngCore, at| {
+            let s = c.on_send(0, at);
+            c.on_complete(0, s, ms(1), Method::Get, OK, at, rng)
+        };
+        fail(&mut c, &mut rng, ms(100));
+        assert!(!c.is_ready(0, ms(200)), "tripped");
+        // The probe after the 1 s backoff succeeds: back, warming from then.
+        let back = succeed(&mut c, &mut rng, ms(1_200));
+        assert_eq!(back.transition, Some(Transition::Revived));
+        assert_eq!(c.warming_since(0, ms(1_300)), Some(ms(1_200)));
+        // It fails again during its slow start: out again.
+        fail(&mut c, &mut rng, ms(3_000));
+        assert!(!c.is_ready(0, ms(3_100)));
+        let again = succeed(&mut c, &mut rng, ms(4_100));
+        assert_eq!(again.transition, Some(Transition::Revived));
+        assert_eq!(
+            c.warming_since(0, ms(4_200)),
+            Some(ms(4_100)),
+            "the slow start starts over"
+        );
     }
 }

@@ -631,6 +631,44 @@ impl RetriesSpec {
     }
 }
 
+/// A slow-start block (`client.slowStart`, a scenario arm's `slow_start`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SlowStartSpec {
+    window_ms: Option<u64>,
+    #[serde(rename = "window")]
+    window: Option<Dur>,
+    aggression: Option<f64>,
+    #[serde(alias = "min_weight_percent")]
+    min_weight_percent: Option<f64>,
+}
+
+impl SlowStartSpec {
+    /// The typed slow start: `windowMs` required, `aggression` 1 and `minWeightPercent` 10 by
+    /// default (Envoy's).
+    ///
+    /// # Errors
+    /// No window, a setting given twice, a value out of range.
+    pub fn config(&self) -> Result<tailguard_balance::SlowStart, SpecError> {
+        let window = time(self.window_ms, "windowMs", self.window, "window")?
+            .ok_or_else(|| SpecError::at("windowMs", "required"))?;
+        let config = tailguard_balance::SlowStart {
+            window,
+            aggression: self.aggression.unwrap_or(1.0),
+            min_weight: self.min_weight_percent.unwrap_or(10.0) / 100.0,
+        };
+        config.validate().map_err(|e| {
+            let key = match e {
+                tailguard_balance::SlowStartError::Window => "windowMs",
+                tailguard_balance::SlowStartError::Aggression(_) => "aggression",
+                tailguard_balance::SlowStartError::MinWeight(_) => "minWeightPercent",
+            };
+            SpecError::at(key, e.to_string())
+        })?;
+        Ok(config)
+    }
+}
+
 /// A hedging block (`service.hedge`, a scenario arm's `hedge`).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]

@@ -814,5 +814,6 @@ fn arm_key(e: &ArmError) -> &'static str {
         ArmError::ZeroTimeout => "timeouts (requestAttemptTimeoutMs / totalTimeoutMs)",
         ArmError::Penalty => "client.failurePenaltyMs",
         ArmError::PushbackMax => "client.pushbackMaxMs",
+        ArmError::SlowStart(_) => "client.slowStart",
     }
 }

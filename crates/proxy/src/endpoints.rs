@@ -82,6 +82,13 @@ pub struct EndpointView {
     pub hedge_wins: u64,
     /// Its last failed attempt (`null`: none yet).
     pub last_error: Option<LastError>,
+    /// How long it has owed an answer, in milliseconds (0: it answers, or nothing waits there;
+    /// counted with rescue on): a stall shows here before anything times out.
+    pub silence_ms: u64,
+    /// Milliseconds its own `Retry-After` still keeps it out of picks (`null`: none honoured).
+    pub pushed_back_ms: Option<u64>,
+    /// Milliseconds into its slow start, while it warms up (`null`: not warming).
+    pub slow_start_ms: Option<u64>,
 }
 
 /// An endpoint's last failed attempt.
@@ -446,16 +453,22 @@ impl Endpoints {
             let guard = self.lock();
             (0..self.addrs.len())
                 .map(|i| {
-                    let cost = guard.client.load(i, now).map(|l| l.cost);
-                    let ejected = guard.client.is_ejected(i, now);
-                    (cost, guard.client.accrual_status(i), ejected)
+                    let client = &guard.client;
+                    let cost = client.load(i, now).map(|l| l.cost);
+                    let ejected = client.is_ejected(i, now);
+                    let signals = Signals {
+                        silence: client.silence(i, now),
+                        pushed: client.pushed_back_for(i, now),
+                        warming: client.warming_since(i, now).map(|s| now.saturating_sub(s)),
+                    };
+                    (cost, client.accrual_status(i), ejected, signals)
                 })
                 .collect()
         };
         balancer
             .into_iter()
             .enumerate()
-            .map(|(i, (cost, status, ejected))| {
+            .map(|(i, (cost, status, ejected, signals))| {
                 let c = &self.counters[i];
                 let successes = c.successes.load(Ordering::Relaxed);
                 let failures = c.failures.load(Ordering::Relaxed);
@@ -488,10 +501,20 @@ impl Endpoints {
                         what: what.clone(),
                         ago_ms: millis(now.saturating_sub(*at)),
                     }),
+                    silence_ms: millis(signals.silence),
+                    pushed_back_ms: signals.pushed.map(millis),
+                    slow_start_ms: signals.warming.map(millis),
                 }
             })
             .collect()
     }
+}
+
+/// What the client knows of one endpoint's health beyond accrual, copied under its lock.
+struct Signals {
+    silence: Duration,
+    pushed: Option<Duration>,
+    warming: Option<Duration>,
 }
 
 /// Locks `m`, keeping what a panicked holder left (plain values).

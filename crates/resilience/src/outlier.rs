@@ -143,6 +143,12 @@ impl OutlierDetector {
         }
     }
 
+    /// When `endpoint`'s last ejection ended, if it was ever ejected and is back at `now`.
+    pub fn ejection_ended(&self, endpoint: usize, now: Duration) -> Option<Duration> {
+        let until = *self.ejected_until.get(endpoint)?;
+        (!until.is_zero() && until <= now).then_some(until)
+    }
+
     /// True when `endpoint` is ejected at `now`.
     pub fn is_ejected(&self, endpoint: usize, now: Duration) -> bool {
         now < self.ejected_until[endpoint]

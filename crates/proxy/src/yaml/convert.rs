@@ -335,6 +335,9 @@ fn arm(spec: &ServiceSpec, key: &dyn Fn(&str) -> String) -> Result<ArmConfig, Ya
     if let Some(p) = spec.client.failure_penalty_ms {
         arm.failure_penalty = Some(ms(p)).filter(|d| !d.is_zero());
     }
+    if let Some(s) = &spec.client.slow_start {
+        arm.slow_start = Some(s.config().map_err(spec_err(&key("client.slowStart")))?);
+    }
     if let Some(p) = spec.client.pushback_max_ms {
         // 0: pushback ignored; above an hour, refused with the key by the arm's validation.
         arm.pushback_max = Some(ms(p)).filter(|d| !d.is_zero());

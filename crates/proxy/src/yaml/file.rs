@@ -117,6 +117,7 @@ pub(super) struct ClientSpec {
     pub(super) connect_timeout_ms: Option<u64>,
     pub(super) failure_penalty_ms: Option<u64>,
     pub(super) pushback_max_ms: Option<u64>,
+    pub(super) slow_start: Option<tailguard_client::spec::SlowStartSpec>,
     pub(super) host_connection_pool: Option<HostPool>,
     pub(super) outlier_detection: Option<OutlierSpec>,
     pub(super) tls: Option<ClientTls>,

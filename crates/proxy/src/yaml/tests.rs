@@ -389,3 +389,50 @@ fn reads_the_client_error_detail_and_names_a_bad_one() {
         "{e}"
     );
 }
+
+#[test]
+fn slow_start_and_pushback_keys_are_read_and_checked() {
+    let with =
+        |block: &str| GOOD.replace("    client:\n", &format!("    client:\n      {block}\n"));
+    let s = &parse(&with(
+        "slowStart: {windowMs: 30000, aggression: 2, minWeightPercent: 5}",
+    ))
+    .unwrap()
+    .services[0];
+    let slow = s.arm.slow_start.unwrap();
+    assert_eq!(slow.window, Duration::from_secs(30));
+    assert_eq!((slow.aggression, slow.min_weight), (2.0, 0.05));
+    assert!(
+        s.arm.summary().contains("slow start (30s)"),
+        "{}",
+        s.arm.summary()
+    );
+    assert_eq!(
+        parse(GOOD).unwrap().services[0].arm.slow_start,
+        None,
+        "off by default"
+    );
+    for (bad, key) in [
+        ("slowStart: {aggression: 2}", "client.slowStart.windowMs"),
+        ("slowStart: {windowMs: 0}", "client.slowStart.windowMs"),
+        (
+            "slowStart: {windowMs: 1000, aggression: 0}",
+            "client.slowStart.aggression",
+        ),
+        (
+            "slowStart: {windowMs: 1000, minWeightPercent: 150}",
+            "client.slowStart.minWeightPercent",
+        ),
+        ("pushbackMaxMs: 3600001", "client.pushbackMaxMs"),
+    ] {
+        let e = error_of(&with(bad));
+        assert!(e.contains(key), "{bad}: {e}");
+    }
+    let off = parse(&with("pushbackMaxMs: 0")).unwrap();
+    assert_eq!(off.services[0].arm.pushback_max, None);
+    let default = parse(GOOD).unwrap();
+    assert_eq!(
+        default.services[0].arm.pushback_max,
+        Some(Duration::from_secs(10))
+    );
+}

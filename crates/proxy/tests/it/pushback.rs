@@ -42,6 +42,17 @@ async fn retry_after_of_a_year_keeps_an_endpoint_out_for_the_cap_only() {
         statuses.push(send(&c, proxy.addr(), "GET", "/").await.0.as_u16());
     }
     assert_eq!(statuses.last(), Some(&429));
+    // `/endpoints` shows the pushback, capped at 10 s.
+    let asked = asking.addr().to_string();
+    let view = support::views(&proxy)
+        .into_iter()
+        .find(|v| v.addr == asked)
+        .unwrap();
+    assert!(
+        view.pushed_back_ms
+            .is_some_and(|ms| ms > 9_000 && ms <= 10_000),
+        "{view:?}"
+    );
     asking.set_status(200);
     asking.set_header(None);
     // For the next 9 s every request goes to the other endpoint.

@@ -12,6 +12,7 @@
 //!     hedge: {max_extra_load: 0.05}
 //!     outlier: {factor: 3, interval: 10s, base_ejection: 30s}
 //!     rescue_stalled: true                # a backup for an attempt at a silent endpoint
+//!     slow_start: {window: 30s, aggression: 1, min_weight_percent: 10}
 //!     timeouts: {attempt: 1s, total: 3s}
 //!     failure_penalty: 1s                 # the default; 0s charges a failure its own rtt
 //! ```
@@ -25,7 +26,7 @@
 //! the simulator.
 
 use crate::client::spec::{
-    AccrualSpec, BalancerSpec, HedgeSpec, OutlierSpec, RetriesSpec, SpecError,
+    AccrualSpec, BalancerSpec, HedgeSpec, OutlierSpec, RetriesSpec, SlowStartSpec, SpecError,
 };
 use crate::client::{ArmConfig, Timeouts};
 use serde::Deserialize;
@@ -53,6 +54,8 @@ pub(crate) struct ArmSpec {
     outlier: Option<OutlierSpec>,
     #[serde(default, alias = "rescueStalled")]
     rescue_stalled: bool,
+    #[serde(default, alias = "slowStart")]
+    slow_start: Option<SlowStartSpec>,
     #[serde(default)]
     timeouts: Option<TimeoutSpec>,
     #[serde(default)]
@@ -115,6 +118,12 @@ impl ArmSpec {
             .transpose()
             .map_err(block("outlier"))?;
         arm.rescue = self.rescue_stalled;
+        arm.slow_start = self
+            .slow_start
+            .as_ref()
+            .map(SlowStartSpec::config)
+            .transpose()
+            .map_err(block("slow_start"))?;
         arm.timeouts = self.timeouts.map_or_else(Timeouts::default, |t| Timeouts {
             attempt: t.attempt.map(|x| x.0),
             total: t.total.map(|x| x.0),
