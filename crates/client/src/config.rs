@@ -82,6 +82,9 @@ pub struct ArmConfig {
     /// Slow start for endpoints that join the set, or come back from failure accrual; `None`
     /// (the default): off. Applied by the load-aware pickers (P2C, best-of, full scan).
     pub slow_start: Option<tailguard_balance::SlowStart>,
+    /// Active health checks (`None`, the default: off). The client keeps their verdicts
+    /// ([`super::Client::on_health_check`]); the caller runs the checks.
+    pub health_check: Option<tailguard_resilience::HealthCheckConfig>,
     /// Timeouts.
     pub timeouts: Timeouts,
     /// What a failed (or overloaded) attempt costs the load estimate at least, instead of
@@ -130,6 +133,9 @@ pub enum ArmError {
     /// Slow start.
     #[error(transparent)]
     SlowStart(#[from] tailguard_balance::SlowStartError),
+    /// Health checks.
+    #[error("health check: {0}")]
+    HealthCheck(#[from] tailguard_resilience::HealthCheckError),
     /// A pushback cap above an hour would let one answer keep an endpoint out for good.
     #[error("pushback cap must be at most 1h")]
     PushbackMax,
@@ -149,6 +155,7 @@ impl ArmConfig {
             rescue: false,
             pushback_max: Some(DEFAULT_PUSHBACK_MAX),
             slow_start: None,
+            health_check: None,
             timeouts: Timeouts::default(),
             failure_penalty: Some(DEFAULT_FAILURE_PENALTY),
         }
@@ -177,6 +184,9 @@ impl ArmConfig {
         }
         if let Some(s) = &self.slow_start {
             s.validate()?;
+        }
+        if let Some(h) = &self.health_check {
+            h.validate()?;
         }
         let t = self.timeouts;
         if t.attempt.is_some_and(|d| d.is_zero()) || t.total.is_some_and(|d| d.is_zero()) {
@@ -225,6 +235,16 @@ impl ArmConfig {
         }
         if let Some(s) = &self.slow_start {
             parts.push(format!("slow start ({})", format_duration(s.window)));
+        }
+        if let Some(h) = &self.health_check {
+            let what = h.grpc_service.as_ref().map_or_else(
+                || format!("GET {}", h.path),
+                |s| format!("gRPC health `{s}`"),
+            );
+            parts.push(format!(
+                "health checks ({what} every {})",
+                format_duration(h.interval)
+            ));
         }
         if let Some(t) = self.timeouts.attempt {
             parts.push(format!("attempt timeout {}", format_duration(t)));

@@ -176,6 +176,11 @@ pub struct Client {
     /// Each endpoint's pushback, when honoured at all (`pushback_max`).
     pushed: Vec<Pushed>,
     pushback_max: Option<Duration>,
+    /// Each endpoint's active health check verdicts (empty: no checks), and how many are
+    /// unhealthy.
+    health: Vec<tailguard_resilience::Health>,
+    unhealthy: usize,
+    health_check: Option<tailguard_resilience::HealthCheckConfig>,
     /// When each endpoint began its slow start (empty: slow start is off).
     warm_since: Vec<Option<Duration>>,
     slow_start: Option<tailguard_balance::SlowStart>,
@@ -226,6 +231,12 @@ impl Client {
                 None => Vec::new(),
             },
             pushback_max: arm.pushback_max,
+            health: match arm.health_check {
+                Some(_) => vec![tailguard_resilience::Health::default(); endpoints],
+                None => Vec::new(),
+            },
+            unhealthy: 0,
+            health_check: arm.health_check.clone(),
             warm_since: match arm.slow_start {
                 Some(_) => vec![None; endpoints],
                 None => Vec::new(),
@@ -258,6 +269,13 @@ impl Client {
         if let (Some(h), Some(prev)) = (&mut self.rescue_timer, &old.rescue_timer) {
             h.inherit(prev, from);
         }
+        // Health: a kept endpoint keeps its verdict; a new one starts unchecked.
+        for (slot, j) in self.health.iter_mut().zip(from) {
+            if let Some(h) = j.and_then(|j| old.health.get(j)) {
+                *slot = *h;
+            }
+        }
+        self.unhealthy = self.health.iter().filter(|h| !h.is_healthy()).count();
         // Slow start: an endpoint new to a set that had endpoints warms up from now; one kept
         // goes on warming from when it began. The first set (nothing before) is not slowed.
         if let Some(slow) = self.slow_start {
@@ -306,6 +324,43 @@ impl Client {
         }
     }
 
+    /// One active health check of `endpoint` ended at `now`, `passed` or not; returns the new
+    /// state when it changed. Back from unhealthy, the endpoint starts its slow start.
+    pub fn on_health_check(
+        &mut self,
+        endpoint: usize,
+        passed: bool,
+        now: Duration,
+    ) -> Option<tailguard_resilience::HealthState> {
+        use tailguard_resilience::HealthState;
+        let config = self.health_check.as_ref()?;
+        let h = self.health.get_mut(endpoint)?;
+        let was_healthy = h.is_healthy();
+        let change = h.record(passed, config)?;
+        match (was_healthy, h.is_healthy()) {
+            (true, false) => self.unhealthy += 1,
+            (false, true) => {
+                self.unhealthy = self.unhealthy.saturating_sub(1);
+                if change == HealthState::Healthy {
+                    self.warm(endpoint, now);
+                }
+            }
+            _ => {}
+        }
+        Some(change)
+    }
+
+    /// What the checks say of `endpoint` (`None` without health checks).
+    pub fn health(&self, endpoint: usize) -> Option<tailguard_resilience::HealthState> {
+        self.health.get(endpoint).map(|h| h.state())
+    }
+
+    /// True when every endpoint failed its checks: health is ignored (Envoy's panic mode),
+    /// since sending to an endpoint that fails its checks beats failing every request.
+    pub fn health_panic(&self) -> bool {
+        !self.health.is_empty() && self.unhealthy == self.health.len()
+    }
+
     /// Starts (or restarts) `endpoint`'s slow start at `since`, when slow start is on.
     fn warm(&mut self, endpoint: usize, since: Duration) {
         if let Some(slot) = self.warm_since.get_mut(endpoint) {
@@ -340,6 +395,7 @@ impl Client {
     pub fn is_ready(&self, endpoint: usize, now: Duration) -> bool {
         in_rotation(&self.accrual, self.outlier.as_ref(), endpoint, now)
             && !is_pushed(&self.pushed, endpoint, now)
+            && checks_pass(&self.health, self.health_panic(), endpoint)
     }
 
     /// Step 2: the endpoint for the next attempt, avoiding `avoid` whenever another exists.
@@ -350,22 +406,27 @@ impl Client {
     /// # Panics
     /// When the client has no endpoints.
     pub fn pick(&mut self, now: Duration, avoid: Option<usize>, rng: &mut dyn RngCore) -> usize {
+        let panic = self.health_panic();
         let Self {
             balancer,
             accrual,
             outlier,
             pushed,
+            health,
             ..
         } = self;
         let ready = |i: usize| {
             Some(i) != avoid
                 && in_rotation(accrual, outlier.as_ref(), i, now)
                 && !is_pushed(pushed, i, now)
+                && checks_pass(health, panic, i)
         };
         let mut chosen = balancer
             .pick(now, &ready, rng)
             .expect("a client has endpoints");
-        if !ready(chosen) && (outlier.is_some() || is_pushed(pushed, chosen, now)) {
+        if !ready(chosen)
+            && (outlier.is_some() || is_pushed(pushed, chosen, now) || !health.is_empty())
+        {
             let alive = |i: usize| Some(i) != avoid && in_rotation(accrual, None, i, now);
             chosen = balancer.pick(now, &alive, rng).unwrap_or(chosen);
         }
@@ -397,16 +458,21 @@ impl Client {
     /// ones only; none for other balancers). Send each probe off the request path and report
     /// it with [`Client::on_probe`].
     pub fn probe_targets(&mut self, now: Duration, rng: &mut dyn RngCore, out: &mut Vec<usize>) {
+        let panic = self.health_panic();
         let Self {
             balancer,
             accrual,
             outlier,
             pushed,
+            health,
             stats,
             ..
         } = self;
-        let ready =
-            |i: usize| in_rotation(accrual, outlier.as_ref(), i, now) && !is_pushed(pushed, i, now);
+        let ready = |i: usize| {
+            in_rotation(accrual, outlier.as_ref(), i, now)
+                && !is_pushed(pushed, i, now)
+                && checks_pass(health, panic, i)
+        };
         let before = out.len();
         balancer.probe_targets(now, &ready, rng, out);
         stats.probes += (out.len() - before) as u64;
@@ -708,6 +774,12 @@ impl Client {
 struct Pushed {
     asked_until: Duration,
     out_until: Duration,
+}
+
+/// True when `endpoint`'s health checks let it take requests: not unhealthy, or every
+/// endpoint is (`panic`: health ignored).
+fn checks_pass(health: &[tailguard_resilience::Health], panic: bool, endpoint: usize) -> bool {
+    panic || health.get(endpoint).is_none_or(|h| h.is_healthy())
 }
 
 /// True when `endpoint`'s pushback keeps it out of picks at `now`.
@@ -1044,5 +1116,65 @@ mod slow_start_tests {
             Some(ms(4_100)),
             "the slow start starts over"
         );
+    }
+}
+
+#[cfg(test)]
+mod health_tests {
+    use super::*;
+    use rand::SeedableRng;
+    use tailguard_balance::Policy;
+    use tailguard_resilience::{HealthCheckConfig, HealthState};
+
+    fn client(n: usize) -> (Client, rand_xoshiro::Xoshiro256PlusPlus) {
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(4);
+        let mut arm = ArmConfig::new("t", Policy::RoundRobin);
+        arm.health_check = Some(HealthCheckConfig::default());
+        arm.slow_start = Some(tailguard_balance::SlowStart {
+            window: Duration::from_secs(10),
+            aggression: 1.0,
+            min_weight: 0.1,
+        });
+        (Client::new(&arm, n, Duration::ZERO, &mut rng).unwrap(), rng)
+    }
+
+    fn picks(c: &mut Client, rng: &mut dyn RngCore, n: usize) -> Vec<usize> {
+        (0..n).map(|_| c.pick(Duration::ZERO, None, rng)).collect()
+    }
+
+    #[test]
+    fn an_unhealthy_endpoint_gets_nothing_until_every_one_is() {
+        let (mut c, mut rng) = client(3);
+        let s = Duration::from_secs;
+        assert_eq!(c.health(0), Some(HealthState::Unchecked));
+        assert_eq!(
+            c.on_health_check(0, false, s(1)),
+            Some(HealthState::Unhealthy)
+        );
+        assert!(!picks(&mut c, &mut rng, 30).contains(&0));
+        assert!(!c.is_ready(0, s(1)));
+        c.on_health_check(1, false, s(1));
+        c.on_health_check(2, false, s(1));
+        // Every endpoint unhealthy: panic mode, health ignored, all take requests again.
+        assert!(c.health_panic());
+        let all = picks(&mut c, &mut rng, 30);
+        assert!((0..3).all(|i| all.contains(&i)), "{all:?}");
+        // One comes back (two passes): the panic ends, and it warms up.
+        c.on_health_check(1, true, s(2));
+        assert_eq!(c.on_health_check(1, true, s(3)), Some(HealthState::Healthy));
+        assert!(!c.health_panic());
+        assert_eq!(picks(&mut c, &mut rng, 10), vec![1; 10]);
+        assert_eq!(c.warming_since(1, s(4)), Some(s(3)));
+    }
+
+    #[test]
+    fn a_new_set_keeps_the_verdicts_of_the_endpoints_it_keeps() {
+        let (mut old, mut rng) = client(2);
+        old.on_health_check(0, false, Duration::ZERO);
+        let (mut next, _) = client(3);
+        next.inherit(&old, &[Some(1), None, Some(0)], Duration::from_secs(1));
+        assert_eq!(next.health(2), Some(HealthState::Unhealthy));
+        assert_eq!(next.health(1), Some(HealthState::Unchecked));
+        assert!(!picks(&mut next, &mut rng, 20).contains(&2));
     }
 }

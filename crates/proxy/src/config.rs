@@ -815,5 +815,6 @@ fn arm_key(e: &ArmError) -> &'static str {
         ArmError::Penalty => "client.failurePenaltyMs",
         ArmError::PushbackMax => "client.pushbackMaxMs",
         ArmError::SlowStart(_) => "client.slowStart",
+        ArmError::HealthCheck(_) => "client.healthCheck",
     }
 }

@@ -70,6 +70,8 @@ pub struct ServiceBoard {
     pub in_flight: u64,
     /// Retries the budget would grant now (`null`: retries are off).
     pub retries_left: Option<u64>,
+    /// Every endpoint fails its health checks, so they are ignored (Envoy's panic mode).
+    pub health_panic: bool,
     /// One row per endpoint address, [`answer::MAX_ROWS`] at most.
     pub endpoints: Vec<EndpointRow>,
     /// Endpoint addresses left out of `endpoints`.

@@ -89,6 +89,9 @@ pub struct EndpointView {
     pub pushed_back_ms: Option<u64>,
     /// Milliseconds into its slow start, while it warms up (`null`: not warming).
     pub slow_start_ms: Option<u64>,
+    /// What its active health checks say: `unchecked`, `healthy` or `unhealthy` (`null`:
+    /// no health checks).
+    pub health: Option<&'static str>,
 }
 
 /// An endpoint's last failed attempt.
@@ -229,6 +232,27 @@ impl Endpoints {
         self.counters[i]
             .handles
             .get_or_init(|| EndpointHandles::new(metrics, service, self.addrs[i]))
+    }
+
+    /// The number of slots.
+    pub fn len(&self) -> usize {
+        self.addrs.len()
+    }
+
+    /// An active health check of slot `i` ended at `now`, `passed` or not; the new state when
+    /// it changed.
+    pub fn health_checked(
+        &self,
+        i: usize,
+        passed: bool,
+        now: Duration,
+    ) -> Option<tailguard_resilience::HealthState> {
+        self.lock().client.on_health_check(i, passed, now)
+    }
+
+    /// True when every endpoint failed its health checks (they are ignored: panic mode).
+    pub fn health_panic(&self) -> bool {
+        self.lock().client.health_panic()
     }
 
     /// True when there is no endpoint.
@@ -457,6 +481,7 @@ impl Endpoints {
                     let cost = client.load(i, now).map(|l| l.cost);
                     let ejected = client.is_ejected(i, now);
                     let signals = Signals {
+                        health: client.health(i),
                         silence: client.silence(i, now),
                         pushed: client.pushed_back_for(i, now),
                         warming: client.warming_since(i, now).map(|s| now.saturating_sub(s)),
@@ -504,6 +529,11 @@ impl Endpoints {
                     silence_ms: millis(signals.silence),
                     pushed_back_ms: signals.pushed.map(millis),
                     slow_start_ms: signals.warming.map(millis),
+                    health: signals.health.map(|h| match h {
+                        tailguard_resilience::HealthState::Unchecked => "unchecked",
+                        tailguard_resilience::HealthState::Healthy => "healthy",
+                        tailguard_resilience::HealthState::Unhealthy => "unhealthy",
+                    }),
                 }
             })
             .collect()
@@ -512,6 +542,7 @@ impl Endpoints {
 
 /// What the client knows of one endpoint's health beyond accrual, copied under its lock.
 struct Signals {
+    health: Option<tailguard_resilience::HealthState>,
     silence: Duration,
     pushed: Option<Duration>,
     warming: Option<Duration>,

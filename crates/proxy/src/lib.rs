@@ -48,6 +48,7 @@ mod endpoints;
 mod fault;
 mod forward;
 pub use tailguard_http::grpc;
+mod health;
 mod hygiene;
 mod idle;
 mod in_flight;

@@ -72,6 +72,21 @@ impl Service {
         })
     }
 
+    /// The number of the current endpoint generation (1 at start, one more per update).
+    pub fn generation(&self) -> u64 {
+        self.generations.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The service's seed (mixed per generation and purpose).
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// The proxy's clock.
+    pub fn clock(&self) -> Clock {
+        self.clock
+    }
+
     /// The current endpoint generation.
     pub fn endpoints(&self) -> Arc<Endpoints> {
         Arc::clone(&self.current.read().unwrap_or_else(|p| p.into_inner()))

@@ -279,6 +279,7 @@ async fn build_services(
         let service =
             Service::over(sc.clone(), &upstreams, clock, seed, pools).map_err(arm_error)?;
         let service = Arc::new(service);
+        crate::health::spawn(&service);
         watch_discovery(sc, Feed(Arc::downgrade(&service)), resolver, upstreams).await?;
         out.push(service);
     }
@@ -405,6 +406,7 @@ impl discovery::Target for Feed {
         };
         match service.set_upstreams(next) {
             Ok(()) => {
+                crate::health::spawn(&service);
                 tracing::info!(service = %service.config.name, endpoints = next.len(), "endpoints updated")
             }
             Err(err) => tracing::warn!(%err, "endpoints not updated"),
@@ -506,6 +508,13 @@ impl Proxy {
     /// paused clock reads it without waiting on the admin server's thread).
     pub fn metrics_text(&self) -> String {
         crate::admin::metrics_text(&self.shared)
+    }
+
+    /// The admin `/dashboard.json` answer, built on the calling thread (as
+    /// [`Proxy::metrics_text`]).
+    pub fn dashboard_json(&self) -> String {
+        let bytes = crate::dashboard::json(&self.shared, None).unwrap_or_default();
+        String::from_utf8_lossy(&bytes).into_owned()
     }
 
     /// The connection limit in force ([`Limits::connections`] under the descriptor limit at

@@ -67,6 +67,10 @@ struct State {
     last: Mutex<Last>,
     /// A header every response carries, when set.
     extra: Mutex<Option<(hyper::header::HeaderName, hyper::header::HeaderValue)>>,
+    /// One path answered apart (a health check's): its status and delay, when set.
+    apart: Mutex<Option<(String, u16, Duration)>>,
+    /// Requests to that path (not counted in `hits`).
+    apart_hits: AtomicU64,
 }
 
 /// What the last request carried.
@@ -128,6 +132,29 @@ impl TestServer {
             .extra
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = parsed;
+    }
+
+    /// From now on requests to `path` (a health check's) are answered `code` after `delay`,
+    /// whatever the other paths answer, and counted apart ([`TestServer::path_hits`]) rather
+    /// than in [`TestServer::hits`]; `None`: `path` is like the others again.
+    ///
+    /// # Panics
+    /// When `code` is not a valid HTTP status.
+    pub fn set_path(&self, path: &str, answer: Option<(u16, Duration)>) {
+        if let Some((code, _)) = answer {
+            assert!(StatusCode::from_u16(code).is_ok(), "invalid status {code}");
+        }
+        *self
+            .state
+            .apart
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) =
+            answer.map(|(code, delay)| (path.to_owned(), code, delay));
+    }
+
+    /// Requests to the path set apart by [`TestServer::set_path`].
+    pub fn path_hits(&self) -> u64 {
+        self.state.apart_hits.load(Ordering::SeqCst)
     }
 
     /// From now on every response has status `code`.
@@ -254,6 +281,8 @@ impl Builder {
             stall_until: Mutex::new(None),
             last: Mutex::new(Last::default()),
             extra: Mutex::new(None),
+            apart: Mutex::new(None),
+            apart_hits: AtomicU64::new(0),
         })
     }
 
@@ -377,6 +406,22 @@ fn tls_acceptor() -> tokio_rustls::TlsAcceptor {
 type Body = BoxBody<Bytes, hyper::Error>;
 
 async fn answer(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+    let apart = state
+        .apart
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    if let Some((_, code, delay)) = apart.filter(|(path, _, _)| req.uri().path() == path) {
+        state.apart_hits.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(delay).await;
+        let mut resp = Response::new(
+            Full::new(Bytes::from_static(b"health"))
+                .map_err(|never| match never {})
+                .boxed(),
+        );
+        *resp.status_mut() = StatusCode::from_u16(code).expect("checked when set");
+        return Ok(resp);
+    }
     let n = state.hits.fetch_add(1, Ordering::SeqCst) + 1;
     let host = if req.version() == Version::HTTP_2 {
         state.h2_hits.fetch_add(1, Ordering::SeqCst);

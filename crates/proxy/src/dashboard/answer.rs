@@ -143,6 +143,7 @@ fn service_board(
         window: live.window(),
         in_flight: live.in_flight(),
         retries_left,
+        health_panic: endpoints.health_panic(),
         endpoints: rows,
         endpoints_omitted,
         history: Vec::new(),

@@ -51,7 +51,7 @@ use crate::body::ProxyBody;
 pub use body::UpstreamBody;
 #[cfg(test)]
 pub(crate) use connect::PoolExhausted;
-pub use connect::{Connector, H1Upstream, PoolConfig, SendError};
+pub use connect::{Conn, Connector, H1Upstream, PoolConfig, SendError};
 use futures_util::future::BoxFuture;
 pub use tls::{ClientAuth, TlsClient, UpstreamTls, UpstreamTlsError};
 
@@ -133,6 +133,25 @@ impl Upstreams {
             })
             .collect();
         Self { per_thread }
+    }
+
+    /// A connection of its own to `addr` for a health check: the pools' connector (the connect
+    /// timeout, the service's TLS, offering `h2` or `http/1.1` by ALPN as `h2` says), outside
+    /// the per-endpoint connection limit and never pooled.
+    ///
+    /// # Errors
+    /// [`SendError::Connect`] when the dial or the handshake fails.
+    pub async fn dial_check(&self, addr: SocketAddr, h2: bool) -> Result<Conn, SendError> {
+        let offer = if h2 {
+            tls::Offer::H2
+        } else {
+            tls::Offer::Http1
+        };
+        self.per_thread[0]
+            .http2
+            .connector
+            .dial(addr, None, offer)
+            .await
     }
 
     /// True when `self` and `other` are the same pools (services with the same pool settings

@@ -335,6 +335,11 @@ fn arm(spec: &ServiceSpec, key: &dyn Fn(&str) -> String) -> Result<ArmConfig, Ya
     if let Some(p) = spec.client.failure_penalty_ms {
         arm.failure_penalty = Some(ms(p)).filter(|d| !d.is_zero());
     }
+    if let Some(h) = &spec.client.health_check {
+        arm.health_check = Some(health_check(h, &|k| {
+            key(&format!("client.healthCheck.{k}"))
+        })?);
+    }
     if let Some(s) = &spec.client.slow_start {
         arm.slow_start = Some(s.config().map_err(spec_err(&key("client.slowStart")))?);
     }
@@ -343,6 +348,45 @@ fn arm(spec: &ServiceSpec, key: &dyn Fn(&str) -> String) -> Result<ArmConfig, Ya
         arm.pushback_max = Some(ms(p)).filter(|d| !d.is_zero());
     }
     Ok(arm)
+}
+
+/// `client.healthCheck`, defaults for what is not given, checked (the error names its key).
+fn health_check(
+    h: &super::file::HealthCheckSpec,
+    key: &dyn Fn(&str) -> String,
+) -> Result<tailguard_resilience::HealthCheckConfig, YamlError> {
+    use tailguard_resilience::{HealthCheckConfig, HealthCheckError};
+    let d = HealthCheckConfig::default();
+    if h.path.is_some() && h.grpc_service.is_some() {
+        return Err(err(
+            key("grpcService"),
+            "also given a path: a check is HTTP or gRPC, not both",
+        ));
+    }
+    let config = HealthCheckConfig {
+        path: h.path.clone().unwrap_or(d.path),
+        grpc_service: h.grpc_service.clone(),
+        interval: h.interval_ms.map_or(d.interval, ms),
+        timeout: h.timeout_ms.map_or(d.timeout, ms),
+        healthy_threshold: h.healthy_threshold.unwrap_or(d.healthy_threshold),
+        unhealthy_threshold: h.unhealthy_threshold.unwrap_or(d.unhealthy_threshold),
+    };
+    if config.grpc_service.as_ref().is_some_and(|s| s.len() > 1024) {
+        return Err(err(key("grpcService"), "at most 1024 bytes"));
+    }
+    config.validate().map_err(|e| {
+        let k = match e {
+            HealthCheckError::Interval => "intervalMs",
+            HealthCheckError::Timeout => "timeoutMs",
+            HealthCheckError::Threshold if !(1..=100).contains(&config.healthy_threshold) => {
+                "healthyThreshold"
+            }
+            HealthCheckError::Threshold => "unhealthyThreshold",
+            HealthCheckError::Path => "path",
+        };
+        err(key(k), e.to_string())
+    })?;
+    Ok(config)
 }
 
 fn classifier(k: Option<&Kind>, key: &str) -> Result<Classifier, YamlError> {

@@ -118,9 +118,22 @@ pub(super) struct ClientSpec {
     pub(super) failure_penalty_ms: Option<u64>,
     pub(super) pushback_max_ms: Option<u64>,
     pub(super) slow_start: Option<tailguard_client::spec::SlowStartSpec>,
+    pub(super) health_check: Option<HealthCheckSpec>,
     pub(super) host_connection_pool: Option<HostPool>,
     pub(super) outlier_detection: Option<OutlierSpec>,
     pub(super) tls: Option<ClientTls>,
+}
+
+/// Active health checks (`client.healthCheck`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct HealthCheckSpec {
+    pub(super) path: Option<String>,
+    pub(super) interval_ms: Option<u64>,
+    pub(super) timeout_ms: Option<u64>,
+    pub(super) healthy_threshold: Option<u32>,
+    pub(super) unhealthy_threshold: Option<u32>,
+    pub(super) grpc_service: Option<String>,
 }
 
 /// TLS to the endpoints (`client.tls`, Linkerd 1's keys).

@@ -23,6 +23,7 @@ mod h2_clients;
 mod h2_upstream;
 mod h2spec;
 mod header_limits;
+mod health;
 mod hedging;
 mod hostile;
 mod hostile_round3;

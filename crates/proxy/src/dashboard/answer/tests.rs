@@ -30,6 +30,7 @@ fn service(name: &str, samples: u64, endpoints: usize) -> ServiceBoard {
         window: Window::default(),
         in_flight: 0,
         retries_left: None,
+        health_panic: false,
         endpoints: Vec::new(),
         endpoints_omitted: 0,
         history: (1..=samples).map(|i| sample(i, endpoints)).collect(),
