@@ -12,7 +12,21 @@ use tailguard_proxy::Source;
 
 /// Arguments of `tailguard proxy`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:
+#[command(after_help = "Defaults (each a key in the file; docs/proxy.md):
+  balancer      P2C peak EWMA (decay 10 s, default round trip 30 ms), which also prices an
+                endpoint's silence (pendingAge): a backend that stops answering costs more at once
+  retries       GET, HEAD, OPTIONS, TRACE (and gRPC UNAVAILABLE) failures, under a 20% + 10/s
+                budget, at most 3 per request, on another endpoint
+  rescue        a request still waiting at an endpoint that has answered nothing for the p99 of
+                attempts (at most 10x the typical endpoint's mean) and for 10x its own mean gets a
+                backup elsewhere, charged to the retry budget (rescueStalled; --no-rescue)
+  accrual       5 failures in a row take an endpoint out, back off 5 s to 300 s
+  pushback      a 429/503 Retry-After keeps its endpoint out, at most 10 s (pushbackMaxMs), at
+                most half the endpoints; gRPC's grpc-retry-pushback-ms delays or stops a retry
+  penalty       a failure costs the load estimate at least 1 s (failurePenaltyMs)
+  off           attempt and total timeouts, hedging, outlier ejection, health checks, slow start
+
+Examples:
   tailguard proxy --listen 127.0.0.1:4140 --upstream 127.0.0.1:9001,127.0.0.1:9002 --balancer ewma
   tailguard proxy --config proxy.yaml        (SIGHUP reloads it; SIGTERM drains and exits)")]
 pub struct Args {
@@ -26,8 +40,8 @@ pub struct Args {
     /// every 5 s), comma separated.
     #[arg(long, value_delimiter = ',', required_unless_present = "config", value_parser = Entry::parse)]
     upstream: Vec<Entry>,
-    /// roundRobin, random, p2c (least loaded), ewma (P2C peak EWMA), heap, bestOf, fullScan,
-    /// aperture, prequal (probing, after Google's Prequal).
+    /// roundRobin, random, p2c (least loaded), ewma (P2C peak EWMA, pricing an endpoint's
+    /// silence), heap, bestOf, fullScan, aperture, prequal (probing, after Google's Prequal).
     #[arg(long, default_value = "ewma")]
     balancer: String,
     /// The admin server (metrics, ready, live, endpoints).

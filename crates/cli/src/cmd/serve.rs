@@ -12,7 +12,7 @@ use tailguard_serve::fleet::{BackendSpec, Body, Failure, Fleet, LatencyDist, Rat
 #[command(after_help = "Examples:
   tailguard serve --latency 50ms --error-rate 10%
   tailguard serve --latency '{normal: {mean: 167ms, sd: 5ms, max: 200ms}}' --fault 'every 10s pause 5s'
-  tailguard serve --fleet add-steps          (built-ins: add-steps, slow-middle, echo, gc-pause)
+  tailguard serve --fleet add-steps          (built-ins: add-steps, slow-middle, echo, gc-pause, stall)
   tailguard serve --fleet my-fleet.yaml --listen 127.0.0.1:8000 --control 127.0.0.1:8999")]
 pub struct Args {
     /// A fleet file, or a built-in fleet name. Without it, one backend from the flags below.
