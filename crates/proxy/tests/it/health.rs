@@ -159,3 +159,56 @@ async fn a_grpc_check_passes_on_serving_only() {
         assert!(seen, "{service:?}: {:?}", state());
     }
 }
+
+/// Checks go over the service's TLS (`client.tls`), on a connection of their own: a backend
+/// serving only TLS is checked, found failing, then passing, and the pools' connections are
+/// not used for it.
+#[tokio::test(start_paused = true)]
+async fn checks_use_the_services_tls_on_their_own_connection() {
+    let backend = TestServer::builder().tls().start().await;
+    backend.set_path("/health", Some((503, Duration::ZERO)));
+    let mut s = checked(&[&backend]);
+    s.tls = Some(tailguard_proxy::config::UpstreamTls {
+        disable_validation: true,
+        ..tailguard_proxy::config::UpstreamTls::default()
+    });
+    let proxy = start(s).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(health_of(&proxy, &backend), Some("unhealthy"));
+    assert!(backend.path_hits() >= 1, "checked over TLS");
+    backend.set_path("/health", Some((200, Duration::ZERO)));
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert_eq!(health_of(&proxy, &backend), Some("healthy"));
+    // One connection per check (a check may be connecting as this reads): none from the
+    // pools, which proxied nothing.
+    let (conns, checks) = (backend.connections(), backend.path_hits());
+    assert!(
+        conns >= checks && conns <= checks + 1,
+        "{conns} connections, {checks} checks"
+    );
+    assert_eq!(backend.hits(), 0, "no request was proxied");
+}
+
+/// A check path that flaps (a second passing, a second failing, ...): with checks about a
+/// second apart (±10%), never three failures in a row, so with `unhealthyThreshold: 3` the
+/// endpoint stays in; three in a row take it out.
+#[tokio::test(start_paused = true)]
+async fn a_flapping_check_needs_its_threshold() {
+    let a = TestServer::start().await;
+    let b = TestServer::start().await;
+    b.set_path("/health", Some((200, Duration::ZERO)));
+    let mut s = checked(&[&a, &b]);
+    if let Some(h) = &mut s.arm.health_check {
+        h.unhealthy_threshold = 3;
+    }
+    let proxy = start(s).await;
+    for round in 0..8 {
+        let code = if round % 2 == 0 { 200 } else { 503 };
+        a.set_path("/health", Some((code, Duration::ZERO)));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(health_of(&proxy, &a), Some("healthy"), "round {round}");
+    }
+    a.set_path("/health", Some((503, Duration::ZERO)));
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
+    assert_eq!(health_of(&proxy, &a), Some("unhealthy"));
+}
