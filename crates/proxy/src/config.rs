@@ -335,6 +335,9 @@ pub struct ServiceConfig {
     pub retry_buffer: usize,
     /// Requests in flight at most for this service; more get 503 (`None`: no limit).
     pub max_in_flight: Option<usize>,
+    /// Requests admitted a second at most, by a token bucket per process (`rateLimit`); more
+    /// get 429 with `Retry-After` (`None`: no limit).
+    pub rate_limit: Option<tailguard_resilience::rate::RateLimit>,
     /// Upstream connection pool: connections per endpoint, wait, idle timeout.
     pub pool: PoolConfig,
     /// TLS to the endpoints (`client.tls`); `None`: cleartext.
@@ -461,6 +464,7 @@ impl ServiceConfig {
             host_header: HostHeader::default(),
             retry_buffer: 64 * 1024,
             max_in_flight: None,
+            rate_limit: None,
             pool: PoolConfig::default(),
             tls: None,
             grpc_hedge: GrpcMethods::default(),

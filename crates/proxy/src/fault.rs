@@ -82,6 +82,8 @@ pub enum Reason {
     UpstreamProtocol,
     /// Every endpoint asked to be left alone (`Retry-After`) for a while yet.
     PushedBack,
+    /// The service's `rateLimit` was reached.
+    RateLimited,
 }
 
 impl Reason {
@@ -98,6 +100,7 @@ impl Reason {
             Reason::InFlightLimit => "over maxConcurrentRequests",
             Reason::UpstreamProtocol => "upstream protocol error",
             Reason::PushedBack => "every endpoint asked to wait (Retry-After)",
+            Reason::RateLimited => "over rateLimit",
         }
     }
 
@@ -194,6 +197,8 @@ pub enum ProxyFault {
     Deadline(&'static str),
     /// Every endpoint asked to be left alone; the first may be asked again after this long.
     PushedBack(std::time::Duration),
+    /// The service's rate limit refused the request; a token comes after this long.
+    RateLimited(std::time::Duration),
 }
 
 impl ProxyFault {
@@ -213,6 +218,23 @@ impl ProxyFault {
             // `total timeout`, or the header whose deadline passed (`grpc-timeout`,
             // `x-tailguard-timeout-ms`): fixed words either way.
             (ProxyFault::Deadline(why), _) => reply.error(StatusCode::GATEWAY_TIMEOUT, why),
+            // 429 with the seconds to a token (at least 1); gRPC: RESOURCE_EXHAUSTED, as
+            // gRPC's own rate limiters answer.
+            (ProxyFault::RateLimited(wait), _) => {
+                let too_many = StatusCode::TOO_MANY_REQUESTS;
+                let mut resp = reply.error(too_many, Reason::RateLimited.as_str());
+                let h = resp.headers_mut();
+                match reply {
+                    Reply::Http => {
+                        let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
+                        h.insert("retry-after", http::HeaderValue::from(secs));
+                    }
+                    Reply::Grpc => {
+                        h.insert("grpc-status", http::HeaderValue::from_static("8"));
+                    }
+                }
+                resp
+            }
             // Passed on: HTTP's `Retry-After` in whole seconds (at least 1), gRPC's pushback.
             (ProxyFault::PushedBack(left), _) => {
                 let mut resp = reply.error(unavailable, Reason::PushedBack.as_str());

@@ -145,9 +145,19 @@ where
     // No reference count changes per request: the service holds its figures.
     let live = service.live(&shared.live);
     let in_flight = live.start();
-    let result = match service.admit() {
-        None => Err(Fault::Proxy(ProxyFault::InFlightLimit)),
-        Some(_admitted) => forward(&shared, &service, peer, req, reply, next).await,
+    // Admission, one order: the rate limit, then the in-flight limit; a request refused at one
+    // step takes nothing from the next, and none is an endpoint's fault.
+    let result = match service.rate_admit(started) {
+        Err(wait) => {
+            shared
+                .metrics
+                .rate_limited(&service.config.name, DEFAULT_ROUTE);
+            Err(Fault::Proxy(ProxyFault::RateLimited(wait)))
+        }
+        Ok(()) => match service.admit() {
+            None => Err(Fault::Proxy(ProxyFault::InFlightLimit)),
+            Some(_admitted) => forward(&shared, &service, peer, req, reply, next).await,
+        },
     };
     let mut resp = result.unwrap_or_else(|fault| {
         if let Fault::Client(f) = &fault {
@@ -170,6 +180,10 @@ where
     response_body::count(&mut resp, reply, method, classifier, live, elapsed);
     resp
 }
+
+/// The route a request takes when no route of its service matches (every request, until a
+/// service has routes).
+const DEFAULT_ROUTE: &str = "[default]";
 
 /// The request's host: the `Host` header, else the URI's authority (HTTP/2).
 fn request_host<B>(req: &Request<B>) -> Option<&str> {

@@ -23,6 +23,15 @@ pub struct ServiceLabels {
     pub service: String,
 }
 
+/// Labels of a per-route series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteLabels {
+    /// The service name.
+    pub service: String,
+    /// The route (`[default]`: the service's own policy).
+    pub route: String,
+}
+
 /// Labels of a per-service series split by response class (`2xx` .. `5xx`, `error`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ClassLabels {
@@ -115,6 +124,8 @@ pub struct Metrics {
     pub hedge_budget_exhausted: Family<ServiceLabels, Counter>,
     /// Backups that rescued an attempt at a silent endpoint.
     pub rescues: Family<ServiceLabels, Counter>,
+    /// Requests refused by a rate limit, by service and route.
+    pub rate_limited: Family<RouteLabels, Counter>,
     /// The current hedge delay per service (set when scraped; absent until it has data).
     pub hedge_delay: Family<ServiceLabels, Gauge<f64, AtomicU64>>,
     /// How late the event loop ran a timer due every 10 ms ([`crate::lag`]).
@@ -175,6 +186,7 @@ impl Metrics {
             hedge_wins: Family::default(),
             hedge_budget_exhausted: Family::default(),
             rescues: Family::default(),
+            rate_limited: Family::default(),
             hedge_delay: Family::default(),
             event_loop_delay: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
             pool_entries: Family::default(),
@@ -204,6 +216,7 @@ impl Metrics {
             "hedges", "Backup requests sent after the hedge delay", hedges;
             "hedge_wins", "Backup requests that answered first with a success", hedge_wins;
             "hedge_budget_exhausted", "Backup requests refused by the hedge budget", hedge_budget_exhausted;
+            "rate_limited", "Requests answered 429 by a rate limit (rateLimit), by service and route", rate_limited;
             "rescues", "Backup requests for an attempt whose endpoint had answered nothing for the backup delay and ten times its own mean latency (a stall), charged to the retry budget and also counted in retries", rescues;
             "hedge_delay_seconds", "How long a hedged request waits before its backup (the live quantile of attempt latency)", hedge_delay;
             "endpoint_cost", "Balancer cost (pending requests, or peak EWMA nanoseconds x (pending + 1))", cost;
@@ -367,6 +380,15 @@ impl Metrics {
             kind: kind.to_owned(),
         };
         self.client_errors.get_or_create(&labels).inc();
+    }
+
+    /// Counts a request `service`'s rate limit refused on `route`.
+    pub fn rate_limited(&self, service: &str, route: &str) {
+        let labels = RouteLabels {
+            service: service.to_owned(),
+            route: route.to_owned(),
+        };
+        self.rate_limited.get_or_create(&labels).inc();
     }
 
     /// The Prometheus text exposition.

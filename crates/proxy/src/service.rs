@@ -9,6 +9,7 @@ use crate::upstream::Upstreams;
 use std::sync::{Arc, OnceLock, RwLock};
 use tailguard_client::ArmError;
 use tailguard_record::live::{Board, Live};
+use tailguard_resilience::rate::TokenBucket;
 use tokio::sync::Semaphore;
 
 /// One named service, running.
@@ -20,6 +21,8 @@ pub struct Service {
     pub upstreams: Upstreams,
     current: RwLock<Arc<Endpoints>>,
     limit: Option<Arc<Semaphore>>,
+    /// The rate limit's bucket, one per process (every serving thread takes from it).
+    rate: Option<std::sync::Mutex<TokenBucket>>,
     handles: OnceLock<ServiceHandles>,
     live: OnceLock<Arc<Live>>,
     clock: Clock,
@@ -59,11 +62,15 @@ impl Service {
     ) -> Result<Self, ArmError> {
         let endpoints = Endpoints::new(upstreams, &config.arm, clock.now(), seed)?;
         let limit = config.max_in_flight.map(|n| Arc::new(Semaphore::new(n)));
+        let rate = config
+            .rate_limit
+            .map(|r| std::sync::Mutex::new(TokenBucket::new(r, clock.now())));
         Ok(Self {
             upstreams: pools,
             config,
             current: RwLock::new(Arc::new(endpoints)),
             limit,
+            rate,
             handles: OnceLock::new(),
             live: OnceLock::new(),
             clock,
@@ -121,6 +128,18 @@ impl Service {
     pub fn live(&self, board: &Board) -> &Arc<Live> {
         self.live
             .get_or_init(|| board.service(&self.config.name, self.clock.now()))
+    }
+
+    /// Takes a token of the service's rate limit at `now`: `Err(wait)` when there is none (one
+    /// comes after `wait`); always `Ok` without a limit.
+    ///
+    /// # Errors
+    /// How long until a token, when the limit is reached.
+    pub fn rate_admit(&self, now: std::time::Duration) -> Result<(), std::time::Duration> {
+        match &self.rate {
+            None => Ok(()),
+            Some(bucket) => bucket.lock().unwrap_or_else(|p| p.into_inner()).take(now),
+        }
     }
 
     /// A place for one more request in flight, or `None` when the service is at its limit.

@@ -34,6 +34,7 @@ pub mod classify;
 pub mod health;
 pub mod hedge;
 pub mod outlier;
+pub mod rate;
 mod window;
 
 pub use accrual::{Accrual, AccrualConfig, AccrualError, Ticket, TripPolicy};

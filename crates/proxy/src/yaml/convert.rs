@@ -135,6 +135,25 @@ fn service(spec: ServiceSpec) -> Result<ServiceConfig, YamlError> {
     }
     s.retry_buffer = spec.retry_buffer_bytes.unwrap_or(s.retry_buffer);
     s.max_in_flight = spec.max_concurrent_requests;
+    if let Some(r) = &spec.rate_limit {
+        use tailguard_resilience::rate::{RateLimit, RateLimitError};
+        // The burst defaults to a second's worth (at least 1).
+        let burst = r
+            .burst
+            .unwrap_or_else(|| r.requests_per_sec.ceil().clamp(1.0, 1e7) as u32);
+        let limit = RateLimit {
+            per_sec: r.requests_per_sec,
+            burst,
+        };
+        limit.validate().map_err(|e| {
+            let k = match e {
+                RateLimitError::Rate(_) => "rateLimit.requestsPerSec",
+                RateLimitError::Burst(_) => "rateLimit.burst",
+            };
+            err(key(k), e.to_string())
+        })?;
+        s.rate_limit = Some(limit);
+    }
     // 0 turns a body limit off (a long-lived stream may be silent for long).
     let limit = |v: Option<u64>, default: Option<u64>| match v {
         None => default,

@@ -65,6 +65,7 @@ pub(super) struct ServiceSpec {
     pub(super) rewrite_host: Option<String>,
     pub(super) retry_buffer_bytes: Option<usize>,
     pub(super) max_concurrent_requests: Option<usize>,
+    pub(super) rate_limit: Option<RateLimitSpec>,
     pub(super) request_body_idle_timeout_ms: Option<u64>,
     pub(super) request_body_min_bytes_per_sec: Option<u64>,
     pub(super) response_body_idle_timeout_ms: Option<u64>,
@@ -122,6 +123,14 @@ pub(super) struct ClientSpec {
     pub(super) host_connection_pool: Option<HostPool>,
     pub(super) outlier_detection: Option<OutlierSpec>,
     pub(super) tls: Option<ClientTls>,
+}
+
+/// A rate limit (`rateLimit`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct RateLimitSpec {
+    pub(super) requests_per_sec: f64,
+    pub(super) burst: Option<u32>,
 }
 
 /// Active health checks (`client.healthCheck`).

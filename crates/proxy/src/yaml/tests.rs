@@ -436,3 +436,35 @@ fn slow_start_and_pushback_keys_are_read_and_checked() {
         Some(Duration::from_secs(10))
     );
 }
+
+#[test]
+fn a_rate_limit_is_read_and_checked() {
+    let with = |line: &str| GOOD.replace("    client:\n", &format!("    {line}\n    client:\n"));
+    let s = &parse(&with("rateLimit: {requestsPerSec: 250.5, burst: 40}"))
+        .unwrap()
+        .services[0];
+    let r = s.rate_limit.unwrap();
+    assert_eq!((r.per_sec, r.burst), (250.5, 40));
+    let r = parse(&with("rateLimit: {requestsPerSec: 100}"))
+        .unwrap()
+        .services[0]
+        .rate_limit
+        .unwrap();
+    assert_eq!(r.burst, 100, "a second's worth by default");
+    assert_eq!(parse(GOOD).unwrap().services[0].rate_limit, None);
+    for (bad, key) in [
+        ("rateLimit: {requestsPerSec: 0}", "rateLimit.requestsPerSec"),
+        (
+            "rateLimit: {requestsPerSec: -5}",
+            "rateLimit.requestsPerSec",
+        ),
+        (
+            "rateLimit: {requestsPerSec: 10, burst: 0}",
+            "rateLimit.burst",
+        ),
+    ] {
+        let e = error_of(&with(bad));
+        assert!(e.contains(key), "{bad}: {e}");
+    }
+    assert!(error_of(&with("rateLimit: {rps: 10}")).contains("unknown field `rps`"));
+}

@@ -34,6 +34,7 @@ mod pool_reuse;
 mod probing;
 mod proxy;
 mod pushback;
+mod rate_limit;
 mod reflection;
 mod replay;
 mod retain;
