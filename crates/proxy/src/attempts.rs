@@ -133,6 +133,9 @@ pub struct Outgoing {
     /// The request may have a backup: hedging is on and the classifier would repeat its
     /// method, or it is a gRPC call to a method listed in `hedge.grpcMethods`.
     pub hedge: bool,
+    /// Its route's word on retries: `Some(true)` every failure is retryable, `Some(false)`
+    /// none is (an attempt that could not connect is still re-picked), `None` the classifier's.
+    pub retry: Option<bool>,
 }
 
 impl Outgoing {
@@ -283,8 +286,14 @@ pub async fn run(
             }
         };
         let class = done.class;
+        let retryable = match request.retry {
+            None => class.retryable,
+            // Any failure of the endpoint's; not the client's or the proxy's own.
+            Some(true) => !matches!(done.result, Err(Fault::Client(_) | Fault::Proxy(_))),
+            Some(false) => unreachable_before_send(&done),
+        };
         let may = !class.success
-            && class.retryable
+            && retryable
             && request.body().available()
             && arm.retries.is_some_and(|r| tries < r.max_retries);
         if !may {
@@ -324,6 +333,15 @@ pub async fn run(
         }
         turn = Turn::Retry { after: slot };
     }
+}
+
+/// True when the attempt never reached its endpoint (refused, or no connection within the
+/// connect timeout): nothing was sent, so even a route that never retries may pick again.
+fn unreachable_before_send(done: &Attempted) -> bool {
+    matches!(
+        &done.result,
+        Err(Fault::Endpoint(f)) if matches!(f.failure, Failure::Unreachable(..))
+    )
 }
 
 /// The last attempt's failure, saying how many attempts there were and how long they took in

@@ -338,6 +338,9 @@ pub struct ServiceConfig {
     /// Requests admitted a second at most, by a token bucket per process (`rateLimit`); more
     /// get 429 with `Retry-After` (`None`: no limit).
     pub rate_limit: Option<tailguard_resilience::rate::RateLimit>,
+    /// Routes inside the service, first match wins ([`crate::route`]); none: every request
+    /// takes the service's policy.
+    pub routes: Vec<crate::route::Route>,
     /// Upstream connection pool: connections per endpoint, wait, idle timeout.
     pub pool: PoolConfig,
     /// TLS to the endpoints (`client.tls`); `None`: cleartext.
@@ -465,6 +468,7 @@ impl ServiceConfig {
             retry_buffer: 64 * 1024,
             max_in_flight: None,
             rate_limit: None,
+            routes: Vec::new(),
             pool: PoolConfig::default(),
             tls: None,
             grpc_hedge: GrpcMethods::default(),

@@ -145,18 +145,29 @@ where
     // No reference count changes per request: the service holds its figures.
     let live = service.live(&shared.live);
     let in_flight = live.start();
-    // Admission, one order: the rate limit, then the in-flight limit; a request refused at one
-    // step takes nothing from the next, and none is an endpoint's fault.
-    let result = match service.rate_admit(started) {
+    let route = crate::route::pick(&service.config.routes, req.method(), req.uri().path());
+    let route_name = route.map_or(DEFAULT_ROUTE, |(_, r)| r.name.as_str());
+    // Admission, one order: the route's rate limit, the service's, then the in-flight limit;
+    // a request refused at one step takes nothing from the later ones, and none is an
+    // endpoint's fault.
+    let admitted = match route {
+        Some((i, _)) => service.route_admit(i, started),
+        None => Ok(()),
+    }
+    .and_then(|()| service.rate_admit(started));
+    let result = match admitted {
         Err(wait) => {
             shared
                 .metrics
-                .rate_limited(&service.config.name, DEFAULT_ROUTE);
+                .rate_limited(&service.config.name, route_name);
             Err(Fault::Proxy(ProxyFault::RateLimited(wait)))
         }
         Ok(()) => match service.admit() {
             None => Err(Fault::Proxy(ProxyFault::InFlightLimit)),
-            Some(_admitted) => forward(&shared, &service, peer, req, reply, next).await,
+            Some(_admitted) => {
+                let route = route.map(|(_, r)| r);
+                forward(&shared, &service, route, peer, req, reply, next).await
+            }
         },
     };
     let mut resp = result.unwrap_or_else(|fault| {
@@ -181,9 +192,7 @@ where
     resp
 }
 
-/// The route a request takes when no route of its service matches (every request, until a
-/// service has routes).
-const DEFAULT_ROUTE: &str = "[default]";
+use crate::route::DEFAULT_ROUTE;
 
 /// The request's host: the `Host` header, else the URI's authority (HTTP/2).
 fn request_host<B>(req: &Request<B>) -> Option<&str> {
@@ -194,6 +203,7 @@ fn request_host<B>(req: &Request<B>) -> Option<&str> {
 async fn forward<B>(
     shared: &Arc<Shared>,
     service: &Arc<Service>,
+    route: Option<&crate::route::Route>,
     peer: &Peer,
     req: Request<B>,
     reply: Reply,
@@ -208,7 +218,15 @@ where
     let caller = deadline::Caller::read(&mut parts.headers);
     let method: Method = parts.method.as_str().parse().unwrap_or(Method::Other);
     let h2 = forwarded_head(&mut parts, peer, config, reply);
+    let retry = route.and_then(|r| r.retryable);
     let (may_replay, hedge) = replays(config, method, reply, parts.uri.path());
+    // A route that retries whatever the method needs its body kept; one that never retries
+    // does not (an attempt that could not connect sent nothing, body included).
+    let may_replay = match retry {
+        Some(true) => config.arm.retries.is_some() || hedge,
+        Some(false) => hedge,
+        None => may_replay,
+    };
     let rules = BodyRules {
         idle: config.body.request_idle,
         min_rate: config
@@ -218,7 +236,8 @@ where
         grace: config.body.request_rate_grace,
     };
     // The total timeout counts from here, so it includes reading a body that is buffered.
-    let deadline = deadline_of(config.arm.timeouts.total, caller)?;
+    let total = route.and_then(|r| r.timeout).or(config.arm.timeouts.total);
+    let deadline = deadline_of(total, caller)?;
     let run = async {
         let (body, fault) = prepare_body(body, may_replay, config.retry_buffer, rules);
         let sent = Outgoing {
@@ -230,6 +249,7 @@ where
             fault,
             deadline,
             hedge,
+            retry,
         };
         next.attempts(shared, service, &sent).await
     };

@@ -63,6 +63,7 @@ mod request_body;
 mod response;
 mod response_body;
 mod retain;
+pub mod route;
 mod run;
 mod seed;
 mod service;

@@ -23,6 +23,8 @@ pub struct Service {
     limit: Option<Arc<Semaphore>>,
     /// The rate limit's bucket, one per process (every serving thread takes from it).
     rate: Option<std::sync::Mutex<TokenBucket>>,
+    /// Each route's rate limit bucket, by route index (`None`: no limit on that route).
+    route_rates: Vec<Option<std::sync::Mutex<TokenBucket>>>,
     handles: OnceLock<ServiceHandles>,
     live: OnceLock<Arc<Live>>,
     clock: Clock,
@@ -65,12 +67,21 @@ impl Service {
         let rate = config
             .rate_limit
             .map(|r| std::sync::Mutex::new(TokenBucket::new(r, clock.now())));
+        let route_rates = config
+            .routes
+            .iter()
+            .map(|r| {
+                r.rate_limit
+                    .map(|l| std::sync::Mutex::new(TokenBucket::new(l, clock.now())))
+            })
+            .collect();
         Ok(Self {
             upstreams: pools,
             config,
             current: RwLock::new(Arc::new(endpoints)),
             limit,
             rate,
+            route_rates,
             handles: OnceLock::new(),
             live: OnceLock::new(),
             clock,
@@ -136,10 +147,19 @@ impl Service {
     /// # Errors
     /// How long until a token, when the limit is reached.
     pub fn rate_admit(&self, now: std::time::Duration) -> Result<(), std::time::Duration> {
-        match &self.rate {
-            None => Ok(()),
-            Some(bucket) => bucket.lock().unwrap_or_else(|p| p.into_inner()).take(now),
-        }
+        take(self.rate.as_ref(), now)
+    }
+
+    /// Takes a token of route `route`'s rate limit at `now` (as [`Service::rate_admit`]).
+    ///
+    /// # Errors
+    /// How long until a token, when the route's limit is reached.
+    pub fn route_admit(
+        &self,
+        route: usize,
+        now: std::time::Duration,
+    ) -> Result<(), std::time::Duration> {
+        take(self.route_rates.get(route).and_then(Option::as_ref), now)
     }
 
     /// A place for one more request in flight, or `None` when the service is at its limit.
@@ -166,6 +186,17 @@ impl Service {
             .as_ref()
             .is_none_or(|p| prefix_matches(p, path));
         host_ok && path_ok
+    }
+}
+
+/// A token from `bucket` at `now`, if there is a bucket.
+fn take(
+    bucket: Option<&std::sync::Mutex<TokenBucket>>,
+    now: std::time::Duration,
+) -> Result<(), std::time::Duration> {
+    match bucket {
+        None => Ok(()),
+        Some(b) => b.lock().unwrap_or_else(|p| p.into_inner()).take(now),
     }
 }
 

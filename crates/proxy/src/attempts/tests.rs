@@ -155,6 +155,7 @@ fn request(body: AttemptBody) -> Outgoing {
         fault: None,
         deadline: None,
         hedge: true,
+        retry: None,
     }
 }
 

@@ -126,6 +126,7 @@ fn request(reply: Reply, fault: Option<FaultCell>) -> Outgoing {
         fault,
         deadline: None,
         hedge: true,
+        retry: None,
     }
 }
 

@@ -136,24 +136,9 @@ fn service(spec: ServiceSpec) -> Result<ServiceConfig, YamlError> {
     s.retry_buffer = spec.retry_buffer_bytes.unwrap_or(s.retry_buffer);
     s.max_in_flight = spec.max_concurrent_requests;
     if let Some(r) = &spec.rate_limit {
-        use tailguard_resilience::rate::{RateLimit, RateLimitError};
-        // The burst defaults to a second's worth (at least 1).
-        let burst = r
-            .burst
-            .unwrap_or_else(|| r.requests_per_sec.ceil().clamp(1.0, 1e7) as u32);
-        let limit = RateLimit {
-            per_sec: r.requests_per_sec,
-            burst,
-        };
-        limit.validate().map_err(|e| {
-            let k = match e {
-                RateLimitError::Rate(_) => "rateLimit.requestsPerSec",
-                RateLimitError::Burst(_) => "rateLimit.burst",
-            };
-            err(key(k), e.to_string())
-        })?;
-        s.rate_limit = Some(limit);
+        s.rate_limit = Some(rate_limit(r, &|k| key(&format!("rateLimit.{k}")))?);
     }
+    s.routes = routes(&spec.routes, &key)?;
     // 0 turns a body limit off (a long-lived stream may be silent for long).
     let limit = |v: Option<u64>, default: Option<u64>| match v {
         None => default,
@@ -367,6 +352,86 @@ fn arm(spec: &ServiceSpec, key: &dyn Fn(&str) -> String) -> Result<ArmConfig, Ya
         arm.pushback_max = Some(ms(p)).filter(|d| !d.is_zero());
     }
     Ok(arm)
+}
+
+/// A `rateLimit` block, checked (the error names its key); the burst defaults to a second's
+/// worth (at least 1).
+fn rate_limit(
+    r: &super::file::RateLimitSpec,
+    key: &dyn Fn(&str) -> String,
+) -> Result<tailguard_resilience::rate::RateLimit, YamlError> {
+    use tailguard_resilience::rate::{RateLimit, RateLimitError};
+    let burst = r
+        .burst
+        .unwrap_or_else(|| r.requests_per_sec.ceil().clamp(1.0, 1e7) as u32);
+    let limit = RateLimit {
+        per_sec: r.requests_per_sec,
+        burst,
+    };
+    limit.validate().map_err(|e| {
+        let k = match e {
+            RateLimitError::Rate(_) => "requestsPerSec",
+            RateLimitError::Burst(_) => "burst",
+        };
+        err(key(k), e.to_string())
+    })?;
+    Ok(limit)
+}
+
+/// A service's `routes`, checked: unique names, not `[default]`, a method HTTP knows, a path
+/// pattern that compiles within the size limit (each error names its key).
+fn routes(
+    specs: &[super::file::RouteSpec],
+    key: &dyn Fn(&str) -> String,
+) -> Result<Vec<crate::route::Route>, YamlError> {
+    if specs.len() > 1000 {
+        return Err(err(
+            key("routes"),
+            format!("{} routes: at most 1000", specs.len()),
+        ));
+    }
+    let mut out: Vec<crate::route::Route> = Vec::with_capacity(specs.len());
+    for (i, r) in specs.iter().enumerate() {
+        let at = |k: &str| key(&format!("routes[{i}].{k}"));
+        if r.name.is_empty() || r.name == crate::route::DEFAULT_ROUTE || r.name.len() > 256 {
+            return Err(err(at("name"), "a name of 1 to 256 bytes, not [default]"));
+        }
+        if out.iter().any(|o| o.name == r.name) {
+            return Err(err(
+                at("name"),
+                format!("{:?} is the name of an earlier route", r.name),
+            ));
+        }
+        let method = match &r.condition.method {
+            None => None,
+            Some(m) => Some(
+                m.parse::<http::Method>()
+                    .map_err(|_| err(at("condition.method"), format!("{m:?} is not a method")))?,
+            ),
+        };
+        let path = match &r.condition.path_regex {
+            None => None,
+            Some(p) => Some(
+                crate::route::PathRegex::new(p).map_err(|e| err(at("condition.pathRegex"), e))?,
+            ),
+        };
+        let rate = match &r.rate_limit {
+            None => None,
+            Some(l) => Some(rate_limit(l, &|k| at(&format!("rateLimit.{k}")))?),
+        };
+        if r.timeout_ms == Some(0) {
+            return Err(err(at("timeoutMs"), "must be above zero"));
+        }
+        out.push(crate::route::Route {
+            name: r.name.clone(),
+            method,
+            path,
+            timeout: r.timeout_ms.map(ms),
+            retryable: r.is_retryable,
+            rate_limit: rate,
+        });
+    }
+    Ok(out)
 }
 
 /// `client.healthCheck`, defaults for what is not given, checked (the error names its key).

@@ -66,6 +66,8 @@ pub(super) struct ServiceSpec {
     pub(super) retry_buffer_bytes: Option<usize>,
     pub(super) max_concurrent_requests: Option<usize>,
     pub(super) rate_limit: Option<RateLimitSpec>,
+    #[serde(default)]
+    pub(super) routes: Vec<RouteSpec>,
     pub(super) request_body_idle_timeout_ms: Option<u64>,
     pub(super) request_body_min_bytes_per_sec: Option<u64>,
     pub(super) response_body_idle_timeout_ms: Option<u64>,
@@ -123,6 +125,26 @@ pub(super) struct ClientSpec {
     pub(super) host_connection_pool: Option<HostPool>,
     pub(super) outlier_detection: Option<OutlierSpec>,
     pub(super) tls: Option<ClientTls>,
+}
+
+/// One route (`routes[]`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct RouteSpec {
+    pub(super) name: String,
+    #[serde(default)]
+    pub(super) condition: ConditionSpec,
+    pub(super) timeout_ms: Option<u64>,
+    pub(super) is_retryable: Option<bool>,
+    pub(super) rate_limit: Option<RateLimitSpec>,
+}
+
+/// A route's condition (`routes[].condition`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct ConditionSpec {
+    pub(super) method: Option<String>,
+    pub(super) path_regex: Option<String>,
 }
 
 /// A rate limit (`rateLimit`).

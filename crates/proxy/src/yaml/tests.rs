@@ -468,3 +468,50 @@ fn a_rate_limit_is_read_and_checked() {
     }
     assert!(error_of(&with("rateLimit: {rps: 10}")).contains("unknown field `rps`"));
 }
+
+#[test]
+fn routes_are_read_and_checked() {
+    let with = |block: &str| GOOD.replace("    client:\n", &format!("    {block}\n    client:\n"));
+    let config = parse(&with(
+        "routes: [{name: get-user, condition: {method: GET, pathRegex: '/users/[0-9]+'}, timeoutMs: 250, isRetryable: false, rateLimit: {requestsPerSec: 5}}, {name: any}]",
+    ))
+    .unwrap();
+    let routes = &config.services[0].routes;
+    assert_eq!(routes.len(), 2);
+    let r = &routes[0];
+    assert_eq!(r.method, Some(http::Method::GET));
+    assert!(r.path.as_ref().unwrap().is_match("/users/7"));
+    assert_eq!(r.timeout, Some(Duration::from_millis(250)));
+    assert_eq!(
+        (r.retryable, r.rate_limit.map(|l| l.burst)),
+        (Some(false), Some(5))
+    );
+    assert!(
+        routes[1].matches(&http::Method::POST, "/x"),
+        "no condition: every request"
+    );
+    for (bad, key) in [
+        (
+            "routes: [{name: a, condition: {pathRegex: '(unclosed'}}]",
+            "routes[0].condition.pathRegex",
+        ),
+        (
+            "routes: [{name: a, condition: {pathRegex: '[a-z]{1000}{1000}'}}]",
+            "routes[0].condition.pathRegex",
+        ),
+        (
+            "routes: [{name: a, condition: {method: 'GE T'}}]",
+            "routes[0].condition.method",
+        ),
+        ("routes: [{name: a}, {name: a}]", "routes[1].name"),
+        ("routes: [{name: '[default]'}]", "routes[0].name"),
+        ("routes: [{name: a, timeoutMs: 0}]", "routes[0].timeoutMs"),
+        (
+            "routes: [{name: a, rateLimit: {requestsPerSec: 0}}]",
+            "routes[0].rateLimit.requestsPerSec",
+        ),
+    ] {
+        let e = error_of(&with(bad));
+        assert!(e.contains(key), "{bad}: {e}");
+    }
+}

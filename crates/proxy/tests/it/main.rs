@@ -38,6 +38,7 @@ mod rate_limit;
 mod reflection;
 mod replay;
 mod retain;
+mod routes;
 mod slow_clients;
 mod threads;
 mod timeouts_budget;

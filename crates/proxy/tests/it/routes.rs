@@ -1,0 +1,121 @@
+//! Routes inside a service (issue 46, first part): the first route whose method and anchored
+//! path pattern match takes the request with its own total timeout, retryability and rate
+//! limit; the rest take the service's policy as `[default]`. Backends on 127.0.0.1, tokio's
+//! paused clock.
+
+use crate::support;
+
+use std::time::Duration;
+use support::{client, send, start, AsUpstream};
+use tailguard_balance::Policy;
+use tailguard_proxy::config::ServiceConfig;
+use tailguard_proxy::route::{PathRegex, Route};
+use tailguard_resilience::rate::RateLimit;
+use tailguard_testsupport::TestServer;
+
+fn route(name: &str, method: Option<&str>, path: &str) -> Route {
+    Route {
+        name: name.into(),
+        method: method.map(|m| m.parse().unwrap()),
+        path: Some(PathRegex::new(path).unwrap()),
+        timeout: None,
+        retryable: None,
+        rate_limit: None,
+    }
+}
+
+fn service(backends: &[&TestServer], routes: Vec<Route>) -> ServiceConfig {
+    let mut s = ServiceConfig::new("web", backends.iter().map(|b| b.upstream()).collect());
+    s.arm.policy = Policy::RoundRobin;
+    s.arm.accrual = None;
+    s.routes = routes;
+    s
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_routes_timeout_replaces_the_services() {
+    let backend = TestServer::start().await;
+    backend.set_delay(Duration::from_millis(500));
+    let mut slow = route("slow", None, "/slow(/.*)?");
+    slow.timeout = Some(Duration::from_millis(100));
+    let proxy = start(service(&[&backend], vec![slow])).await;
+    let c = client(false);
+    let started = tokio::time::Instant::now();
+    let (status, headers, _) = send(&c, proxy.addr(), "GET", "/slow/x").await;
+    assert_eq!(status, 504);
+    assert_eq!(headers["x-tailguard-error"], "total timeout");
+    assert!(
+        started.elapsed() < Duration::from_millis(150),
+        "{:?}",
+        started.elapsed()
+    );
+    // Unmatched (`/slowly` is not `/slow` nor under it): the service's policy, no timeout.
+    assert_eq!(send(&c, proxy.addr(), "GET", "/slowly").await.0, 200);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_route_decides_what_is_retried() {
+    let failing = TestServer::start().await;
+    let fine = TestServer::start().await;
+    failing.set_status(503);
+    let mut always = route("orders", Some("POST"), "/orders");
+    always.retryable = Some(true);
+    let mut never = route("reports", Some("GET"), "/reports");
+    never.retryable = Some(false);
+    let proxy = start(service(&[&failing, &fine], vec![always, never])).await;
+    let c = client(false);
+    // Round robin alternates: of two requests, one meets the failing endpoint first.
+    let statuses = |path: &'static str, method: &'static str| {
+        let c = c.clone();
+        let addr = proxy.addr();
+        async move {
+            let mut out = Vec::new();
+            for _ in 0..4 {
+                out.push(send(&c, addr, method, path).await.0.as_u16());
+            }
+            out
+        }
+    };
+    // A POST is not retried by the service's classifier, but this route retries it.
+    assert_eq!(statuses("/orders", "POST").await, [200; 4]);
+    // Without the route, a POST's 503 reaches the client.
+    assert!(statuses("/other", "POST").await.contains(&503));
+    // A GET would be retried, but this route never retries.
+    assert!(statuses("/reports", "GET").await.contains(&503));
+    // And a GET elsewhere is, as before.
+    assert_eq!(statuses("/other", "GET").await, [200; 4]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_routes_rate_limit_leaves_the_other_routes_alone() {
+    let backend = TestServer::start().await;
+    let mut hot = route("search", None, "/search");
+    hot.rate_limit = Some(RateLimit {
+        per_sec: 1.0,
+        burst: 2,
+    });
+    let proxy = start(service(&[&backend], vec![hot])).await;
+    let c = client(false);
+    let mut search = Vec::new();
+    for _ in 0..10 {
+        search.push(send(&c, proxy.addr(), "GET", "/search").await.0.as_u16());
+    }
+    assert_eq!(
+        search.iter().filter(|s| **s == 200).count(),
+        2,
+        "{search:?}"
+    );
+    for _ in 0..10 {
+        assert_eq!(send(&c, proxy.addr(), "GET", "/home").await.0, 200);
+    }
+    let text = proxy.metrics_text();
+    let line = |route: &str| {
+        let prefix =
+            format!("tailguard_proxy_rate_limited_total{{service=\"web\",route=\"{route}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .map(|v| v.trim().to_owned())
+    };
+    assert_eq!(line("search").as_deref(), Some("8"));
+    assert_eq!(line("[default]"), None);
+}
