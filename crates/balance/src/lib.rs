@@ -46,6 +46,7 @@ pub mod prequal;
 pub mod random;
 pub mod round_robin;
 pub mod slow_start;
+pub mod split;
 
 pub use aperture::{Aperture, ApertureConfig, ApertureError};
 pub use balancer::{all_ready, Balance, ProbeReply, ProbeVerdict, Ready, MAX_EFFORT};

@@ -48,7 +48,10 @@ fn page(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
         }
         "/live" => reply(StatusCode::OK, "text/plain", "live\n"),
         "/ready" => {
-            let ready = shared.services().iter().all(|s| !s.endpoints().is_empty());
+            let ready = shared
+                .services()
+                .iter()
+                .all(|s| s.split().is_some() || !s.endpoints().is_empty());
             let (status, text) = if shared.draining() {
                 (StatusCode::SERVICE_UNAVAILABLE, "draining\n")
             } else if ready {

@@ -199,6 +199,19 @@ pub enum Discovery {
         /// The endpoints' port, by name or number.
         port: PortRef,
     },
+    /// No endpoints of its own: each request goes to one of these services, by weight
+    /// ([`crate::split`]); the service's hosts, routes, limits and `service:` policy apply, the
+    /// leaf's endpoints, balancer and `client:` settings.
+    Split(Vec<SplitLeaf>),
+}
+
+/// One leaf of a weighted split (`split: [{service, weight}]`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SplitLeaf {
+    /// The name of the service it sends to (one with endpoints of its own).
+    pub service: String,
+    /// Its share: 0 to [`tailguard_balance::split::MAX_WEIGHT`], relative to the others'.
+    pub weight: u32,
 }
 
 /// A port of an EndpointSlice: its name (the Service port's), or its number (the endpoints'
@@ -680,6 +693,14 @@ pub enum ConfigError {
     /// A probe path that is not an absolute path.
     #[error("services[{0}].client.loadBalancer.probePath: must start with `/`")]
     ProbePath(String),
+    /// A split that cannot be sent over.
+    #[error("services[{service}].split: {why}")]
+    Split {
+        /// The split service.
+        service: String,
+        /// What is wrong.
+        why: String,
+    },
 }
 
 impl Config {
@@ -739,6 +760,7 @@ impl Config {
                 return Err(ConfigError::DuplicateName(s.name.clone()));
             }
             validate_service(s)?;
+            validate_split(self, s)?;
         }
         if self.limits.header_read_timeout.is_zero() {
             return Err(ConfigError::Zero("limits.headerReadTimeoutMs"));
@@ -773,11 +795,45 @@ impl Config {
     }
 }
 
+/// A split's leaves exist, have endpoints of their own, appear once, and weigh something in
+/// all; a service without hosts is a leaf (reached only through a split).
+fn validate_split(config: &Config, s: &ServiceConfig) -> Result<(), ConfigError> {
+    let is_leaf = |name: &str| {
+        config.services.iter().any(
+            |o| matches!(&o.discovery, Discovery::Split(l) if l.iter().any(|l| l.service == name)),
+        )
+    };
+    if s.hosts.is_empty() && !is_leaf(&s.name) {
+        return Err(ConfigError::NoHosts(s.name.clone()));
+    }
+    let Discovery::Split(leaves) = &s.discovery else {
+        return Ok(());
+    };
+    let fail = |why: String| ConfigError::Split {
+        service: s.name.clone(),
+        why,
+    };
+    for (i, leaf) in leaves.iter().enumerate() {
+        if leaves[..i].iter().any(|l| l.service == leaf.service) {
+            return Err(fail(format!("`{}` is listed twice", leaf.service)));
+        }
+        match config.services.iter().find(|o| o.name == leaf.service) {
+            None => return Err(fail(format!("no service is named `{}`", leaf.service))),
+            Some(o) if matches!(o.discovery, Discovery::Split(_)) => {
+                return Err(fail(format!(
+                    "`{}` is a split itself: leaves do not split further",
+                    leaf.service
+                )))
+            }
+            Some(_) => {}
+        }
+    }
+    let weights: Vec<u32> = leaves.iter().map(|l| l.weight).collect();
+    tailguard_balance::split::check(&weights).map_err(|e| fail(e.to_string()))
+}
+
 fn validate_service(s: &ServiceConfig) -> Result<(), ConfigError> {
     let name = || s.name.clone();
-    if s.hosts.is_empty() {
-        return Err(ConfigError::NoHosts(name()));
-    }
     if s.path_prefix.as_ref().is_some_and(|p| !p.starts_with('/')) {
         return Err(ConfigError::PathPrefix(name()));
     }

@@ -67,7 +67,8 @@ impl Peer {
 /// The stages below this one ([`crate::attempts`] over [`crate::balanced`] over the service's
 /// [`crate::upstream`] pools), as this stage calls them, so its tests can stand in for them.
 pub trait Next: Sync {
-    /// The attempts of `request` to `service`.
+    /// The attempts of `request` to `service` (the leaf a split picked, or the service
+    /// routed to).
     fn attempts<'a>(
         &'a self,
         shared: &'a Arc<Shared>,
@@ -142,9 +143,6 @@ where
     };
     let started = shared.clock.now();
     let method: Method = req.method().as_str().parse().unwrap_or(Method::Other);
-    // No reference count changes per request: the service holds its figures.
-    let live = service.live(&shared.live);
-    let in_flight = live.start();
     let route = crate::route::pick(&service.config.routes, req.method(), req.uri().path());
     let route_name = route.map_or(DEFAULT_ROUTE, |(_, r)| r.name.as_str());
     // Admission, one order: the route's rate limit, the service's, then the in-flight limit;
@@ -155,6 +153,8 @@ where
         None => Ok(()),
     }
     .and_then(|()| service.rate_admit(started));
+    // Whose figures count the request: the leaf a split sent it to, else the service.
+    let mut counted = &service;
     let result = match admitted {
         Err(wait) => {
             shared
@@ -165,29 +165,33 @@ where
         Ok(()) => match service.admit() {
             None => Err(Fault::Proxy(ProxyFault::InFlightLimit)),
             Some(_admitted) => {
+                let leaf = service.leaf();
+                counted = leaf;
+                // No reference count changes per request: the service holds its figures.
+                let _in_flight = leaf.live(&shared.live).start();
                 let route = route.map(|(_, r)| r);
-                forward(&shared, &service, route, peer, req, reply, next).await
+                forward(&shared, &service, leaf, route, peer, req, reply, next).await
             }
         },
     };
     let mut resp = result.unwrap_or_else(|fault| {
         if let Fault::Client(f) = &fault {
-            shared.metrics.client_error(&service.config.name, f.kind());
+            shared.metrics.client_error(&counted.config.name, f.kind());
         }
         fault
             .answer(reply, peer.error_detail)
             .map(ResponseBody::local)
     });
     let m = &shared.metrics;
-    let handles = service.handles(m);
+    let handles = counted.handles(m);
     let head = handles.requests(m, Some(resp.status().as_u16())).clone();
     let no_head = handles.requests(m, None).clone();
     resp.body_mut()
         .count_head(head, no_head, handles.truncated.clone());
     let elapsed = shared.clock.now().saturating_sub(started);
     handles.latency.observe(elapsed.as_secs_f64());
-    drop(in_flight);
-    let classifier = service.config.arm.classifier;
+    let classifier = counted.config.arm.classifier;
+    let live = counted.live(&shared.live);
     response_body::count(&mut resp, reply, method, classifier, live, elapsed);
     resp
 }
@@ -200,9 +204,14 @@ fn request_host<B>(req: &Request<B>) -> Option<&str> {
     from_header.or_else(|| req.uri().authority().map(|a| a.as_str()))
 }
 
+/// Forwards `req` (routed to `service`, admitted) to `leaf`'s endpoints: `service`'s body
+/// rules and total timeout bound it; `leaf`'s settings (the same service unless a split
+/// picked it) decide the upstream protocol, the host, and what may be retried or hedged.
+#[allow(clippy::too_many_arguments)]
 async fn forward<B>(
     shared: &Arc<Shared>,
     service: &Arc<Service>,
+    leaf: &Arc<Service>,
     route: Option<&crate::route::Route>,
     peer: &Peer,
     req: Request<B>,
@@ -213,7 +222,7 @@ where
     B: Body<Data = Bytes> + Send + Sync + Unpin + 'static,
     B::Error: Into<BoxError>,
 {
-    let config = &service.config;
+    let config = &leaf.config;
     let (mut parts, body) = req.into_parts();
     let caller = deadline::Caller::read(&mut parts.headers);
     let method: Method = parts.method.as_str().parse().unwrap_or(Method::Other);
@@ -227,16 +236,17 @@ where
         Some(false) => hedge,
         None => may_replay,
     };
+    let body_rules = &service.config.body;
     let rules = BodyRules {
-        idle: config.body.request_idle,
-        min_rate: config
-            .body
-            .request_min_rate
-            .filter(|_| reply == Reply::Http),
-        grace: config.body.request_rate_grace,
+        idle: body_rules.request_idle,
+        min_rate: body_rules.request_min_rate.filter(|_| reply == Reply::Http),
+        grace: body_rules.request_rate_grace,
     };
     // The total timeout counts from here, so it includes reading a body that is buffered.
-    let total = route.and_then(|r| r.timeout).or(config.arm.timeouts.total);
+    let total = route
+        .and_then(|r| r.timeout)
+        .or(service.config.arm.timeouts.total)
+        .or(config.arm.timeouts.total);
     let deadline = deadline_of(total, caller)?;
     let run = async {
         let (body, fault) = prepare_body(body, may_replay, config.retry_buffer, rules);
@@ -251,7 +261,7 @@ where
             hedge,
             retry,
         };
-        next.attempts(shared, service, &sent).await
+        next.attempts(shared, leaf, &sent).await
     };
     match deadline {
         None => run.await,

@@ -68,6 +68,7 @@ mod run;
 mod seed;
 mod service;
 mod shared;
+mod split;
 mod start;
 mod tls;
 mod upstream;

@@ -31,6 +31,8 @@ pub struct Service {
     seed: u64,
     /// Endpoint generations made so far: each draws from its own seed.
     generations: std::sync::atomic::AtomicU64,
+    /// The leaves of a split service (`None`: the service has endpoints of its own).
+    split: Option<crate::split::Split>,
 }
 
 impl Service {
@@ -87,7 +89,29 @@ impl Service {
             clock,
             seed,
             generations: std::sync::atomic::AtomicU64::new(1),
+            split: None,
         })
+    }
+
+    /// This service, sending each request to one of `split`'s leaves.
+    #[must_use]
+    pub fn with_split(mut self, split: crate::split::Split) -> Self {
+        self.split = Some(split);
+        self
+    }
+
+    /// The leaves of a split service (`None`: it has endpoints of its own).
+    pub fn split(&self) -> Option<&crate::split::Split> {
+        self.split.as_ref()
+    }
+
+    /// The service the next request's attempts go to: the leaf whose turn it is for a split,
+    /// else this one.
+    pub fn leaf(self: &Arc<Self>) -> &Arc<Service> {
+        match &self.split {
+            None => self,
+            Some(s) => s.pick(),
+        }
     }
 
     /// The number of the current endpoint generation (1 at start, one more per update).

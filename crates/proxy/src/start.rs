@@ -110,7 +110,7 @@ pub async fn start_on(config: Config, threads: usize) -> Result<Proxy, StartErro
     let threads = threads.max(1);
     let acceptor = tls::acceptor(config.tls.as_ref()).await?;
     let clock = Clock::start();
-    let services = build_services(&config, clock, threads).await?;
+    let services = build_services(&config, clock, threads, &[]).await?;
     let bind_error = |what, addr| move |source| StartError::Bind { what, addr, source };
     let listeners = tailguard_http::tcp::bind_many(config.listen, threads)
         .await
@@ -245,25 +245,34 @@ type PoolKey = (PoolConfig, Option<crate::upstream::UpstreamTls>, bool);
 /// A resolver kept for the watch of a service discovered by DNS.
 type Resolver = hickory_resolver::TokioResolver;
 
-/// Builds every service and starts the watchers of discovered ones.
+/// Builds every service and starts the watchers of discovered ones. A service of `running`
+/// (the configuration being reloaded) whose settings are unchanged is kept as it is, with its
+/// endpoints, pools, watchers and everything it learned, unless it reads certificates (they
+/// are read again); split services are built last, over the services they send to.
 async fn build_services(
     config: &Config,
     clock: Clock,
     threads: usize,
+    running: &[Arc<Service>],
 ) -> Result<Vec<Arc<Service>>, StartError> {
-    let mut out = Vec::new();
+    let mut built: Vec<Option<Arc<Service>>> = vec![None; config.services.len()];
     let base_seed = config.seed.unwrap_or_else(crate::seed::drawn);
     // Services with the same pool and TLS settings and no connection limit share their
     // pools: ten services over the same twenty backends keep one set of connections to them,
     // not ten. A limit (`hostConnectionPool.maxSize`) stays each service's own, as configured.
     let mut shared_pools: HashMap<PoolKey, Upstreams> = HashMap::new();
     for (i, sc) in config.services.iter().enumerate() {
+        if matches!(sc.discovery, Discovery::Split(_)) {
+            continue;
+        }
+        let kept = running
+            .iter()
+            .find(|s| s.config == *sc && s.split().is_none() && sc.tls.is_none());
+        if let Some(s) = kept {
+            built[i] = Some(Arc::clone(s));
+            continue;
+        }
         let (upstreams, resolver) = first_endpoints(sc).await?;
-        let arm_error = |source| ConfigError::Arm {
-            service: sc.name.clone(),
-            key: "client",
-            source,
-        };
         let seed = crate::seed::mix(base_seed, i as u64 + 1);
         let (tls_settings, tls) = client_tls(sc).await?;
         // Under `protocol: auto`, a TLS connection offers both versions by ALPN.
@@ -276,14 +285,47 @@ async fn build_services(
                 .or_insert_with(new_pools)
                 .clone(),
         };
-        let service =
-            Service::over(sc.clone(), &upstreams, clock, seed, pools).map_err(arm_error)?;
+        let service = Service::over(sc.clone(), &upstreams, clock, seed, pools)
+            .map_err(|source| arm_error(sc, source))?;
         let service = Arc::new(service);
         crate::health::spawn(&service);
         watch_discovery(sc, Feed(Arc::downgrade(&service)), resolver, upstreams).await?;
-        out.push(service);
+        built[i] = Some(service);
     }
-    Ok(out)
+    for (i, sc) in config.services.iter().enumerate() {
+        let Discovery::Split(leaves) = &sc.discovery else {
+            continue;
+        };
+        // Validated: every leaf is a service with endpoints of its own, built above.
+        let leaves = leaves
+            .iter()
+            .filter_map(|l| {
+                let at = config.services.iter().position(|o| o.name == l.service)?;
+                Some((Arc::clone(built[at].as_ref()?), l.weight))
+            })
+            .collect();
+        let split = crate::split::Split::new(leaves).map_err(|e| {
+            StartError::Config(ConfigError::Split {
+                service: sc.name.clone(),
+                why: e.to_string(),
+            })
+        })?;
+        let seed = crate::seed::mix(base_seed, i as u64 + 1);
+        let pools = Upstreams::new(sc.pool, threads);
+        let service = Service::over(sc.clone(), &[], clock, seed, pools)
+            .map_err(|source| arm_error(sc, source))?;
+        built[i] = Some(Arc::new(service.with_split(split)));
+    }
+    Ok(built.into_iter().flatten().collect())
+}
+
+/// A service's arm did not validate.
+fn arm_error(sc: &config::ServiceConfig, source: tailguard_client::ArmError) -> StartError {
+    StartError::Config(ConfigError::Arm {
+        service: sc.name.clone(),
+        key: "client",
+        source,
+    })
 }
 
 /// A service's first endpoints, and the resolver its DNS watch goes on with. A Kubernetes
@@ -304,7 +346,7 @@ async fn first_endpoints(
             let (list, r) = first_resolution(&sc.name, name, *server).await?;
             (list, Some(r))
         }
-        Discovery::Kubernetes { .. } => (Vec::new(), None),
+        Discovery::Kubernetes { .. } | Discovery::Split(_) => (Vec::new(), None),
     })
 }
 
@@ -546,7 +588,8 @@ impl Proxy {
             return Err(StartError::RestartNeeded(changed));
         }
         let acceptor = tls::acceptor(config.tls.as_ref()).await?;
-        let services = build_services(config, self.shared.clock, self.threads).await?;
+        let running = self.shared.services();
+        let services = build_services(config, self.shared.clock, self.threads, &running).await?;
         self.shared.tls.set(acceptor);
         *self
             .shared

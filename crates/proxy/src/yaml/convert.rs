@@ -76,10 +76,19 @@ pub fn into_config(file: File) -> Result<Config, YamlError> {
             }
         },
     };
+    // A service a split sends to takes no host of its own unless it names some.
+    let leaves: std::collections::HashSet<String> = file
+        .services
+        .iter()
+        .flat_map(|s| s.split.iter().flatten().map(|l| l.service.clone()))
+        .collect();
     let services = file
         .services
         .into_iter()
-        .map(service)
+        .map(|s| {
+            let leaf = leaves.contains(&s.name);
+            service(s, leaf)
+        })
         .collect::<Result<_, _>>()?;
     let tls = server.tls.as_ref().map(|t| TlsConfig {
         cert: t.cert_path.clone(),
@@ -119,11 +128,15 @@ fn h1_server(kind: &str) -> Result<H1Server, YamlError> {
     }
 }
 
-fn service(spec: ServiceSpec) -> Result<ServiceConfig, YamlError> {
+fn service(spec: ServiceSpec, leaf: bool) -> Result<ServiceConfig, YamlError> {
     let key = |k: &str| format!("services[{}].{k}", spec.name);
     let discovery = discovery(&spec, &key)?;
     let mut s = ServiceConfig::new(spec.name.clone(), Vec::new());
-    s.hosts = spec.hosts.clone();
+    s.hosts = match &spec.hosts {
+        Some(h) => h.clone(),
+        None if leaf => Vec::new(),
+        None => vec!["*".to_owned()],
+    };
     s.path_prefix = spec.path_prefix.clone();
     s.discovery = discovery;
     s.protocol = match spec.protocol.as_deref() {
@@ -165,23 +178,23 @@ fn service(spec: ServiceSpec) -> Result<ServiceConfig, YamlError> {
     }
     // The shared parser refused a probePath on any kind but prequal.
     if let Some(p) = spec
-        .client
+        .client()
         .load_balancer
         .as_ref()
         .and_then(|b| b.probe_path.as_ref())
     {
         s.probe_path = p.clone();
     }
-    if let Some(t) = spec.client.connect_timeout_ms {
+    if let Some(t) = spec.client().connect_timeout_ms {
         if t == 0 {
             return Err(err(key("client.connectTimeoutMs"), "must be above zero"));
         }
         s.pool.connect_timeout = ms(t);
     }
-    if let Some(t) = &spec.client.tls {
+    if let Some(t) = &spec.client().tls {
         s.tls = Some(client_tls(t, &|k| key(&format!("client.tls.{k}")))?);
     }
-    if let Some(p) = &spec.client.host_connection_pool {
+    if let Some(p) = &spec.client().host_connection_pool {
         s.pool.max_per_endpoint = p.max_size;
         s.pool.wait = p.max_wait_ms.map_or(s.pool.wait, ms);
         s.pool.idle_timeout = p.idle_time_ms.map_or(s.pool.idle_timeout, ms);
@@ -234,17 +247,53 @@ fn client_tls(
 }
 
 fn discovery(spec: &ServiceSpec, key: &dyn Fn(&str) -> String) -> Result<Discovery, YamlError> {
-    match (&spec.upstreams, &spec.namer) {
-        (Some(list), None) => {
+    match (&spec.upstreams, &spec.namer, &spec.split) {
+        (None, None, Some(leaves)) => {
+            if spec.client.is_some() {
+                return Err(err(
+                    key("client"),
+                    "a split has no endpoints of its own: give client settings on its leaves",
+                ));
+            }
+            let attempts = [
+                ("service.retries", spec.service.retries.is_some()),
+                ("service.hedge", spec.service.hedge.is_some()),
+                (
+                    "service.rescueStalled",
+                    spec.service.rescue_stalled.is_some(),
+                ),
+                (
+                    "service.responseClassifier",
+                    spec.service.response_classifier.is_some(),
+                ),
+                ("responseClassifier", spec.response_classifier.is_some()),
+            ];
+            if let Some((k, _)) = attempts.iter().find(|(_, given)| *given) {
+                return Err(err(
+                    key(k),
+                    "a split's attempts follow the leaf each request goes to: set it on the leaves",
+                ));
+            }
+            Ok(Discovery::Split(
+                leaves
+                    .iter()
+                    .map(|l| crate::config::SplitLeaf {
+                        service: l.service.clone(),
+                        weight: l.weight,
+                    })
+                    .collect(),
+            ))
+        }
+        (Some(list), None, None) => {
             let parsed = list
                 .iter()
                 .map(|u| crate::config::Entry::parse(u).map_err(|e| err(key("upstreams"), e)));
             Ok(Discovery::of_entries(parsed.collect::<Result<_, _>>()?))
         }
-        (None, Some(n)) => namer(n, key),
+        (None, Some(n), None) => namer(n, key),
         _ => Err(err(
             key("upstreams"),
-            "give exactly one of `upstreams` and `namer`",
+            "give exactly one of `upstreams`, `namer` and `split`",
         )),
     }
 }
@@ -295,7 +344,7 @@ fn namer(n: &Namer, key: &dyn Fn(&str) -> String) -> Result<Discovery, YamlError
 }
 
 fn arm(spec: &ServiceSpec, key: &dyn Fn(&str) -> String) -> Result<ArmConfig, YamlError> {
-    let policy = match &spec.client.load_balancer {
+    let policy = match &spec.client().load_balancer {
         None => Policy::p2c(LoadKind::peak_ewma()),
         Some(b) => b.policy().map_err(spec_err(&key("client.loadBalancer")))?,
     };
@@ -311,7 +360,7 @@ fn arm(spec: &ServiceSpec, key: &dyn Fn(&str) -> String) -> Result<ArmConfig, Ya
         (None, Some(c)) => classifier(Some(c), &key("service.responseClassifier"))?,
         (None, None) => classifier(None, &key("responseClassifier"))?,
     };
-    arm.accrual = match &spec.client.failure_accrual {
+    arm.accrual = match &spec.client().failure_accrual {
         None => Some(AccrualConfig::default()),
         Some(a) => a
             .config()
@@ -323,10 +372,10 @@ fn arm(spec: &ServiceSpec, key: &dyn Fn(&str) -> String) -> Result<ArmConfig, Ya
         Some(r) => r.config().map_err(spec_err(&key("service.retries")))?,
     });
     arm.timeouts = Timeouts {
-        attempt: spec.client.request_attempt_timeout_ms.map(ms),
+        attempt: spec.client().request_attempt_timeout_ms.map(ms),
         total: spec.service.total_timeout_ms.map(ms),
     };
-    if let Some(o) = &spec.client.outlier_detection {
+    if let Some(o) = &spec.client().outlier_detection {
         let config = o
             .config()
             .map_err(spec_err(&key("client.outlierDetection")))?;
@@ -336,18 +385,18 @@ fn arm(spec: &ServiceSpec, key: &dyn Fn(&str) -> String) -> Result<ArmConfig, Ya
     if let Some(h) = &spec.service.hedge {
         arm.hedge = Some(h.config().map_err(spec_err(&key("service.hedge")))?);
     }
-    if let Some(p) = spec.client.failure_penalty_ms {
+    if let Some(p) = spec.client().failure_penalty_ms {
         arm.failure_penalty = Some(ms(p)).filter(|d| !d.is_zero());
     }
-    if let Some(h) = &spec.client.health_check {
+    if let Some(h) = &spec.client().health_check {
         arm.health_check = Some(health_check(h, &|k| {
             key(&format!("client.healthCheck.{k}"))
         })?);
     }
-    if let Some(s) = &spec.client.slow_start {
+    if let Some(s) = &spec.client().slow_start {
         arm.slow_start = Some(s.config().map_err(spec_err(&key("client.slowStart")))?);
     }
-    if let Some(p) = spec.client.pushback_max_ms {
+    if let Some(p) = spec.client().pushback_max_ms {
         // 0: pushback ignored; above an hour, refused with the key by the arm's validation.
         arm.pushback_max = Some(ms(p)).filter(|d| !d.is_zero());
     }

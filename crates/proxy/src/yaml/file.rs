@@ -56,11 +56,12 @@ pub(super) struct Limits {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(super) struct ServiceSpec {
     pub(super) name: String,
-    #[serde(default = "any_host")]
-    pub(super) hosts: Vec<String>,
+    /// `None`: any host (`*`), or none for a leaf of a split.
+    pub(super) hosts: Option<Vec<String>>,
     pub(super) path_prefix: Option<String>,
     pub(super) upstreams: Option<Vec<String>>,
     pub(super) namer: Option<Namer>,
+    pub(super) split: Option<Vec<SplitSpec>>,
     pub(super) protocol: Option<String>,
     pub(super) rewrite_host: Option<String>,
     pub(super) retry_buffer_bytes: Option<usize>,
@@ -72,14 +73,26 @@ pub(super) struct ServiceSpec {
     pub(super) request_body_min_bytes_per_sec: Option<u64>,
     pub(super) response_body_idle_timeout_ms: Option<u64>,
     pub(super) response_classifier: Option<Kind>,
-    #[serde(default)]
-    pub(super) client: ClientSpec,
+    pub(super) client: Option<ClientSpec>,
     #[serde(default)]
     pub(super) service: ServicePart,
 }
 
-pub(super) fn any_host() -> Vec<String> {
-    vec!["*".to_owned()]
+impl ServiceSpec {
+    /// The `client` block, or the defaults when it is not given.
+    pub(super) fn client(&self) -> &ClientSpec {
+        static NONE: std::sync::LazyLock<ClientSpec> =
+            std::sync::LazyLock::new(ClientSpec::default);
+        self.client.as_ref().unwrap_or(&NONE)
+    }
+}
+
+/// One leaf of a weighted split (`split[]`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SplitSpec {
+    pub(super) service: String,
+    pub(super) weight: u32,
 }
 
 #[derive(Debug, Deserialize)]

@@ -515,3 +515,57 @@ fn routes_are_read_and_checked() {
         assert!(e.contains(key), "{bad}: {e}");
     }
 }
+
+#[test]
+fn a_split_is_read_its_leaves_take_no_host_and_its_mistakes_are_named() {
+    const SPLIT: &str = r#"
+servers: [{ip: 127.0.0.1, port: 4140}]
+services:
+  - name: web
+    hosts: [web.example]
+    split: [{service: web-v1, weight: 900}, {service: web-v2, weight: 100}]
+  - name: web-v1
+    upstreams: [127.0.0.1:9001]
+  - name: web-v2
+    upstreams: [127.0.0.1:9002]
+  - name: other
+    upstreams: [127.0.0.1:9003]
+"#;
+    let c = parse(SPLIT).unwrap();
+    c.validate().unwrap();
+    let crate::config::Discovery::Split(leaves) = &c.services[0].discovery else {
+        panic!("a split")
+    };
+    assert_eq!(
+        (leaves[0].weight, leaves[1].service.as_str()),
+        (900, "web-v2")
+    );
+    // Leaves without `hosts` are reached only through the split; others take any host.
+    assert!(c.services[1].hosts.is_empty() && c.services[2].hosts.is_empty());
+    assert_eq!(c.services[3].hosts, ["*"]);
+    let with = |extra: &str| {
+        SPLIT.replace(
+            "    hosts: [web.example]\n",
+            &format!("    hosts: [web.example]\n{extra}"),
+        )
+    };
+    for (extra, key) in [
+        ("    upstreams: [127.0.0.1:1]\n", "services[web].upstreams"),
+        (
+            "    client: {connectTimeoutMs: 10}\n",
+            "services[web].client",
+        ),
+        (
+            "    service: {retries: {budget: {percentCanRetry: 0.2}}}\n",
+            "services[web].service.retries",
+        ),
+        ("    service: {hedge: {}}\n", "services[web].service.hedge"),
+    ] {
+        let e = error_of(&with(extra));
+        assert!(e.contains(key), "{extra}: {e}");
+    }
+    let e = parse(&SPLIT.replace("weight: 100", "weight: -1"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("weight"), "{e}");
+}

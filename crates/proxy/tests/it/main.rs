@@ -40,6 +40,7 @@ mod replay;
 mod retain;
 mod routes;
 mod slow_clients;
+mod split;
 mod threads;
 mod timeouts_budget;
 mod tls;
