@@ -136,6 +136,8 @@ pub struct Outgoing {
     /// Its route's word on retries: `Some(true)` every failure is retryable, `Some(false)`
     /// none is (an attempt that could not connect is still re-picked), `None` the classifier's.
     pub retry: Option<bool>,
+    /// What the access log wants to know of the attempts (`None`: no log).
+    pub trail: Option<std::sync::Arc<crate::access_log::Trail>>,
 }
 
 impl Outgoing {
@@ -259,7 +261,14 @@ pub async fn run(
         .filter(|&delay| request.in_time(delay));
     let (mut turn, mut tries) = (Turn::First, 0u32);
     let started = clock.now();
-    let tell = |result, tries| told(result, tries, clock.now().saturating_sub(started));
+    let tell = |slot: usize, result: Result<Response<ResponseBody>, Fault>, tries| {
+        if let Some(trail) = &request.trail {
+            if !matches!(result, Err(Fault::Proxy(_) | Fault::Client(_))) {
+                trail.answered_by(endpoints.addr(slot));
+            }
+        }
+        told(result, tries, clock.now().saturating_sub(started))
+    };
     let rescue = arm.rescue && arm.retries.is_some();
     let max_retries = arm.retries.map_or(0, |r| r.max_retries);
     loop {
@@ -297,7 +306,7 @@ pub async fn run(
             && request.body().available()
             && arm.retries.is_some_and(|r| tries < r.max_retries);
         if !may {
-            return tell(done.result, tries);
+            return tell(slot, done.result, tries);
         }
         let backoff = arm.retries.and_then(|r| r.backoff);
         let mut wait = backoff.map_or(Duration::ZERO, |b| endpoints.retry_delay(&b, tries + 1));
@@ -309,21 +318,21 @@ pub async fn run(
             _ => None,
         };
         match pushback {
-            Some((GrpcPushback::Stop, _)) => return tell(done.result, tries),
+            Some((GrpcPushback::Stop, _)) => return tell(slot, done.result, tries),
             Some((GrpcPushback::Wait(asked), max)) => wait = wait.max(asked.min(max)),
             None => {}
         }
         if !request.in_time(wait) {
             // A retry that could only start at or after the deadline: the failure now, rather
             // than a timeout later (and the budget is not charged for it).
-            return tell(done.result, tries);
+            return tell(slot, done.result, tries);
         }
         if !endpoints.may_retry(clock.now()) {
             handles.budget_exhausted.inc();
-            return tell(done.result, tries);
+            return tell(slot, done.result, tries);
         }
         if !request.body().retire() {
-            return tell(done.result, tries);
+            return tell(slot, done.result, tries);
         }
         drop(done);
         handles.retries.inc();

@@ -77,7 +77,12 @@ impl Balanced for Balancer<'_> {
         turn: Turn,
     ) -> (usize, BoxFuture<'a, Attempted>) {
         match self.pick(request, turn) {
-            Ok(pending) => (pending.slot, Box::pin(self.once(request, pending))),
+            Ok(pending) => {
+                if let Some(trail) = &request.trail {
+                    trail.sent(matches!(turn, Turn::Backup { .. }));
+                }
+                (pending.slot, Box::pin(self.once(request, pending)))
+            }
             // Every endpoint asked to be left alone: answered at once, nothing sent.
             Err((slot, left)) => (
                 slot,

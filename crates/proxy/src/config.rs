@@ -636,6 +636,17 @@ pub struct Config {
     /// drawn at start, so that replicas of one configuration do not choose, or retry, in step.
     /// Tests set it to replay a run.
     pub seed: Option<u64>,
+    /// One JSON line per request (`accessLog`; `None`: no log).
+    pub access_log: Option<AccessLogConfig>,
+}
+
+/// The access log ([`crate::access_log`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AccessLogConfig {
+    /// The file (appended to; a FIFO or `/dev/stdout` works).
+    pub path: PathBuf,
+    /// Whether `path` keeps the request's query.
+    pub query: bool,
 }
 
 /// A [`Config`] that must not start; the message names the key.
@@ -714,6 +725,7 @@ impl Config {
             services,
             limits: Limits::default(),
             seed: None,
+            access_log: None,
         }
     }
 
@@ -737,6 +749,7 @@ impl Config {
                 "limits.maxConnections",
             ),
             (a.drain != b.drain, "limits.drainMs"),
+            (self.access_log != next.access_log, "accessLog"),
             (
                 a.client_error_detail != b.client_error_detail,
                 "limits.clientErrorDetail",

@@ -19,6 +19,7 @@
 //!    client expects.
 //! 6. Count the answer for the metrics and the dashboard ([`crate::response_body::count`]).
 
+use crate::access_log::{Line, Taps};
 use crate::attempts::{self, AttemptBody, Outgoing, Policy};
 use crate::balanced::Balancer;
 use crate::body::BoxError;
@@ -107,12 +108,42 @@ impl Next for Stages {
     }
 }
 
-/// Handles one downstream request from `peer`, through `next`.
+/// Handles one downstream request from `peer`, through `next`; with an access log, its line
+/// goes with the response body and is written when that drops.
 pub async fn handle<B>(
+    shared: Arc<Shared>,
+    peer: &Peer,
+    req: Request<B>,
+    next: &dyn Next,
+) -> Response<ResponseBody>
+where
+    B: Body<Data = Bytes> + Send + Sync + Unpin + 'static,
+    B::Error: Into<BoxError>,
+{
+    let Some(log) = &shared.access_log else {
+        // No log: no clock read, allocation or lock for one.
+        return routed(Arc::clone(&shared), peer, req, next, None).await;
+    };
+    let now = shared.clock.now();
+    let mut line = Box::new(Line::new(log, shared.clock, now, req.method(), req.uri()));
+    let mut resp = routed(Arc::clone(&shared), peer, req, next, Some(&mut line)).await;
+    line.status(resp.status().as_u16());
+    if resp.body().is_local() {
+        if let Some(why) = resp.headers().get(crate::response::ERROR_HEADER) {
+            line.fault(&String::from_utf8_lossy(why.as_bytes()));
+        }
+    }
+    resp.body_mut().log(line);
+    resp
+}
+
+/// [`handle`] without the log line's bookkeeping: route, admit, forward, count.
+async fn routed<B>(
     shared: Arc<Shared>,
     peer: &Peer,
     mut req: Request<B>,
     next: &dyn Next,
+    mut line: Option<&mut Line>,
 ) -> Response<ResponseBody>
 where
     B: Body<Data = Bytes> + Send + Sync + Unpin + 'static,
@@ -145,6 +176,9 @@ where
     let method: Method = req.method().as_str().parse().unwrap_or(Method::Other);
     let route = crate::route::pick(&service.config.routes, req.method(), req.uri().path());
     let route_name = route.map_or(DEFAULT_ROUTE, |(_, r)| r.name.as_str());
+    if let Some(l) = &mut line {
+        l.route(route_name);
+    }
     // Admission, one order: the route's rate limit, the service's, then the in-flight limit;
     // a request refused at one step takes nothing from the later ones, and none is an
     // endpoint's fault.
@@ -170,7 +204,14 @@ where
                 // No reference count changes per request: the service holds its figures.
                 let _in_flight = leaf.live(&shared.live).start();
                 let route = route.map(|(_, r)| r);
-                forward(&shared, &service, leaf, route, peer, req, reply, next).await
+                let taps = line.map(|l| l.taps());
+                let to = To {
+                    service: &service,
+                    leaf,
+                    route,
+                    taps,
+                };
+                forward(&shared, to, peer, req, reply, next).await
             }
         },
     };
@@ -204,15 +245,24 @@ fn request_host<B>(req: &Request<B>) -> Option<&str> {
     from_header.or_else(|| req.uri().authority().map(|a| a.as_str()))
 }
 
-/// Forwards `req` (routed to `service`, admitted) to `leaf`'s endpoints: `service`'s body
-/// rules and total timeout bound it; `leaf`'s settings (the same service unless a split
-/// picked it) decide the upstream protocol, the host, and what may be retried or hedged.
-#[allow(clippy::too_many_arguments)]
+/// Where an admitted request goes.
+struct To<'a> {
+    /// The service it was routed to.
+    service: &'a Arc<Service>,
+    /// The service its attempts go to: `service`, or the leaf its split picked.
+    leaf: &'a Arc<Service>,
+    /// Its route (`None`: `[default]`).
+    route: Option<&'a crate::route::Route>,
+    /// What its access log line wants filled in (`None`: no log).
+    taps: Option<Taps>,
+}
+
+/// Forwards `req` (routed to `to.service`, admitted) to `to.leaf`'s endpoints: the service's
+/// body rules and total timeout bound it; the leaf's settings (the same service unless a
+/// split picked it) decide the upstream protocol, the host, and what may be retried or hedged.
 async fn forward<B>(
     shared: &Arc<Shared>,
-    service: &Arc<Service>,
-    leaf: &Arc<Service>,
-    route: Option<&crate::route::Route>,
+    to: To<'_>,
     peer: &Peer,
     req: Request<B>,
     reply: Reply,
@@ -222,6 +272,16 @@ where
     B: Body<Data = Bytes> + Send + Sync + Unpin + 'static,
     B::Error: Into<BoxError>,
 {
+    let To {
+        service,
+        leaf,
+        route,
+        taps,
+    } = to;
+    let (trail, req_bytes) = match taps {
+        Some(Taps { trail, req_bytes }) => (Some(trail), Some(req_bytes)),
+        None => (None, None),
+    };
     let config = &leaf.config;
     let (mut parts, body) = req.into_parts();
     let caller = deadline::Caller::read(&mut parts.headers);
@@ -249,7 +309,7 @@ where
         .or(config.arm.timeouts.total);
     let deadline = deadline_of(total, caller)?;
     let run = async {
-        let (body, fault) = prepare_body(body, may_replay, config.retry_buffer, rules);
+        let (body, fault) = prepare_body(body, may_replay, config.retry_buffer, rules, req_bytes);
         let sent = Outgoing {
             parts,
             body: std::sync::Mutex::new(body),
@@ -260,6 +320,7 @@ where
             deadline,
             hedge,
             retry,
+            trail,
         };
         next.attempts(shared, leaf, &sent).await
     };
@@ -359,6 +420,7 @@ fn prepare_body<B>(
     may_replay: bool,
     limit: usize,
     rules: BodyRules,
+    tally: Option<Arc<std::sync::atomic::AtomicU64>>,
 ) -> (AttemptBody, Option<FaultCell>)
 where
     B: Body<Data = Bytes> + Send + Sync + Unpin + 'static,
@@ -370,6 +432,7 @@ where
     }
     let cell = FaultCell::default();
     let watched = ClientBody::new(body, Arc::clone(&cell), rules)
+        .counting(tally)
         .map_err(Into::into)
         .boxed();
     let body = if may_replay {

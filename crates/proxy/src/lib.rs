@@ -33,6 +33,7 @@
 
 #![warn(missing_docs)]
 
+mod access_log;
 mod admin;
 mod attempts;
 mod balanced;

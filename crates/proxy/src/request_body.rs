@@ -116,6 +116,8 @@ pub struct ClientBody<B = Incoming> {
     started: Instant,
     bytes: u64,
     idle: IdleTimer,
+    /// Where the access log reads the bytes read so far (`None`: no log).
+    tally: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
 }
 
 impl<B> ClientBody<B> {
@@ -128,7 +130,15 @@ impl<B> ClientBody<B> {
             started: Instant::now(),
             bytes: 0,
             idle: IdleTimer::new(rules.idle),
+            tally: None,
         }
+    }
+
+    /// The same body, adding the bytes it reads to `tally` (the access log's count).
+    #[must_use]
+    pub fn counting(mut self, tally: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>) -> Self {
+        self.tally = tally;
+        self
     }
 
     fn fail(&mut self, fault: ClientFault) -> Poll<Option<Result<Frame<Bytes>, Faulted>>> {
@@ -162,6 +172,9 @@ where
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(d) = frame.data_ref() {
                     this.bytes += d.len() as u64;
+                    if let Some(t) = &this.tally {
+                        t.fetch_add(d.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                    }
                 }
                 this.idle.activity();
                 match this.too_slow() {

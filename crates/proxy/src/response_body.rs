@@ -73,6 +73,8 @@ pub struct ResponseBody {
     yielded: bool,
     /// An error held back so the head goes out first (step 4).
     held: Option<Held>,
+    /// The request's access log line, written when this body drops (`None`: no log).
+    line: Option<Box<crate::access_log::Line>>,
 }
 
 /// An error held back for [`HOLD`] before the stream is reset: the head goes out first, and
@@ -143,6 +145,7 @@ impl ResponseBody {
             counts: None,
             yielded: false,
             held: None,
+            line: None,
         }
     }
 
@@ -165,6 +168,7 @@ impl ResponseBody {
             counts: None,
             yielded: false,
             held: None,
+            line: None,
         }
     }
 
@@ -177,6 +181,17 @@ impl ResponseBody {
             truncated,
             counted: Cell::new(false),
         }));
+    }
+
+    /// The proxy's own answer (not an endpoint's body).
+    pub fn is_local(&self) -> bool {
+        matches!(self.source, Source::Local(_))
+    }
+
+    /// Writes `line` to the access log when this body drops, with the bytes it sent and how
+    /// it ended.
+    pub fn log(&mut self, line: Box<crate::access_log::Line>) {
+        self.line = Some(line);
     }
 
     /// The end of the call as the attempt and the dashboard hear of it.
@@ -261,6 +276,9 @@ impl Body for ResponseBody {
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
                 this.yielded = true;
+                if let (Some(l), Some(d)) = (&mut this.line, frame.data_ref()) {
+                    l.body_bytes(d.len());
+                }
                 if let Some(t) = frame.trailers_ref() {
                     this.ended(End::Grpc(grpc::status_at_end(t)));
                 }
@@ -277,6 +295,9 @@ impl Body for ResponseBody {
                 this.ended(End::Failed(failure));
                 if let Some(c) = &this.counts {
                     c.truncated.inc();
+                }
+                if let Some(l) = &mut this.line {
+                    l.fault("response body broken");
                 }
             }
             Poll::Ready(None) => this.ended(End::Grpc(grpc::MISSING_STATUS)),
@@ -325,12 +346,22 @@ impl Drop for ResponseBody {
     /// first (counted, not as a failure). A deferred attempt still out is cancelled as its
     /// [`InFlight`] drops.
     fn drop(&mut self) {
+        let mut head = true;
         if let Some(c) = &self.counts {
             if !c.counted.replace(true) {
                 c.no_head.inc();
+                head = false;
             }
         }
         let ended = self.is_end_stream();
+        if let Some(l) = &mut self.line {
+            if !head {
+                l.status(0);
+            }
+            if !ended && !l.has_fault() {
+                l.fault("client went away");
+            }
+        }
         if let Some(t) = &mut self.tally {
             if ended {
                 t.grpc(grpc::MISSING_STATUS);

@@ -111,6 +111,8 @@ struct Signals {
     hup: Signal,
     term: Signal,
     int: Signal,
+    /// Reopens the access log (logrotate's `postrotate`).
+    usr1: Signal,
 }
 
 impl Signals {
@@ -120,6 +122,7 @@ impl Signals {
             hup: sig(SignalKind::hangup())?,
             term: sig(SignalKind::terminate())?,
             int: sig(SignalKind::interrupt())?,
+            usr1: sig(SignalKind::user_defined1())?,
         })
     }
 
@@ -152,6 +155,7 @@ impl Signals {
                         Err(err) => eprintln!("reload refused: {err}"),
                     }
                 }
+                _ = self.usr1.recv() => proxy.shared().reopen_access_log(),
                 _ = self.term.recv() => break,
                 _ = self.int.recv() => break,
             }

@@ -22,6 +22,8 @@ pub struct Shared {
     /// The listener's TLS acceptor (`None`: cleartext), read per accepted connection, so a
     /// reload's new certificate serves the next connection.
     pub(crate) tls: tls::Current,
+    /// The access log, if one is configured.
+    pub(crate) access_log: Option<Arc<crate::access_log::AccessLog>>,
 }
 
 impl Shared {
@@ -39,6 +41,20 @@ impl Shared {
             services: RwLock::new(Arc::new(services)),
             draining: std::sync::atomic::AtomicBool::new(false),
             tls: tls::Current::new(acceptor),
+            access_log: None,
+        }
+    }
+
+    /// The same state, writing an access log through `log`.
+    pub(crate) fn with_access_log(mut self, log: crate::access_log::AccessLog) -> Self {
+        self.access_log = Some(Arc::new(log));
+        self
+    }
+
+    /// Asks the access log, if any, to open its file again (SIGUSR1).
+    pub fn reopen_access_log(&self) {
+        if let Some(log) = &self.access_log {
+            log.reopen();
         }
     }
 

@@ -23,6 +23,14 @@ pub enum StartError {
     /// The configuration file could not be read or parsed.
     #[error(transparent)]
     Yaml(#[from] yaml::YamlError),
+    /// The access log's file could not be opened.
+    #[error("accessLog.path: cannot open {}: {source}", path.display())]
+    AccessLog {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// A listener could not bind.
     #[error("cannot listen on {addr} ({what}): {source}")]
     Bind {
@@ -123,7 +131,18 @@ pub async fn start_on(config: Config, threads: usize) -> Result<Proxy, StartErro
         ),
         None => None,
     };
-    let shared = Arc::new(Shared::new(clock, services, acceptor));
+    let mut shared = Shared::new(clock, services, acceptor);
+    if let Some(a) = &config.access_log {
+        let dropped = shared.metrics.access_log_dropped.clone();
+        let log = crate::access_log::AccessLog::start(a, dropped).map_err(|source| {
+            StartError::AccessLog {
+                path: a.path.clone(),
+                source,
+            }
+        })?;
+        shared = shared.with_access_log(log);
+    }
+    let shared = Arc::new(shared);
     let mut listeners = listeners.into_iter();
     let listener = listeners.next().expect("bind_many binds at least one");
     let addr = listener

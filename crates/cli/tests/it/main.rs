@@ -3,6 +3,7 @@
 
 mod support;
 
+mod access_log_cli;
 mod closed_stdout;
 mod demo_live;
 mod endpoint_churn;

@@ -156,6 +156,7 @@ fn request(body: AttemptBody) -> Outgoing {
         deadline: None,
         hedge: true,
         retry: None,
+        trail: None,
     }
 }
 

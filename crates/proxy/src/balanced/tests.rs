@@ -127,6 +127,7 @@ fn request(reply: Reply, fault: Option<FaultCell>) -> Outgoing {
         deadline: None,
         hedge: true,
         retry: None,
+        trail: None,
     }
 }
 

@@ -102,6 +102,29 @@ pub fn into_config(file: File) -> Result<Config, YamlError> {
         services,
         limits,
         seed: None,
+        access_log: match &file.access_log {
+            None => None,
+            Some(a) => Some(access_log(a)?),
+        },
+    })
+}
+
+fn access_log(a: &super::file::AccessLogSpec) -> Result<crate::config::AccessLogConfig, YamlError> {
+    match a.format.as_deref() {
+        None | Some("json") => {}
+        Some(other) => {
+            return Err(err(
+                "accessLog.format",
+                format!("unknown {other:?}: json is the one format"),
+            ))
+        }
+    }
+    if a.path.as_os_str().is_empty() {
+        return Err(err("accessLog.path", "is empty"));
+    }
+    Ok(crate::config::AccessLogConfig {
+        path: a.path.clone(),
+        query: a.query.unwrap_or(false),
     })
 }
 

@@ -15,6 +15,17 @@ pub struct File {
     #[serde(default)]
     pub(super) limits: Limits,
     pub(super) services: Vec<ServiceSpec>,
+    #[serde(rename = "accessLog")]
+    pub(super) access_log: Option<AccessLogSpec>,
+}
+
+/// The access log (`accessLog`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct AccessLogSpec {
+    pub(super) path: std::path::PathBuf,
+    pub(super) format: Option<String>,
+    pub(super) query: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -3,6 +3,7 @@
 
 mod support;
 
+mod access_log;
 mod admin_limits;
 mod admin_load;
 mod balancers;

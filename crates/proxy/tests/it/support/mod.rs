@@ -231,3 +231,12 @@ pub async fn fleet(yaml: &str) -> tailguard_serve::Running {
     options.control = None;
     tailguard_serve::start(options).await.unwrap()
 }
+
+/// The value of the unlabelled series `name` in the proxy's metrics; 0 when absent.
+pub fn metric_total(proxy: &Proxy, name: &str) -> f64 {
+    let text = proxy.metrics_text();
+    let prefix = format!("{name} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map_or(0.0, |v| v.trim().parse().unwrap())
+}
