@@ -72,6 +72,9 @@ pub struct ServiceBoard {
     pub retries_left: Option<u64>,
     /// Every endpoint fails its health checks, so they are ignored (Envoy's panic mode).
     pub health_panic: bool,
+    /// Each route's figures over the window, `[default]` last, as `linkerd viz routes`
+    /// shows them (empty: the service has no routes).
+    pub routes: Vec<RouteRow>,
     /// One row per endpoint address, [`answer::MAX_ROWS`] at most.
     pub endpoints: Vec<EndpointRow>,
     /// Endpoint addresses left out of `endpoints`.
@@ -81,6 +84,15 @@ pub struct ServiceBoard {
     pub history: Vec<Sample>,
     /// Samples after `since` left out of `history` (the oldest ones).
     pub history_omitted: usize,
+}
+
+/// One route of a service on the dashboard.
+#[derive(Debug, Serialize)]
+pub struct RouteRow {
+    /// Its name (`[default]`: requests no route took).
+    pub name: String,
+    /// Its figures over the rolling window (requests a second, success, p50/p99/p99.9).
+    pub window: Window,
 }
 
 /// One endpoint address on the dashboard: its `/endpoints` view (slots of one address
@@ -190,6 +202,9 @@ pub fn tick(shared: &Shared) {
         let (retries, _) = endpoints.retries(now);
         s.live(&shared.live)
             .tick(now, seq, &endpoints.counts(), retries);
+        for (_, live) in s.route_lives() {
+            live.tick(now, seq, &[], 0);
+        }
     }
     shared.live.publish(seq);
     let names: Vec<&str> = services.iter().map(|s| s.config.name.as_str()).collect();

@@ -26,6 +26,7 @@ use crate::body::BoxError;
 use crate::config::{EscapedSlashes, Limits, ServiceConfig, UpstreamProtocol};
 use crate::deadline::{self, Deadline};
 use crate::fault::{Fault, ProxyFault};
+use crate::metrics::ServiceHandles;
 use crate::replay::Replay;
 use crate::request_body::{BodyRules, ClientBody, FaultCell};
 use crate::response::Reply;
@@ -69,11 +70,12 @@ impl Peer {
 /// [`crate::upstream`] pools), as this stage calls them, so its tests can stand in for them.
 pub trait Next: Sync {
     /// The attempts of `request` to `service` (the leaf a split picked, or the service
-    /// routed to).
+    /// routed to), counted in `handles` (its route's at that service).
     fn attempts<'a>(
         &'a self,
         shared: &'a Arc<Shared>,
         service: &'a Arc<Service>,
+        handles: &'a ServiceHandles,
         request: &'a Outgoing,
     ) -> BoxFuture<'a, Result<Response<ResponseBody>, Fault>>;
 }
@@ -87,6 +89,7 @@ impl Next for Stages {
         &'a self,
         shared: &'a Arc<Shared>,
         service: &'a Arc<Service>,
+        handles: &'a ServiceHandles,
         request: &'a Outgoing,
     ) -> BoxFuture<'a, Result<Response<ResponseBody>, Fault>> {
         Box::pin(async move {
@@ -94,7 +97,7 @@ impl Next for Stages {
             let policy = Policy {
                 arm: &service.config.arm,
                 endpoints: &endpoints,
-                handles: service.handles(&shared.metrics),
+                handles,
                 clock: shared.clock,
             };
             let balancer = Balancer {
@@ -188,7 +191,8 @@ where
     }
     .and_then(|()| service.rate_admit(started));
     // Whose figures count the request: the leaf a split sent it to, else the service.
-    let mut counted = &service;
+    let (mut counted, mut leaf_index) = (&service, 0);
+    let route_index = route.map(|(i, _)| i);
     let result = match admitted {
         Err(wait) => {
             shared
@@ -199,8 +203,8 @@ where
         Ok(()) => match service.admit() {
             None => Err(Fault::Proxy(ProxyFault::InFlightLimit)),
             Some(_admitted) => {
-                let leaf = service.leaf();
-                counted = leaf;
+                let (index, leaf) = service.leaf();
+                (counted, leaf_index) = (leaf, index);
                 // No reference count changes per request: the service holds its figures.
                 let _in_flight = leaf.live(&shared.live).start();
                 let route = route.map(|(_, r)| r);
@@ -209,6 +213,7 @@ where
                     service: &service,
                     leaf,
                     route,
+                    handles: service.handles(&shared.metrics, route_index, index),
                     taps,
                 };
                 forward(&shared, to, peer, req, reply, next).await
@@ -224,7 +229,7 @@ where
             .map(ResponseBody::local)
     });
     let m = &shared.metrics;
-    let handles = counted.handles(m);
+    let handles = service.handles(m, route_index, leaf_index);
     let head = handles.requests(m, Some(resp.status().as_u16())).clone();
     let no_head = handles.requests(m, None).clone();
     resp.body_mut()
@@ -233,7 +238,8 @@ where
     handles.latency.observe(elapsed.as_secs_f64());
     let classifier = counted.config.arm.classifier;
     let live = counted.live(&shared.live);
-    response_body::count(&mut resp, reply, method, classifier, live, elapsed);
+    let lives = (live, service.route_live(route_index));
+    response_body::count(&mut resp, reply, method, classifier, lives, elapsed);
     resp
 }
 
@@ -253,6 +259,8 @@ struct To<'a> {
     leaf: &'a Arc<Service>,
     /// Its route (`None`: `[default]`).
     route: Option<&'a crate::route::Route>,
+    /// The counters of its route at its leaf.
+    handles: &'a crate::metrics::ServiceHandles,
     /// What its access log line wants filled in (`None`: no log).
     taps: Option<Taps>,
 }
@@ -276,6 +284,7 @@ where
         service,
         leaf,
         route,
+        handles,
         taps,
     } = to;
     let (trail, req_bytes) = match taps {
@@ -322,7 +331,7 @@ where
             retry,
             trail,
         };
-        next.attempts(shared, leaf, &sent).await
+        next.attempts(shared, leaf, handles, &sent).await
     };
     match deadline {
         None => run.await,

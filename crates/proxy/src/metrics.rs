@@ -32,11 +32,13 @@ pub struct RouteLabels {
     pub route: String,
 }
 
-/// Labels of a per-service series split by response class (`2xx` .. `5xx`, `error`).
+/// Labels of a per-route series split by response class (`2xx` .. `5xx`, `error`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ClassLabels {
     /// The service name.
     pub service: String,
+    /// The route (`[default]`: the service's own policy).
+    pub route: String,
     /// The status class.
     pub class: String,
 }
@@ -91,15 +93,15 @@ pub struct Metrics {
     /// Downstream responses by class.
     pub requests: Family<ClassLabels, Counter>,
     /// Request latency, downstream view (first attempt sent to response headers).
-    pub latency: Family<ServiceLabels, Histogram, fn() -> Histogram>,
+    pub latency: Family<RouteLabels, Histogram, fn() -> Histogram>,
     /// Upstream attempts by endpoint and class.
     pub attempts: Family<EndpointClassLabels, Counter>,
     /// Attempt latency per endpoint.
     pub attempt_latency: Family<EndpointLabels, Histogram, fn() -> Histogram>,
     /// Retries sent.
-    pub retries: Family<ServiceLabels, Counter>,
+    pub retries: Family<RouteLabels, Counter>,
     /// Retries refused by the budget.
-    pub budget_exhausted: Family<ServiceLabels, Counter>,
+    pub budget_exhausted: Family<RouteLabels, Counter>,
     /// Failure accrual transitions (`class` = `dead` or `alive`).
     pub accrual: Family<EndpointClassLabels, Counter>,
     /// Attempts in flight per endpoint (set when scraped, from the current endpoints).
@@ -115,15 +117,15 @@ pub struct Metrics {
     /// `distrusted`, `skipped`).
     pub probes: Family<EndpointClassLabels, Counter>,
     /// Responses whose body was cut short after their head went downstream.
-    pub truncated: Family<ServiceLabels, Counter>,
+    pub truncated: Family<RouteLabels, Counter>,
     /// Backup requests sent.
-    pub hedges: Family<ServiceLabels, Counter>,
+    pub hedges: Family<RouteLabels, Counter>,
     /// Backup requests whose answer was the one used.
-    pub hedge_wins: Family<ServiceLabels, Counter>,
+    pub hedge_wins: Family<RouteLabels, Counter>,
     /// Backups the hedge budget refused.
-    pub hedge_budget_exhausted: Family<ServiceLabels, Counter>,
+    pub hedge_budget_exhausted: Family<RouteLabels, Counter>,
     /// Backups that rescued an attempt at a silent endpoint.
-    pub rescues: Family<ServiceLabels, Counter>,
+    pub rescues: Family<RouteLabels, Counter>,
     /// Requests refused by a rate limit, by service and route.
     pub rate_limited: Family<RouteLabels, Counter>,
     /// The current hedge delay per service (set when scraped; absent until it has data).
@@ -204,9 +206,9 @@ impl Metrics {
             };
         }
         register! {
-            "requests", "Responses whose head went downstream, by class (error: none did)", requests;
+            "requests", "Responses whose head went downstream, by route and class (error: none did)", requests;
             "responses_truncated", "Responses whose body broke off after their head went downstream", truncated;
-            "request_latency_seconds", "Request latency", latency;
+            "request_latency_seconds", "Request latency, by route", latency;
             "attempts", "Upstream attempts", attempts;
             "attempt_latency_seconds", "Upstream attempt latency", attempt_latency;
             "retries", "Retries sent", retries;
@@ -442,11 +444,11 @@ impl PerClass {
     }
 }
 
-/// The metric handles of one service, looked up once: the request path then counts and
-/// observes without building label strings or hashing them.
+/// The metric handles of one route of one service, looked up once: the request path then
+/// counts and observes without building label strings or hashing them.
 #[derive(Debug)]
 pub struct ServiceHandles {
-    labels: ServiceLabels,
+    labels: RouteLabels,
     requests: PerClass,
     /// Request latency.
     pub latency: Histogram,
@@ -467,10 +469,11 @@ pub struct ServiceHandles {
 }
 
 impl ServiceHandles {
-    /// The handles of service `name` in `m`.
-    pub fn new(m: &Metrics, name: &str) -> Self {
-        let labels = ServiceLabels {
+    /// The handles of route `route` of service `name` in `m`.
+    pub fn new(m: &Metrics, name: &str, route: &str) -> Self {
+        let labels = RouteLabels {
             service: name.to_owned(),
+            route: route.to_owned(),
         };
         Self {
             latency: m.latency.get_or_create(&labels).clone(),
@@ -491,6 +494,7 @@ impl ServiceHandles {
         self.requests.get(class_index(status), |class| {
             let labels = ClassLabels {
                 service: self.labels.service.clone(),
+                route: self.labels.route.clone(),
                 class: class.to_owned(),
             };
             m.requests.get_or_create(&labels).clone()

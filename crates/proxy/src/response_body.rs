@@ -372,19 +372,26 @@ impl Drop for ResponseBody {
     }
 }
 
-/// Counts `resp` on `live`, `latency` after its request came, by `classifier`; a gRPC call
-/// whose status comes with the trailers is counted when they do.
+/// Counts `resp` on `live` (and on its route's figures, when the service has routes),
+/// `latency` after its request came, by `classifier`; a gRPC call whose status comes with the
+/// trailers is counted when they do.
 pub fn count(
     resp: &mut Response<ResponseBody>,
     reply: Reply,
     method: Method,
     classifier: Classifier,
-    live: &Arc<Live>,
+    (live, route): (&Arc<Live>, Option<&Arc<Live>>),
     latency: Duration,
 ) {
     let status = resp.status().as_u16();
+    let record = |ok| {
+        live.record(latency, ok);
+        if let Some(r) = route {
+            r.record(latency, ok);
+        }
+    };
     if resp.extensions().get::<ClientsFault>().is_some() {
-        live.record(latency, true);
+        record(true);
         return;
     }
     let outcome = if reply != Reply::Grpc || status != 200 {
@@ -394,13 +401,14 @@ pub fn count(
     } else {
         resp.body_mut().tally = Some(Tally {
             live: Some(Arc::clone(live)),
+            route: route.map(Arc::clone),
             latency,
             method,
             classifier,
         });
         return;
     };
-    live.record(latency, classifier.classify(method, outcome).success);
+    record(classifier.classify(method, outcome).success);
 }
 
 /// The dashboard's verdict of one gRPC call, counted once.
@@ -408,6 +416,8 @@ pub fn count(
 struct Tally {
     /// Taken when the call is counted.
     live: Option<Arc<Live>>,
+    /// Its route's figures, when the service has routes.
+    route: Option<Arc<Live>>,
     latency: Duration,
     method: Method,
     classifier: Classifier,
@@ -425,6 +435,9 @@ impl Tally {
     fn count(&mut self, ok: bool) {
         if let Some(live) = self.live.take() {
             live.record(self.latency, ok);
+        }
+        if let Some(route) = self.route.take() {
+            route.record(self.latency, ok);
         }
     }
 }

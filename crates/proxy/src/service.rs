@@ -5,6 +5,7 @@ use crate::clock::Clock;
 use crate::config::{ServiceConfig, Upstream};
 use crate::endpoints::Endpoints;
 use crate::metrics::{Metrics, ServiceHandles};
+use crate::route::DEFAULT_ROUTE;
 use crate::upstream::Upstreams;
 use std::sync::{Arc, OnceLock, RwLock};
 use tailguard_client::ArmError;
@@ -25,8 +26,12 @@ pub struct Service {
     rate: Option<std::sync::Mutex<TokenBucket>>,
     /// Each route's rate limit bucket, by route index (`None`: no limit on that route).
     route_rates: Vec<Option<std::sync::Mutex<TokenBucket>>>,
-    handles: OnceLock<ServiceHandles>,
+    /// Metric handles by route (each configured route, then `[default]`) and by leaf (a
+    /// split's, or this service as the one): `routes x leaves` cells, each filled on first use.
+    handles: Vec<OnceLock<ServiceHandles>>,
     live: OnceLock<Arc<Live>>,
+    /// The dashboard's figures of each route, then `[default]` (none without routes).
+    route_live: Vec<Arc<Live>>,
     clock: Clock,
     seed: u64,
     /// Endpoint generations made so far: each draws from its own seed.
@@ -66,6 +71,14 @@ impl Service {
     ) -> Result<Self, ArmError> {
         let endpoints = Endpoints::new(upstreams, &config.arm, clock.now(), seed)?;
         let limit = config.max_in_flight.map(|n| Arc::new(Semaphore::new(n)));
+        let slots = config.routes.len() + 1;
+        let handles = (0..slots).map(|_| OnceLock::new()).collect();
+        let route_live = match config.routes.len() {
+            0 => Vec::new(),
+            _ => (0..slots)
+                .map(|_| Arc::new(Live::new(clock.now())))
+                .collect(),
+        };
         let rate = config
             .rate_limit
             .map(|r| std::sync::Mutex::new(TokenBucket::new(r, clock.now())));
@@ -84,8 +97,9 @@ impl Service {
             limit,
             rate,
             route_rates,
-            handles: OnceLock::new(),
+            handles,
             live: OnceLock::new(),
+            route_live,
             clock,
             seed,
             generations: std::sync::atomic::AtomicU64::new(1),
@@ -96,6 +110,8 @@ impl Service {
     /// This service, sending each request to one of `split`'s leaves.
     #[must_use]
     pub fn with_split(mut self, split: crate::split::Split) -> Self {
+        let cells = (self.config.routes.len() + 1) * split.leaves().len();
+        self.handles = (0..cells).map(|_| OnceLock::new()).collect();
         self.split = Some(split);
         self
     }
@@ -105,11 +121,11 @@ impl Service {
         self.split.as_ref()
     }
 
-    /// The service the next request's attempts go to: the leaf whose turn it is for a split,
-    /// else this one.
-    pub fn leaf(self: &Arc<Self>) -> &Arc<Service> {
+    /// The service the next request's attempts go to, and its index: the leaf whose turn it
+    /// is for a split, else this one (index 0).
+    pub fn leaf(self: &Arc<Self>) -> (usize, &Arc<Service>) {
         match &self.split {
-            None => self,
+            None => (0, self),
             Some(s) => s.pick(),
         }
     }
@@ -152,10 +168,39 @@ impl Service {
         Ok(())
     }
 
-    /// This service's metric handles, looked up in `metrics` the first time.
-    pub fn handles(&self, metrics: &Metrics) -> &ServiceHandles {
-        self.handles
-            .get_or_init(|| ServiceHandles::new(metrics, &self.config.name))
+    /// The metric handles of a request on `route` (its index; `None`: `[default]`) sent to
+    /// leaf `leaf` (0 without a split), looked up in `metrics` the first time: labelled with
+    /// the leaf's name (the service's own without a split) and the route's.
+    pub fn handles(&self, metrics: &Metrics, route: Option<usize>, leaf: usize) -> &ServiceHandles {
+        let routes = &self.config.routes;
+        let slot = route.unwrap_or(routes.len());
+        let leaves = self.split.as_ref().map_or(1, |s| s.leaves().len());
+        self.handles[slot * leaves + leaf].get_or_init(|| {
+            let name = match &self.split {
+                None => &self.config.name,
+                Some(s) => &s.leaves()[leaf].config.name,
+            };
+            let route = routes.get(slot).map_or(DEFAULT_ROUTE, |r| r.name.as_str());
+            ServiceHandles::new(metrics, name, route)
+        })
+    }
+
+    /// The dashboard's figures of `route` (`None`: `[default]`); `None` when the service has
+    /// no routes (its own figures are the one route's).
+    pub fn route_live(&self, route: Option<usize>) -> Option<&Arc<Live>> {
+        self.route_live
+            .get(route.unwrap_or(self.config.routes.len()))
+    }
+
+    /// Each route's name and dashboard figures, `[default]` last (none without routes).
+    pub fn route_lives(&self) -> impl Iterator<Item = (&str, &Arc<Live>)> {
+        let names = self
+            .config
+            .routes
+            .iter()
+            .map(|r| r.name.as_str())
+            .chain(std::iter::once(DEFAULT_ROUTE));
+        names.zip(&self.route_live)
     }
 
     /// This service's dashboard figures, looked up on `board` the first time (created at

@@ -32,10 +32,10 @@ impl Split {
         })
     }
 
-    /// The leaf of the next request.
-    pub fn pick(&self) -> &Arc<Service> {
+    /// The leaf of the next request, and its index.
+    pub fn pick(&self) -> (usize, &Arc<Service>) {
         let i = self.order.lock().unwrap_or_else(|p| p.into_inner()).pick();
-        &self.leaves[i]
+        (i, &self.leaves[i])
     }
 
     /// Every leaf, in the configured order.

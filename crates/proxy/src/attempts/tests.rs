@@ -178,7 +178,7 @@ impl Service {
 
     fn over(arm: ArmConfig, upstreams: &[Upstream]) -> Self {
         let endpoints = Endpoints::new(upstreams, &arm, Duration::ZERO, 7).unwrap();
-        let handles = ServiceHandles::new(&Metrics::new(), "web");
+        let handles = ServiceHandles::new(&Metrics::new(), "web", "[default]");
         Self {
             arm,
             endpoints,

@@ -144,6 +144,13 @@ fn service_board(
         in_flight: live.in_flight(),
         retries_left,
         health_panic: endpoints.health_panic(),
+        routes: s
+            .route_lives()
+            .map(|(name, live)| super::RouteRow {
+                name: name.to_owned(),
+                window: live.window(),
+            })
+            .collect(),
         endpoints: rows,
         endpoints_omitted,
         history: Vec::new(),

@@ -74,6 +74,7 @@ impl Next for Standin {
         &'a self,
         _shared: &'a Arc<Shared>,
         _service: &'a Arc<Service>,
+        _handles: &'a crate::metrics::ServiceHandles,
         request: &'a Outgoing,
     ) -> BoxFuture<'a, Result<Response<ResponseBody>, Fault>> {
         let body = match &*request.body() {

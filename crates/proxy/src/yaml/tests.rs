@@ -573,10 +573,22 @@ services:
 #[test]
 fn the_access_log_is_read_and_checked() {
     let with = |log: &str| format!("{GOOD}accessLog: {log}\n");
-    let c = parse(&with("{path: /var/log/tailguard.log, format: json, query: true}")).unwrap();
+    let c = parse(&with(
+        "{path: /var/log/tailguard.log, format: json, query: true}",
+    ))
+    .unwrap();
     let a = c.access_log.unwrap();
-    assert_eq!((a.path.to_str(), a.query), (Some("/var/log/tailguard.log"), true));
-    assert!(!parse(&with("{path: /dev/stdout}")).unwrap().access_log.unwrap().query);
+    assert_eq!(
+        (a.path.to_str(), a.query),
+        (Some("/var/log/tailguard.log"), true)
+    );
+    assert!(
+        !parse(&with("{path: /dev/stdout}"))
+            .unwrap()
+            .access_log
+            .unwrap()
+            .query
+    );
     assert!(parse(GOOD).unwrap().access_log.is_none());
     for (log, key) in [
         ("{path: /x, format: clf}", "accessLog.format"),

@@ -421,3 +421,105 @@ async fn the_page_shows_each_endpoint_and_a_slowed_backend_losing_share() {
     proxy.shutdown().await;
     browser::clean(&dir);
 }
+
+/// The route view: each route's requests a second, success and p50/p99, `[default]` last, on
+/// the page a browser draws (`TAILGUARD_ROUTES_SCREENSHOT=docs/img/dashboard-routes.png`
+/// remakes the docs' picture).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier 2: headless chromium"]
+async fn the_page_shows_each_routes_figures() {
+    let Some(chromium) = browser::chromium() else {
+        return;
+    };
+    let dir = browser::workdir("dashboard-routes");
+    let running = fleet().await;
+    let upstreams = running
+        .backends()
+        .iter()
+        .map(|b| tailguard_proxy::config::Upstream::new(b.1))
+        .collect();
+    let mut service = ServiceConfig::new("web", upstreams);
+    let route = |name: &str, path: &str| tailguard_proxy::route::Route {
+        name: name.into(),
+        method: Some(http::Method::GET),
+        path: Some(tailguard_proxy::route::PathRegex::new(path).unwrap()),
+        timeout: None,
+        retryable: None,
+        rate_limit: None,
+    };
+    service.routes = vec![
+        route("get-user", "/users/[0-9]+"),
+        route("search", "/search"),
+    ];
+    let proxy = start(service).await;
+    let (addr, admin) = (proxy.addr(), proxy.admin_addr().unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = {
+        let stop = Arc::clone(&stop);
+        tokio::spawn(async move {
+            let c = client(false);
+            let mut every = tokio::time::interval(Duration::from_millis(5));
+            let paths = ["/users/7", "/users/8", "/search", "/users/9", "/"];
+            for i in 0.. {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                every.tick().await;
+                let (c, path) = (c.clone(), paths[i % paths.len()]);
+                tokio::spawn(async move {
+                    let _ =
+                        tokio::time::timeout(Duration::from_secs(10), send(&c, addr, "GET", path))
+                            .await;
+                });
+            }
+        })
+    };
+    let c = client(false);
+    let warm = eventually(Duration::from_secs(15), async || {
+        let b = get_json(&c, admin, "/dashboard.json").await;
+        board_service(&b, "web")["window"]["span_ms"].as_u64() >= Some(3_000)
+    })
+    .await;
+    assert!(warm, "no three seconds of traffic on the dashboard");
+    let url = format!("http://{admin}/");
+    let dom = page_dom(chromium, &dir, &url, Duration::from_secs(2)).await;
+    let mut rates = Vec::new();
+    for name in ["get-user", "search", "[default]"] {
+        let start = dom
+            .find(&format!("<tr data-route=\"{name}\">"))
+            .unwrap_or_else(|| panic!("no row for route {name}: {dom}"));
+        let row = &dom[start..start + dom[start..].find("</tr>").unwrap()];
+        let value = |k: &str| -> f64 {
+            let key = format!("data-k=\"{k}\" data-v=\"");
+            let at = row.find(&key).unwrap_or_else(|| panic!("no {k} in {row}")) + key.len();
+            row[at..at + row[at..].find('"').unwrap()].parse().unwrap()
+        };
+        assert_eq!(value("success"), 1.0, "{row}");
+        assert!(
+            value("p99") >= 40_000.0,
+            "p99 under the backends' 40 ms: {row}"
+        );
+        rates.push(value("rps"));
+    }
+    // Three requests in five are get-user's, one search's, one [default]'s.
+    assert!(
+        rates[0] > 2.0 * rates[1] && rates[0] > 2.0 * rates[2],
+        "{rates:?}"
+    );
+    let shot = dir.join("routes.png");
+    let png = {
+        let (dir, url, shot) = (dir.clone(), url.clone(), shot.clone());
+        tokio::task::spawn_blocking(move || {
+            let budget = ["--virtual-time-budget=2000".to_owned()];
+            browser::screenshot(chromium, &dir, &url, SHOT, &shot, &budget)
+        })
+        .await
+        .unwrap()
+    };
+    assert!(png.len() > 20_000, "the screenshot looks empty");
+    if let Ok(to) = std::env::var("TAILGUARD_ROUTES_SCREENSHOT") {
+        std::fs::copy(&shot, &to).unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    let _ = load.await;
+}

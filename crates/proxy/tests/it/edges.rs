@@ -102,7 +102,9 @@ async fn admin_serves_metrics_readiness_and_endpoints() {
     let text = String::from_utf8_lossy(&body);
     assert_eq!(status, 200);
     assert!(
-        text.contains("tailguard_proxy_requests_total{service=\"web\",class=\"2xx\"} 1"),
+        text.contains(
+            "tailguard_proxy_requests_total{service=\"web\",route=\"[default]\",class=\"2xx\"} 1"
+        ),
         "{text}"
     );
     assert!(

@@ -328,8 +328,8 @@ async fn a_head_then_a_close_reaches_every_client() {
             .find_map(|l| l.strip_prefix(series))
             .map_or(0.0, |v| v.trim().parse().unwrap())
     };
-    let two = r#"tailguard_proxy_requests_total{service="web",class="2xx"} "#;
-    let cut = r#"tailguard_proxy_responses_truncated_total{service="web"} "#;
+    let two = r#"tailguard_proxy_requests_total{service="web",route="[default]",class="2xx"} "#;
+    let cut = r#"tailguard_proxy_responses_truncated_total{service="web",route="[default]"} "#;
     assert_eq!(value(two), f64::from(n + 5), "{text}");
     assert_eq!(value(cut), f64::from(n + 5), "{text}");
 }

@@ -49,7 +49,7 @@ async fn retries_turn_5xx_into_success_for_get_but_not_post() {
         .unwrap();
     assert_eq!(kind, "text/plain; version=0.0.4; charset=utf-8");
     assert!(
-        metrics.contains("tailguard_proxy_retries_total{service=\"web\"}"),
+        metrics.contains("tailguard_proxy_retries_total{service=\"web\",route=\"[default]\"}"),
         "{metrics}"
     );
     promtool::assert_clean(&metrics);

@@ -168,3 +168,81 @@ async fn a_retried_post_carries_its_whole_body_and_a_large_one_is_not_retried() 
         );
     }
 }
+
+/// Per-service metric families carry the route (per-endpoint ones never do), and the dashboard
+/// shows each route's requests, success and latency, `[default]` last, as `linkerd viz routes`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_and_the_dashboard_are_kept_per_route() {
+    let (failing, fine) = (TestServer::start().await, TestServer::start().await);
+    failing.set_status(503);
+    let routes = vec![
+        route("get-user", Some("GET"), "/users/[0-9]+"),
+        route("search", None, "/search"),
+    ];
+    let proxy = start(service(&[&failing, &fine], routes)).await;
+    let c = client(false);
+    let addr = proxy.addr();
+    for i in 0..6 {
+        assert_eq!(send(&c, addr, "GET", &format!("/users/{i}")).await.0, 200);
+    }
+    for _ in 0..4 {
+        send(&c, addr, "POST", "/search").await;
+    }
+    for _ in 0..2 {
+        assert_eq!(send(&c, addr, "GET", "/other").await.0, 200);
+    }
+    let text = proxy.metrics_text();
+    let value = |series: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series))
+            .map(|v| v.trim().parse::<f64>().unwrap())
+    };
+    let requests = |route: &str, class: &str| {
+        value(&format!(
+            "tailguard_proxy_requests_total{{service=\"web\",route=\"{route}\",class=\"{class}\"}} "
+        ))
+    };
+    assert_eq!(requests("get-user", "2xx"), Some(6.0));
+    assert_eq!(requests("[default]", "2xx"), Some(2.0));
+    // POSTs are not retried: round robin gave two of the four to the failing endpoint.
+    assert_eq!(requests("search", "5xx"), Some(2.0));
+    let retries = |route: &str| {
+        value(&format!(
+            "tailguard_proxy_retries_total{{service=\"web\",route=\"{route}\"}} "
+        ))
+    };
+    assert!(retries("get-user").unwrap() >= 1.0, "{text}");
+    assert_eq!(retries("search"), Some(0.0));
+    let count =
+        "tailguard_proxy_request_latency_seconds_count{service=\"web\",route=\"get-user\"} ";
+    assert_eq!(value(count), Some(6.0));
+    assert!(
+        text.lines()
+            .filter(|l| l.contains("endpoint="))
+            .all(|l| !l.contains("route=")),
+        "a per-endpoint series with a route"
+    );
+    // The dashboard's route view, once a second has closed.
+    let deadline = tailguard_testsupport::Deadline::after(Duration::from_secs(10));
+    let board = loop {
+        let b: serde_json::Value = serde_json::from_str(&proxy.dashboard_json()).unwrap();
+        if b["services"][0]["routes"][0]["window"]["requests"] == 6 || deadline.passed() {
+            break b;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let routes = board["services"][0]["routes"].as_array().unwrap().clone();
+    let names: Vec<&str> = routes.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["get-user", "search", "[default]"], "{board}");
+    let w = |i: usize| &routes[i]["window"];
+    assert_eq!(
+        (w(0)["requests"].as_u64(), w(0)["success"].as_f64()),
+        (Some(6), Some(1.0))
+    );
+    assert_eq!(
+        (w(1)["requests"].as_u64(), w(1)["success"].as_f64()),
+        (Some(4), Some(0.5))
+    );
+    assert_eq!(w(2)["requests"], 2);
+    assert!(w(0)["p99_us"].as_u64().unwrap() > 0 && w(0)["rps"].as_f64().unwrap() > 0.0);
+}

@@ -24,6 +24,7 @@ fn sample(seq: u64, endpoints: usize) -> Sample {
 
 fn service(name: &str, samples: u64, endpoints: usize) -> ServiceBoard {
     ServiceBoard {
+        routes: Vec::new(),
         name: name.into(),
         client: "p2c".into(),
         cost_unit: None,

@@ -134,14 +134,15 @@ pub fn views(proxy: &Proxy) -> Vec<tailguard_proxy::EndpointView> {
     shared.services()[0].endpoints().views(shared.clock.now())
 }
 
-/// The value of the series `name{service="web"}` in the proxy's metrics, read in process (as
-/// [`views`], for paused clocks); 0 when absent.
+/// The value of `name` for service `web` in the proxy's metrics, summed over its routes, read
+/// in process (as [`views`], for paused clocks); 0 when absent.
 pub fn metric(proxy: &Proxy, name: &str) -> f64 {
     let text = proxy.metrics_text();
-    let prefix = format!("{name}{{service=\"web\"}} ");
+    let prefix = format!("{name}{{service=\"web\"");
     text.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .map_or(0.0, |v| v.trim().parse().unwrap())
+        .filter(|l| l.starts_with(&prefix) && !l.contains("endpoint="))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }
 
 /// A gRPC call (`content-type: application/grpc`, over HTTP/2 with `c`) through `proxy` to the
