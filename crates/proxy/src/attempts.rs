@@ -138,6 +138,8 @@ pub struct Outgoing {
     pub retry: Option<bool>,
     /// What the access log wants to know of the attempts (`None`: no log).
     pub trail: Option<std::sync::Arc<crate::access_log::Trail>>,
+    /// The request's trace, when it is sampled: each attempt gets a CLIENT span.
+    pub trace: Option<std::sync::Arc<crate::trace::Traced>>,
 }
 
 impl Outgoing {

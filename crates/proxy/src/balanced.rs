@@ -78,10 +78,11 @@ impl Balanced for Balancer<'_> {
     ) -> (usize, BoxFuture<'a, Attempted>) {
         match self.pick(request, turn) {
             Ok(pending) => {
+                let backup = matches!(turn, Turn::Backup { .. });
                 if let Some(trail) = &request.trail {
-                    trail.sent(matches!(turn, Turn::Backup { .. }));
+                    trail.sent(backup);
                 }
-                (pending.slot, Box::pin(self.once(request, pending)))
+                (pending.slot, Box::pin(self.once(request, pending, backup)))
             }
             // Every endpoint asked to be left alone: answered at once, nothing sent.
             Err((slot, left)) => (
@@ -127,8 +128,31 @@ impl Balancer<'_> {
         })
     }
 
-    /// One attempt, picked: send within the attempt timeout, classify, report.
-    async fn once(&self, request: &Outgoing, pending: InFlight) -> Attempted {
+    /// One attempt, picked (`backup`: a hedge or a rescue), in a CLIENT span of its own when
+    /// the request is traced.
+    async fn once(&self, request: &Outgoing, pending: InFlight, backup: bool) -> Attempted {
+        let Some(traced) = &request.trace else {
+            return self.send_once(request, pending, None).await;
+        };
+        let addr = self.endpoints.addr(pending.slot);
+        let (span, header) = traced.attempt();
+        let done = self.send_once(request, pending, Some(header)).await;
+        let outcome = match &done.result {
+            Ok(resp) => Ok(resp.status().as_u16()),
+            Err(fault) => Err(error_type(fault)),
+        };
+        traced.attempted(span, &request.parts.method, addr, backup, outcome);
+        done
+    }
+
+    /// One attempt, picked: send within the attempt timeout (with `traceparent`, the
+    /// attempt's own span, when traced), classify, report.
+    async fn send_once(
+        &self,
+        request: &Outgoing,
+        pending: InFlight,
+        traceparent: Option<http::HeaderValue>,
+    ) -> Attempted {
         let endpoints = self.endpoints;
         let slot = pending.slot;
         let addr = endpoints.addr(slot);
@@ -148,6 +172,10 @@ impl Balancer<'_> {
             let mut req = build(&request.parts, request.body().take(), endpoints, slot, h2);
             if let Some(d) = &request.deadline {
                 d.stamp(req.headers_mut(), Instant::now());
+            }
+            if let Some(t) = &traceparent {
+                req.headers_mut()
+                    .insert(crate::trace::TRACEPARENT, t.clone());
             }
             req
         };
@@ -193,6 +221,20 @@ impl Balancer<'_> {
             class,
             result: Err(Fault::Endpoint(fault)),
         }
+    }
+}
+
+/// A failed attempt's `error.type`, in the words of the proxy's own answers.
+fn error_type(fault: &Fault) -> String {
+    match fault {
+        Fault::Endpoint(f) => f.reason().as_str().to_owned(),
+        Fault::Client(f) => format!("client {}", f.kind()),
+        Fault::Proxy(ProxyFault::Deadline(why)) => format!("deadline ({why})"),
+        Fault::Proxy(other) => format!("{other:?}")
+            .split(['(', ' ', '{'])
+            .next()
+            .unwrap_or("proxy")
+            .to_owned(),
     }
 }
 

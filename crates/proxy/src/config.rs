@@ -638,6 +638,19 @@ pub struct Config {
     pub seed: Option<u64>,
     /// One JSON line per request (`accessLog`; `None`: no log).
     pub access_log: Option<AccessLogConfig>,
+    /// Spans over OTLP/HTTP (`tracing`; `None`: off, `traceparent` passes through).
+    pub tracing: Option<TracingConfig>,
+}
+
+/// Tracing ([`crate::trace`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TracingConfig {
+    /// The collector's OTLP/HTTP traces URL (`http://host:port/v1/traces`).
+    pub otlp_endpoint: http::Uri,
+    /// The fraction of new traces (requests without a sampled parent) sampled, 0 to 1.
+    pub sample_rate: f64,
+    /// The `service.name` of the spans.
+    pub service_name: String,
 }
 
 /// The access log ([`crate::access_log`]).
@@ -726,6 +739,7 @@ impl Config {
             limits: Limits::default(),
             seed: None,
             access_log: None,
+            tracing: None,
         }
     }
 
@@ -750,6 +764,7 @@ impl Config {
             ),
             (a.drain != b.drain, "limits.drainMs"),
             (self.access_log != next.access_log, "accessLog"),
+            (self.tracing != next.tracing, "tracing"),
             (
                 a.client_error_detail != b.client_error_detail,
                 "limits.clientErrorDetail",

@@ -33,6 +33,7 @@ use crate::response::Reply;
 use crate::response_body::{self, ResponseBody};
 use crate::service::{host_only, route, Service};
 use crate::shared::Shared;
+use crate::trace::{ServerSpan, Traced};
 use crate::{grpc, hygiene};
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
@@ -123,21 +124,51 @@ where
     B: Body<Data = Bytes> + Send + Sync + Unpin + 'static,
     B::Error: Into<BoxError>,
 {
-    let Some(log) = &shared.access_log else {
-        // No log: no clock read, allocation or lock for one.
-        return routed(Arc::clone(&shared), peer, req, next, None).await;
-    };
-    let now = shared.clock.now();
-    let mut line = Box::new(Line::new(log, shared.clock, now, req.method(), req.uri()));
-    let mut resp = routed(Arc::clone(&shared), peer, req, next, Some(&mut line)).await;
-    line.status(resp.status().as_u16());
-    if resp.body().is_local() {
-        if let Some(why) = resp.headers().get(crate::response::ERROR_HEADER) {
-            line.fault(&String::from_utf8_lossy(why.as_bytes()));
-        }
+    if shared.access_log.is_none() && shared.tracer.is_none() {
+        // Neither: no clock read, allocation or lock for them.
+        return routed(Arc::clone(&shared), peer, req, next, Observed::default()).await;
     }
-    resp.body_mut().log(line);
+    let mut line = shared.access_log.as_ref().map(|log| {
+        let now = shared.clock.now();
+        Box::new(Line::new(log, shared.clock, now, req.method(), req.uri()))
+    });
+    let mut span = shared.tracer.as_ref().and_then(|t| {
+        let (traced, parent) = t.sample(req.headers())?;
+        Some(Box::new(ServerSpan::new(
+            traced,
+            parent,
+            req.method(),
+            req.uri(),
+        )))
+    });
+    let observed = Observed {
+        line: line.as_deref_mut(),
+        span: span.as_deref_mut(),
+    };
+    let mut resp = routed(Arc::clone(&shared), peer, req, next, observed).await;
+    let status = resp.status().as_u16();
+    if let Some(mut line) = line {
+        line.status(status);
+        if resp.body().is_local() {
+            if let Some(why) = resp.headers().get(crate::response::ERROR_HEADER) {
+                line.fault(&String::from_utf8_lossy(why.as_bytes()));
+            }
+        }
+        resp.body_mut().log(line);
+    }
+    if let Some(mut span) = span {
+        span.status(status);
+        resp.body_mut().trace(span);
+    }
     resp
+}
+
+/// What a request's observers want filled in as it goes: its access log line and its
+/// SERVER span (each `None` when off, or for a span, when the request is not sampled).
+#[derive(Default)]
+struct Observed<'a> {
+    line: Option<&'a mut Line>,
+    span: Option<&'a mut ServerSpan>,
 }
 
 /// [`handle`] without the log line's bookkeeping: route, admit, forward, count.
@@ -146,7 +177,7 @@ async fn routed<B>(
     peer: &Peer,
     mut req: Request<B>,
     next: &dyn Next,
-    mut line: Option<&mut Line>,
+    mut observed: Observed<'_>,
 ) -> Response<ResponseBody>
 where
     B: Body<Data = Bytes> + Send + Sync + Unpin + 'static,
@@ -179,8 +210,11 @@ where
     let method: Method = req.method().as_str().parse().unwrap_or(Method::Other);
     let route = crate::route::pick(&service.config.routes, req.method(), req.uri().path());
     let route_name = route.map_or(DEFAULT_ROUTE, |(_, r)| r.name.as_str());
-    if let Some(l) = &mut line {
+    if let Some(l) = &mut observed.line {
         l.route(route_name);
+    }
+    if let Some(s) = &mut observed.span {
+        s.route(route_name);
     }
     // Admission, one order: the route's rate limit, the service's, then the in-flight limit;
     // a request refused at one step takes nothing from the later ones, and none is an
@@ -208,13 +242,15 @@ where
                 // No reference count changes per request: the service holds its figures.
                 let _in_flight = leaf.live(&shared.live).start();
                 let route = route.map(|(_, r)| r);
-                let taps = line.map(|l| l.taps());
+                let taps = observed.line.map(|l| l.taps());
+                let traced = observed.span.map(|s| s.traced());
                 let to = To {
                     service: &service,
                     leaf,
                     route,
                     handles: service.handles(&shared.metrics, route_index, index),
                     taps,
+                    traced,
                 };
                 forward(&shared, to, peer, req, reply, next).await
             }
@@ -263,6 +299,8 @@ struct To<'a> {
     handles: &'a crate::metrics::ServiceHandles,
     /// What its access log line wants filled in (`None`: no log).
     taps: Option<Taps>,
+    /// Its trace, when it is sampled.
+    traced: Option<Arc<Traced>>,
 }
 
 /// Forwards `req` (routed to `to.service`, admitted) to `to.leaf`'s endpoints: the service's
@@ -286,6 +324,7 @@ where
         route,
         handles,
         taps,
+        traced,
     } = to;
     let (trail, req_bytes) = match taps {
         Some(Taps { trail, req_bytes }) => (Some(trail), Some(req_bytes)),
@@ -330,6 +369,7 @@ where
             hedge,
             retry,
             trail,
+            trace: traced,
         };
         next.attempts(shared, leaf, handles, &sent).await
     };

@@ -72,6 +72,7 @@ mod shared;
 mod split;
 mod start;
 mod tls;
+mod trace;
 mod upstream;
 mod worker;
 pub mod yaml;

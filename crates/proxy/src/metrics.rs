@@ -134,6 +134,10 @@ pub struct Metrics {
     pub event_loop_delay: Histogram,
     /// Access log lines dropped (the queue was full, or the file could not take them).
     pub access_log_dropped: Counter,
+    /// Spans dropped (the queue was full, or the collector did not take them).
+    pub trace_spans_dropped: Counter,
+    /// Spans the collector took.
+    pub trace_spans_exported: Counter,
     /// Entries the upstream pools keep, per service and map (set when scraped).
     pub pool_entries: Family<PoolLabels, Gauge>,
     /// The endpoints that have per-endpoint series, so that an endpoint gone from discovery
@@ -195,6 +199,8 @@ impl Metrics {
             event_loop_delay: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
             pool_entries: Family::default(),
             access_log_dropped: Counter::default(),
+            trace_spans_dropped: Counter::default(),
+            trace_spans_exported: Counter::default(),
             tracked: Mutex::new(HashMap::new()),
             registry: Registry::with_prefix("tailguard_proxy"),
         };
@@ -227,6 +233,8 @@ impl Metrics {
             "endpoint_cost", "Balancer cost (pending requests, or peak EWMA nanoseconds x (pending + 1))", cost;
             "event_loop_delay_seconds", "How late the event loop ran a timer due every 10 ms (a stalled loop delays every request on it; includes 1 ms of timer rounding)", event_loop_delay;
             "upstream_pool_entries", "Endpoints the upstream pools keep an entry for (services that share pools show the same ones)", pool_entries;
+            "trace_spans_dropped", "Spans dropped: the queue (8,192 spans) was full, or the collector refused a batch, failed or took over 5 s", trace_spans_dropped;
+            "trace_spans_exported", "Spans the collector took", trace_spans_exported;
             "access_log_dropped", "Access log lines dropped: the queue (10,000 lines) was full because the writer could not keep up or its reader stopped, or the file refused them", access_log_dropped;
         }
         m

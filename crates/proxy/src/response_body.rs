@@ -75,6 +75,8 @@ pub struct ResponseBody {
     held: Option<Held>,
     /// The request's access log line, written when this body drops (`None`: no log).
     line: Option<Box<crate::access_log::Line>>,
+    /// The request's SERVER span, ended when this body drops (`None`: not sampled).
+    span: Option<Box<crate::trace::ServerSpan>>,
 }
 
 /// An error held back for [`HOLD`] before the stream is reset: the head goes out first, and
@@ -146,6 +148,7 @@ impl ResponseBody {
             yielded: false,
             held: None,
             line: None,
+            span: None,
         }
     }
 
@@ -169,6 +172,7 @@ impl ResponseBody {
             yielded: false,
             held: None,
             line: None,
+            span: None,
         }
     }
 
@@ -192,6 +196,11 @@ impl ResponseBody {
     /// it ended.
     pub fn log(&mut self, line: Box<crate::access_log::Line>) {
         self.line = Some(line);
+    }
+
+    /// Ends `span` when this body drops.
+    pub fn trace(&mut self, span: Box<crate::trace::ServerSpan>) {
+        self.span = Some(span);
     }
 
     /// The end of the call as the attempt and the dashboard hear of it.
@@ -354,6 +363,9 @@ impl Drop for ResponseBody {
             }
         }
         let ended = self.is_end_stream();
+        if let (Some(s), false) = (&mut self.span, head) {
+            s.status(0);
+        }
         if let Some(l) = &mut self.line {
             if !head {
                 l.status(0);

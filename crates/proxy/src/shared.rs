@@ -24,6 +24,8 @@ pub struct Shared {
     pub(crate) tls: tls::Current,
     /// The access log, if one is configured.
     pub(crate) access_log: Option<Arc<crate::access_log::AccessLog>>,
+    /// The tracer, if tracing is on.
+    pub(crate) tracer: Option<Arc<crate::trace::Tracer>>,
 }
 
 impl Shared {
@@ -42,6 +44,7 @@ impl Shared {
             draining: std::sync::atomic::AtomicBool::new(false),
             tls: tls::Current::new(acceptor),
             access_log: None,
+            tracer: None,
         }
     }
 

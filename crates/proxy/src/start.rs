@@ -142,6 +142,15 @@ pub async fn start_on(config: Config, threads: usize) -> Result<Proxy, StartErro
         })?;
         shared = shared.with_access_log(log);
     }
+    if let Some(t) = &config.tracing {
+        let seed = crate::seed::mix(config.seed.unwrap_or_else(crate::seed::drawn), u64::MAX);
+        let m = &shared.metrics;
+        let (dropped, exported) = (
+            m.trace_spans_dropped.clone(),
+            m.trace_spans_exported.clone(),
+        );
+        shared.tracer = Some(crate::trace::Tracer::start(t, seed, dropped, exported));
+    }
     let shared = Arc::new(shared);
     let mut listeners = listeners.into_iter();
     let listener = listeners.next().expect("bind_many binds at least one");

@@ -157,6 +157,7 @@ fn request(body: AttemptBody) -> Outgoing {
         hedge: true,
         retry: None,
         trail: None,
+        trace: None,
     }
 }
 

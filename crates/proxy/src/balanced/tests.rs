@@ -128,6 +128,7 @@ fn request(reply: Reply, fault: Option<FaultCell>) -> Outgoing {
         hedge: true,
         retry: None,
         trail: None,
+        trace: None,
     }
 }
 

@@ -106,6 +106,10 @@ pub fn into_config(file: File) -> Result<Config, YamlError> {
             None => None,
             Some(a) => Some(access_log(a)?),
         },
+        tracing: match &file.tracing {
+            None => None,
+            Some(t) => Some(tracing_config(t)?),
+        },
     })
 }
 
@@ -125,6 +129,35 @@ fn access_log(a: &super::file::AccessLogSpec) -> Result<crate::config::AccessLog
     Ok(crate::config::AccessLogConfig {
         path: a.path.clone(),
         query: a.query.unwrap_or(false),
+    })
+}
+
+fn tracing_config(t: &super::file::TracingSpec) -> Result<crate::config::TracingConfig, YamlError> {
+    let uri: http::Uri = t
+        .otlp_endpoint
+        .parse()
+        .map_err(|e| err("tracing.otlpEndpoint", format!("{e}")))?;
+    if uri.scheme_str() != Some("http") || uri.authority().is_none() {
+        return Err(err(
+            "tracing.otlpEndpoint",
+            "an http:// URL with a host, e.g. http://127.0.0.1:4318/v1/traces",
+        ));
+    }
+    let rate = t.sample_rate.unwrap_or(0.0);
+    if !(0.0..=1.0).contains(&rate) {
+        return Err(err("tracing.sampleRate", format!("{rate}: 0 to 1")));
+    }
+    let name = t
+        .service_name
+        .clone()
+        .unwrap_or_else(|| "tailguard".to_owned());
+    if name.is_empty() || name.len() > 256 {
+        return Err(err("tracing.serviceName", "1 to 256 characters"));
+    }
+    Ok(crate::config::TracingConfig {
+        otlp_endpoint: uri,
+        sample_rate: rate,
+        service_name: name,
     })
 }
 

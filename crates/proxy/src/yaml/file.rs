@@ -17,6 +17,16 @@ pub struct File {
     pub(super) services: Vec<ServiceSpec>,
     #[serde(rename = "accessLog")]
     pub(super) access_log: Option<AccessLogSpec>,
+    pub(super) tracing: Option<TracingSpec>,
+}
+
+/// Tracing (`tracing`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct TracingSpec {
+    pub(super) otlp_endpoint: String,
+    pub(super) sample_rate: Option<f64>,
+    pub(super) service_name: Option<String>,
 }
 
 /// The access log (`accessLog`).

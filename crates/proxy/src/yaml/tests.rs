@@ -599,3 +599,42 @@ fn the_access_log_is_read_and_checked() {
     }
     assert!(error_of(&with("{path: /x, fmt: json}")).contains("unknown field `fmt`"));
 }
+
+#[test]
+fn tracing_is_read_and_checked() {
+    let with = |t: &str| format!("{GOOD}tracing: {t}\n");
+    let c = parse(&with(
+        "{otlpEndpoint: 'http://127.0.0.1:4318/v1/traces', sampleRate: 0.01}",
+    ))
+    .unwrap();
+    let t = c.tracing.unwrap();
+    assert_eq!(
+        t.otlp_endpoint.to_string(),
+        "http://127.0.0.1:4318/v1/traces"
+    );
+    assert_eq!(
+        (t.sample_rate, t.service_name.as_str()),
+        (0.01, "tailguard")
+    );
+    let d = parse(&with("{otlpEndpoint: 'http://collector:4318/v1/traces'}")).unwrap();
+    assert_eq!(d.tracing.unwrap().sample_rate, 0.0);
+    assert!(parse(GOOD).unwrap().tracing.is_none());
+    for (t, key) in [
+        (
+            "{otlpEndpoint: 'https://c:4318/v1/traces'}",
+            "tracing.otlpEndpoint",
+        ),
+        ("{otlpEndpoint: '/v1/traces'}", "tracing.otlpEndpoint"),
+        (
+            "{otlpEndpoint: 'http://c:4318', sampleRate: 1.5}",
+            "tracing.sampleRate",
+        ),
+        (
+            "{otlpEndpoint: 'http://c:4318', serviceName: ''}",
+            "tracing.serviceName",
+        ),
+    ] {
+        let e = error_of(&with(t));
+        assert!(e.contains(key), "{t}: {e}");
+    }
+}

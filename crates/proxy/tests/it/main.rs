@@ -45,6 +45,7 @@ mod split;
 mod threads;
 mod timeouts_budget;
 mod tls;
+mod tracing;
 mod upstream_names;
 mod upstream_tls;
 mod yaml_fuzz;
