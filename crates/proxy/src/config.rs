@@ -200,7 +200,7 @@ pub enum Discovery {
         port: PortRef,
     },
     /// No endpoints of its own: each request goes to one of these services, by weight
-    /// ([`crate::split`]); the service's hosts, routes, limits and `service:` policy apply, the
+    /// ([`crate::service::Split`]); the service's hosts, routes, limits and `service:` policy apply, the
     /// leaf's endpoints, balancer and `client:` settings.
     Split(Vec<SplitLeaf>),
 }

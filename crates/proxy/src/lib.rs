@@ -69,7 +69,6 @@ mod run;
 mod seed;
 mod service;
 mod shared;
-mod split;
 mod start;
 mod tls;
 mod trace;

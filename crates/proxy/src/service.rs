@@ -1,3 +1,11 @@
+// A weighted split (`split: [{service, weight}]`): a service with no endpoints of its own
+// whose requests each go to one leaf service, picked by smooth weighted round robin
+// (`tailguard_balance::split`), one pick per process shared by every serving thread. The
+// split service routes, picks the route, admits and bounds the request; from the pick on,
+// the request is the leaf's (its endpoints, balancer, retries, hedging, budget, counters),
+// and every attempt of it stays there. A reload that changes only weights keeps the leaves
+// (`crate::start` keeps every service whose settings did not change).
+
 //! A running service: its configuration, its current [`Endpoints`] generation, its in-flight
 //! limit, and routing of requests to services by host and path prefix.
 
@@ -7,7 +15,8 @@ use crate::endpoints::Endpoints;
 use crate::metrics::{Metrics, ServiceHandles};
 use crate::route::DEFAULT_ROUTE;
 use crate::upstream::Upstreams;
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use tailguard_balance::split::{SmoothWeighted, SplitError};
 use tailguard_client::ArmError;
 use tailguard_record::live::{Board, Live};
 use tailguard_resilience::rate::TokenBucket;
@@ -37,7 +46,7 @@ pub struct Service {
     /// Endpoint generations made so far: each draws from its own seed.
     generations: std::sync::atomic::AtomicU64,
     /// The leaves of a split service (`None`: the service has endpoints of its own).
-    split: Option<crate::split::Split>,
+    split: Option<Split>,
 }
 
 impl Service {
@@ -109,7 +118,7 @@ impl Service {
 
     /// This service, sending each request to one of `split`'s leaves.
     #[must_use]
-    pub fn with_split(mut self, split: crate::split::Split) -> Self {
+    pub fn with_split(mut self, split: Split) -> Self {
         let cells = (self.config.routes.len() + 1) * split.leaves().len();
         self.handles = (0..cells).map(|_| OnceLock::new()).collect();
         self.split = Some(split);
@@ -117,7 +126,7 @@ impl Service {
     }
 
     /// The leaves of a split service (`None`: it has endpoints of its own).
-    pub fn split(&self) -> Option<&crate::split::Split> {
+    pub fn split(&self) -> Option<&Split> {
         self.split.as_ref()
     }
 
@@ -273,6 +282,47 @@ fn take(
 #[derive(Debug)]
 pub struct Admitted {
     _place: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+// A weighted split (`split: [{service, weight}]`): a service with no endpoints of its own
+// whose requests each go to one leaf service, picked by smooth weighted round robin
+// ([`tailguard_balance::split`]), one pick per process shared by every serving thread.
+//
+// The split service routes (hosts, path prefix), picks the route, admits (rate limits,
+// in-flight limit) and bounds the request (`totalTimeoutMs`, a route's `timeoutMs`); from
+// the pick on, the request is the leaf's: its endpoints, balancer, retries, hedging, budget
+// and counters, and every attempt of the request stays in that leaf. A reload that changes
+// only weights keeps the leaves (their pools and what they learned): see [`crate::start`].
+/// The leaves of a split service and whose turn is next.
+#[derive(Debug)]
+pub struct Split {
+    leaves: Vec<Arc<Service>>,
+    order: Mutex<SmoothWeighted>,
+}
+
+impl Split {
+    /// A split over `leaves`, each with its weight.
+    ///
+    /// # Errors
+    /// When the weights cannot be split over (validated before, so only in theory).
+    pub fn new(leaves: Vec<(Arc<Service>, u32)>) -> Result<Self, SplitError> {
+        let weights: Vec<u32> = leaves.iter().map(|(_, w)| *w).collect();
+        Ok(Self {
+            order: Mutex::new(SmoothWeighted::new(&weights)?),
+            leaves: leaves.into_iter().map(|(s, _)| s).collect(),
+        })
+    }
+
+    /// The leaf of the next request, and its index.
+    pub fn pick(&self) -> (usize, &Arc<Service>) {
+        let i = self.order.lock().unwrap_or_else(|p| p.into_inner()).pick();
+        (i, &self.leaves[i])
+    }
+
+    /// Every leaf, in the configured order.
+    pub fn leaves(&self) -> &[Arc<Service>] {
+        &self.leaves
+    }
 }
 
 /// The first service of `services` taking `host` and `path`.

@@ -332,7 +332,7 @@ async fn build_services(
                 Some((Arc::clone(built[at].as_ref()?), l.weight))
             })
             .collect();
-        let split = crate::split::Split::new(leaves).map_err(|e| {
+        let split = crate::service::Split::new(leaves).map_err(|e| {
             StartError::Config(ConfigError::Split {
                 service: sc.name.clone(),
                 why: e.to_string(),

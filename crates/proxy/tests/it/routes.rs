@@ -246,3 +246,89 @@ async fn metrics_and_the_dashboard_are_kept_per_route() {
     assert_eq!(w(2)["requests"], 2);
     assert!(w(0)["p99_us"].as_u64().unwrap() > 0 && w(0)["rps"].as_f64().unwrap() > 0.0);
 }
+
+/// Tier 2: a client flooding one route past its rate limit (four connections, closed loop, as
+/// fast as they go) while another route's paced traffic is measured before and during the
+/// flood. The flood is answered 429 without reaching the backend beyond its rate, and the
+/// other route keeps its p99.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier 2: wall clock (a 2 s flood beside paced traffic)"]
+async fn a_flood_past_one_routes_limit_leaves_anothers_p99() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+    let backend = TestServer::start().await;
+    backend.set_delay(Duration::from_millis(2));
+    let mut search = route("search", None, "/search");
+    search.rate_limit = Some(RateLimit {
+        per_sec: 100.0,
+        burst: 10,
+    });
+    let proxy = start(service(
+        &[&backend],
+        vec![search, route("get-user", Some("GET"), "/users/[0-9]+")],
+    ))
+    .await;
+    let addr = proxy.addr();
+    // 200 get-user requests a second for 2 s, each timed from its scheduled send.
+    let paced = || async move {
+        let c = client(false);
+        let mut every = tokio::time::interval(Duration::from_millis(5));
+        let mut tasks = Vec::new();
+        for _ in 0..400 {
+            let at = every.tick().await;
+            let c = c.clone();
+            tasks.push(tokio::spawn(async move {
+                let status = send(&c, addr, "GET", "/users/7").await.0;
+                (status, at.elapsed())
+            }));
+        }
+        let mut took = Vec::new();
+        for t in tasks {
+            let (status, d) = t.await.unwrap();
+            assert_eq!(status, 200);
+            took.push(d);
+        }
+        took.sort();
+        took[took.len() * 99 / 100]
+    };
+    let quiet = paced().await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let refused = Arc::new(AtomicU64::new(0));
+    let flood: Vec<_> = (0..4)
+        .map(|_| {
+            let (stop, refused) = (Arc::clone(&stop), Arc::clone(&refused));
+            tokio::spawn(async move {
+                let c = client(false);
+                while !stop.load(Ordering::Relaxed) {
+                    if send(&c, addr, "GET", "/search").await.0 == 429 {
+                        refused.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect();
+    let before = backend.hits();
+    let flooded = paced().await;
+    stop.store(true, Ordering::Relaxed);
+    for f in flood {
+        f.await.unwrap();
+    }
+    let searched = backend.hits() - before - 400;
+    let refused = refused.load(Ordering::Relaxed);
+    eprintln!(
+        "get-user p99 {quiet:?} quiet, {flooded:?} during the flood; search: {refused} refused, {searched} reached the backend"
+    );
+    assert!(
+        refused > 2_000,
+        "the flood was not a flood: {refused} refused"
+    );
+    // About 2 s at 100 a second, plus the burst, plus the flood's last moments.
+    assert!(
+        searched <= 260,
+        "{searched} search requests reached the backend"
+    );
+    assert!(
+        flooded <= quiet * 3 + Duration::from_millis(3),
+        "get-user p99 {quiet:?} quiet, {flooded:?} during the flood"
+    );
+}
