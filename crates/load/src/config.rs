@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use tailguard_pacing::{Arrivals, PacingError, Ramp, Schedule};
+use tailguard_pacing::{Arrivals, PacingError, Ramp, Schedule, Stages};
 use tailguard_record::{Classifier, Record};
 use tailguard_report::Unit;
 
@@ -122,6 +122,9 @@ pub struct Config {
     /// Open loop only: the offered rate climbs linearly from `ramp.from` to `rate` over
     /// `ramp.over`, then holds (`None`: `rate` from the start).
     pub ramp: Option<Ramp>,
+    /// Open loop only: the offered rate follows these stages (k6's ramping arrival rate);
+    /// `rate` is then their peak and `duration` their total ([`Config::set_stages`]).
+    pub stages: Option<Stages>,
     /// Open loop only: send this part of the schedule (`rate` stays the whole schedule's; this
     /// generator offers `rate / part.of`).
     pub part: Part,
@@ -195,6 +198,7 @@ impl std::fmt::Debug for Config {
             .field("method", &self.method)
             .field("rate", &self.rate)
             .field("ramp", &self.ramp)
+            .field("stages", &self.stages.as_ref().map(ToString::to_string))
             .field("concurrency", &self.concurrency)
             .field("duration", &self.duration)
             .field("total_requests", &self.total_requests)
@@ -250,6 +254,9 @@ pub enum ConfigError {
     /// A ramp for a closed loop, which has no rate to ramp.
     #[error("--ramp-from applies to an open loop only (a --rate above 0)")]
     RampClosedLoop,
+    /// Stages and a ramp at once.
+    #[error("--stages and --ramp-from both shape the rate: give one")]
+    RampAndStages,
     /// A ramp the schedule refuses.
     #[error("--ramp-from/--ramp-over: {0}")]
     BadRamp(PacingError),
@@ -283,6 +290,7 @@ impl Config {
             rate: 100.0,
             arrivals: Arrivals::Constant,
             ramp: None,
+            stages: None,
             part: Part::WHOLE,
             start_at: None,
             concurrency: 10,
@@ -323,7 +331,10 @@ impl Config {
         if self.rate <= 0.0 || (self.duration.is_none() && self.total_requests.is_none()) {
             return None;
         }
-        let mut schedule = Schedule::new(self.arrivals, self.rate, self.seed).ok()?;
+        let mut schedule = match &self.stages {
+            Some(st) => Schedule::staged(self.arrivals, st.clone(), self.seed).ok()?,
+            None => Schedule::new(self.arrivals, self.rate, self.seed).ok()?,
+        };
         if let Some(r) = self.ramp {
             schedule = schedule.with_ramp(r).ok()?;
         }
@@ -379,6 +390,9 @@ impl Config {
         if !self.busy_poll.is_zero() && !self.open_loop() {
             return Err(ConfigError::BusyPollClosedLoop);
         }
+        if self.stages.is_some() && self.ramp.is_some() {
+            return Err(ConfigError::RampAndStages);
+        }
         if let Some(ramp) = self.ramp {
             if !self.open_loop() {
                 return Err(ConfigError::RampClosedLoop);
@@ -415,11 +429,22 @@ impl Config {
     /// # Panics
     /// When the configuration did not [validate](Config::validate) or is a closed loop.
     pub(crate) fn schedule(&self, arrivals: Arrivals) -> Schedule {
+        if let Some(st) = &self.stages {
+            return Schedule::staged(arrivals, st.clone(), self.seed).expect("validated stages");
+        }
         let schedule = Schedule::new(arrivals, self.rate, self.seed).expect("validated rate");
         match self.ramp {
             None => schedule,
             Some(r) => schedule.with_ramp(r).expect("validated ramp"),
         }
+    }
+
+    /// Follows `stages`: the rate becomes their peak and the duration their total (an open
+    /// loop that ends with them).
+    pub fn set_stages(&mut self, stages: Stages) {
+        self.rate = stages.peak().max(tailguard_pacing::MIN_RATE);
+        self.duration = Some(stages.total());
+        self.stages = Some(stages);
     }
 
     /// True when requests follow a schedule (open loop).

@@ -54,10 +54,12 @@ impl DueCounter {
         mine
     }
 
-    /// A ramped schedule's mean offered rate over `[from, until)`; `None` without a ramp (the
-    /// rate then is the run's own, exactly).
+    /// A ramped or staged schedule's mean offered rate over `[from, until)`; `None` without
+    /// either (the rate then is the run's own, exactly).
     pub(crate) fn ramped_rate(&self, from: Duration, until: Duration) -> Option<f64> {
-        self.schedule.ramp()?;
+        if !self.schedule.is_shaped() {
+            return None;
+        }
         let len = until.checked_sub(from).filter(|d| !d.is_zero())?;
         let offered = self.schedule.expected(until) - self.schedule.expected(from);
         Some(offered / len.as_secs_f64() / self.part.of as f64)

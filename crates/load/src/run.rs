@@ -199,6 +199,15 @@ fn print_header(cfg: &Config, urls: &[String], out: &mut dyn Write) {
     if let Some(ramp) = cfg.ramp {
         let _ = writeln!(out, "{}", ramp_line(cfg.rate, ramp));
     }
+    if let Some(st) = &cfg.stages {
+        let _ = writeln!(
+            out,
+            "# stages {st}: {} requests offered over {}, peak {} req/s; each interval says its own rate",
+            st.offered(st.total()).round(),
+            tailguard_text::duration::format_duration(st.total()),
+            interval::trim_float(st.peak())
+        );
+    }
     if !cfg.part.is_whole() {
         let _ = writeln!(
             out,
@@ -687,8 +696,8 @@ fn summarize(
 /// The rate the run is judged against: `--rate`, or with a ramp its mean over the sending
 /// (what the schedule offered in `send_phase`, over `send_phase`).
 fn target_rate(cfg: &Config, send_phase: Duration) -> f64 {
-    match cfg.ramp {
-        Some(_) if cfg.open_loop() && !send_phase.is_zero() => {
+    match cfg.ramp.is_some() || cfg.stages.is_some() {
+        true if cfg.open_loop() && !send_phase.is_zero() => {
             cfg.schedule(Arrivals::Constant).expected(send_phase)
                 / send_phase.as_secs_f64()
                 / cfg.part.of as f64

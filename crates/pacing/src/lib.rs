@@ -45,8 +45,10 @@
 #![warn(missing_docs)]
 
 mod ramp;
+pub mod stages;
 
 pub use ramp::Ramp;
+pub use stages::{Stage, Stages, StagesError};
 
 use rand::SeedableRng;
 use rand_distr::{Distribution, Exp};
@@ -167,6 +169,8 @@ pub struct Schedule {
     last_s: f64,
     next: u64,
     ramp: Option<Ramp>,
+    /// Stages in place of a rate (the rate is then their peak, what Poisson gaps are drawn at).
+    stages: Option<Stages>,
 }
 
 impl Schedule {
@@ -186,7 +190,29 @@ impl Schedule {
             last_s: 0.0,
             next: 0,
             ramp: None,
+            stages: None,
         })
+    }
+
+    /// A schedule whose offered rate follows `stages` (k6's ramping arrival rate); `seed`
+    /// drives Poisson gaps. Nothing is due after the last stage.
+    ///
+    /// # Errors
+    /// [`PacingError::BadRate`] when the stages' peak is under [`MIN_RATE`].
+    pub fn staged(arrivals: Arrivals, stages: Stages, seed: u64) -> Result<Self, PacingError> {
+        let mut s = Schedule::new(arrivals, stages.peak(), seed)?;
+        s.stages = Some(stages);
+        Ok(s)
+    }
+
+    /// The stages, if the schedule follows some.
+    pub fn stages(&self) -> Option<&Stages> {
+        self.stages.as_ref()
+    }
+
+    /// Whether the offered rate changes over time (a ramp or stages).
+    pub fn is_shaped(&self) -> bool {
+        self.ramp.is_some() || self.stages.is_some()
     }
 
     /// The same schedule, its offered rate climbing linearly from `ramp.from` to
@@ -216,6 +242,9 @@ impl Schedule {
     /// The requests offered in `[0, elapsed]`: `elapsed x rate`, or the ramp's cumulative
     /// intensity (a real number; the mean count of a Poisson schedule).
     pub fn expected(&self, elapsed: Duration) -> f64 {
+        if let Some(s) = &self.stages {
+            return s.offered(elapsed);
+        }
         match self.ramp {
             None => elapsed.as_secs_f64() * self.rate,
             Some(r) => r.offered(self.rate, elapsed),
@@ -232,6 +261,9 @@ impl Schedule {
     /// With Poisson arrivals, when `i` skips ahead or goes back more than one step.
     pub fn next_send(&mut self, i: u64) -> Duration {
         match self.arrivals {
+            Arrivals::Constant if self.stages.is_some() => {
+                offset(self.stages.as_ref().map_or(0.0, |s| s.time_of(i as f64)))
+            }
             Arrivals::Constant => match self.ramp {
                 None => offset(i as f64 / self.rate),
                 Some(r) => offset(r.time_of(self.rate, i as f64)),
@@ -242,6 +274,9 @@ impl Schedule {
 
     /// The offset of the Poisson request drawn last, through the ramp if there is one.
     fn poisson_offset(&self) -> Duration {
+        if let Some(s) = &self.stages {
+            return offset(s.time_of(self.last_s * self.rate));
+        }
         match self.ramp {
             // Without a ramp, exactly the offset drawn (no round trip through `rate`).
             None => offset(self.last_s),
@@ -264,6 +299,9 @@ impl Schedule {
     /// How many requests a constant schedule has due by `elapsed` (inclusive): the target
     /// count of an interval report; `floor(L(elapsed)) + 1` with a ramp.
     pub fn due_by(&self, elapsed: Duration) -> u64 {
+        if let Some(s) = &self.stages {
+            return (s.offered(elapsed).floor() as u64).saturating_add(1);
+        }
         match self.ramp {
             // Saturating: `as` clamps a huge count to u64::MAX.
             None => ((elapsed.as_secs_f64() * self.rate).floor() as u64).saturating_add(1),

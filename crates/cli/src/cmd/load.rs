@@ -49,6 +49,12 @@ pub struct Args {
     /// --total-requests bounds the run].
     #[arg(long, requires = "ramp_from", value_name = "DURATION", value_parser = tailguard_text::duration::parse_duration)]
     ramp_over: Option<Duration>,
+    /// Open loop whose rate follows stages, k6's ramping arrival rate:
+    /// `30s:0->1000,2m:1000,30s:1000->0` (DURATION:RATE holds it, DURATION:FROM->TO changes it
+    /// linearly, 0 allowed); the run lasts their total, and each interval reports the rate it
+    /// was offered.
+    #[arg(long, value_name = "STAGES", conflicts_with_all = ["rate", "duration", "total_requests", "sweep", "ramp_from"])]
+    stages: Option<tailguard_pacing::Stages>,
     /// Seed for Poisson arrivals.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -346,6 +352,9 @@ fn config(args: Args) -> anyhow::Result<Config> {
         (d, _) => Some(d.unwrap_or(Duration::from_secs(10))),
     };
     cfg.ramp = ramp(args.ramp_from, args.ramp_over.or(cfg.duration))?;
+    if let Some(st) = args.stages.clone() {
+        cfg.set_stages(st);
+    }
     cfg.part = args.shard.unwrap_or(tailguard_load::Part::WHOLE);
     cfg.start_at = args.start_at;
     cfg.interval = args.interval;

@@ -282,3 +282,64 @@ fn a_part_is_i_of_n() {
         assert!(bad.parse::<Part>().is_err(), "{bad}");
     }
 }
+
+/// Stages `1s:0->200,1s:200,1s:200->0` offer 100, 200 and 100 requests in their three seconds
+/// (k6's ramping arrival rate, rate 0 at both ends): the run sends them, each interval's target
+/// and offered rate follow the stages, and two shards of the staged schedule send it together.
+#[test]
+fn a_staged_run_sends_what_each_stage_offers() {
+    let stages: tailguard_pacing::Stages = "1s:0->200,1s:200,1s:200->0".parse().unwrap();
+    let server = TestServer::builder().spawn();
+    let mut cfg = common::config(&server.url("/"), 1.0, Duration::from_secs(1));
+    cfg.set_stages(stages.clone());
+    cfg.concurrency = 8;
+    cfg.quiet = false;
+    let records = common::keep_records(&mut cfg);
+    let (report, text) = common::run(cfg);
+    assert!(
+        text.contains(
+            "# stages 1s:0->200,1s:200,1s:200->0: 400 requests offered over 3s, peak 200 req/s"
+        ),
+        "{text}"
+    );
+    let s = &report.summary;
+    assert!(
+        s.totals.requests.abs_diff(400) <= 1,
+        "{}",
+        s.totals.requests
+    );
+    assert_eq!(server.hits(), s.totals.requests);
+    let targets: Vec<u64> = s.intervals.iter().map(|iv| iv.target).collect();
+    for (got, want) in targets.iter().zip([100u64, 200, 100]) {
+        assert!(got.abs_diff(want) <= 1, "{targets:?}");
+    }
+    let records = records.lock().unwrap();
+    let per_second: Vec<usize> = (0..3)
+        .map(|k| {
+            let (a, b) = (Duration::from_secs(k), Duration::from_secs(k + 1));
+            records
+                .iter()
+                .filter(|r| (a..b).contains(&r.scheduled))
+                .count()
+        })
+        .collect();
+    for (got, want) in per_second.iter().zip([100usize, 200, 100]) {
+        assert!(got.abs_diff(want) <= 1, "{per_second:?}");
+    }
+    // Judged against the stages' mean rate over the sending.
+    assert!(
+        (125.0..=140.0).contains(&s.totals.target_rate),
+        "{}",
+        s.totals.target_rate
+    );
+    // Two shards of the same stages: together the one schedule, 400 requests.
+    let mut shards = 0;
+    for part in ["0/2", "1/2"] {
+        let mut cfg = common::config(&server.url("/"), 1.0, Duration::from_secs(1));
+        cfg.set_stages(stages.clone());
+        cfg.part = part.parse().unwrap();
+        cfg.concurrency = 8;
+        shards += cfg.scheduled().unwrap();
+    }
+    assert!(shards.abs_diff(400) <= 1, "{shards}");
+}
