@@ -45,9 +45,11 @@
 #![warn(missing_docs)]
 
 mod ramp;
+mod rate;
 pub mod stages;
 
 pub use ramp::Ramp;
+pub use rate::{rate_in_range, show_rate, MAX_OFFSET, MAX_RATE, MIN_RATE};
 pub use stages::{Stage, Stages, StagesError};
 
 use rand::SeedableRng;
@@ -56,33 +58,6 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
-
-/// The lowest rate a schedule takes: one request per 1,000 s.
-pub const MIN_RATE: f64 = 0.001;
-
-/// The highest rate a schedule takes: ten million requests per second, ten times what one
-/// generator machine can send.
-pub const MAX_RATE: f64 = 10_000_000.0;
-
-/// The latest offset a schedule gives: 2^32 s (136 years). Offsets further out (request
-/// `u64::MAX` at [`MIN_RATE`] is 1.8e22 s away) saturate here rather than overflow a
-/// `Duration`, so a pacer can always add an offset to its start.
-pub const MAX_OFFSET: Duration = Duration::from_secs(1 << 32);
-
-/// True when `rate` is within [`MIN_RATE`] and [`MAX_RATE`] (NaN is not).
-pub fn rate_in_range(rate: f64) -> bool {
-    (MIN_RATE..=MAX_RATE).contains(&rate)
-}
-
-/// A rate as a message shows it: as written when ordinary, in scientific notation when huge
-/// or tiny (`1e308`, not 309 digits).
-pub fn show_rate(rate: f64) -> String {
-    if rate == 0.0 || (1e-3..1e12).contains(&rate.abs()) {
-        rate.to_string()
-    } else {
-        format!("{rate:e}")
-    }
-}
 
 /// Seconds as an offset, saturating at [`MAX_OFFSET`] (a NaN or negative time is zero).
 fn offset(secs: f64) -> Duration {

@@ -43,7 +43,7 @@ pub enum StagesError {
     Syntax(String),
     /// A stage that lasts no time.
     ZeroDuration(usize),
-    /// A rate that is negative, not finite, or over [`crate::MAX_RATE`].
+    /// A rate that is negative, not finite, or over [`crate::rate::MAX_RATE`].
     BadRate(usize, f64),
     /// No stage offers any request.
     Empty,
@@ -63,8 +63,8 @@ impl fmt::Display for StagesError {
                 f,
                 "stage {}: rate {} is not from 0 to {} requests per second",
                 i + 1,
-                crate::show_rate(*r),
-                crate::MAX_RATE
+                crate::rate::show_rate(*r),
+                crate::rate::MAX_RATE
             ),
             StagesError::Empty => f.write_str("no stage offers a request: every rate is 0"),
             StagesError::TooMany(n) => write!(f, "{n} stages: at most {MAX_STAGES}"),
@@ -84,7 +84,7 @@ impl Stages {
         if stages.len() > MAX_STAGES {
             return Err(StagesError::TooMany(stages.len()));
         }
-        let ok = |r: f64| r.is_finite() && (0.0..=crate::MAX_RATE).contains(&r);
+        let ok = |r: f64| r.is_finite() && (0.0..=crate::rate::MAX_RATE).contains(&r);
         for (i, s) in stages.iter().enumerate() {
             if s.duration.is_zero() {
                 return Err(StagesError::ZeroDuration(i));
@@ -241,7 +241,6 @@ impl fmt::Display for Stages {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Arrivals, Schedule};
     use proptest::prelude::*;
 
     fn secs(s: f64) -> Duration {
@@ -277,54 +276,6 @@ mod tests {
             "1s:1e9".parse::<Stages>(),
             Err(StagesError::BadRate(0, _))
         ));
-    }
-
-    /// An evenly spaced staged schedule puts in each second the stages' integral over it,
-    /// within one, including a ramp from 0, a hold at 0 in the middle and a ramp down to 0.
-    #[test]
-    fn each_second_holds_the_integral_of_the_stages() {
-        let stages: Stages = "3s:0->1000,2s:1000,2s:0,3s:500->0".parse().unwrap();
-        let mut s = Schedule::staged(Arrivals::Constant, stages.clone(), 1).unwrap();
-        let mut per_second = [0u64; 11];
-        let mut in_hold = 0;
-        for i in 0.. {
-            let at = s.next_send(i);
-            if at >= stages.total() {
-                break;
-            }
-            per_second[at.as_secs() as usize] += 1;
-            in_hold += u32::from(at > secs(5.0) && at < secs(7.0));
-        }
-        for (k, &n) in per_second.iter().enumerate().take(10) {
-            let want = stages.offered(secs(k as f64 + 1.0)) - stages.offered(secs(k as f64));
-            assert!(
-                (n as f64 - want).abs() <= 1.0,
-                "second {k}: {n} sent, {want} offered"
-            );
-        }
-        // The request the second stage ends on is due at 5 s sharp; none after it until 7 s.
-        assert_eq!(in_hold, 0, "nothing in the hold at 0");
-        // Due before the end: the integral (due_by counts the one due at the end too).
-        let all: u64 = per_second.iter().sum();
-        assert_eq!(all, 4_250);
-        assert_eq!(s.due_by(stages.total()), 4_251);
-    }
-
-    #[test]
-    fn poisson_stages_follow_the_intensity() {
-        let stages: Stages = "10s:0->2000,10s:2000->500".parse().unwrap();
-        let mut s = Schedule::staged(Arrivals::Poisson, stages.clone(), 7).unwrap();
-        let mut halves = [0u64; 2];
-        for i in 0.. {
-            let at = s.next_send(i);
-            if at >= stages.total() {
-                break;
-            }
-            halves[usize::from(at >= Duration::from_secs(10))] += 1;
-        }
-        // 10,000 then 12,500 offered: within 2%.
-        assert!((halves[0] as f64 - 10_000.0).abs() < 200.0, "{halves:?}");
-        assert!((halves[1] as f64 - 12_500.0).abs() < 250.0, "{halves:?}");
     }
 
     proptest! {

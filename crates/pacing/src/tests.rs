@@ -328,3 +328,55 @@ proptest! {
         }
     }
 }
+
+fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(s)
+}
+
+/// An evenly spaced staged schedule puts in each second the stages' integral over it,
+/// within one, including a ramp from 0, a hold at 0 in the middle and a ramp down to 0.
+#[test]
+fn each_second_holds_the_integral_of_the_stages() {
+    let stages: Stages = "3s:0->1000,2s:1000,2s:0,3s:500->0".parse().unwrap();
+    let mut s = Schedule::staged(Arrivals::Constant, stages.clone(), 1).unwrap();
+    let mut per_second = [0u64; 11];
+    let mut in_hold = 0;
+    for i in 0.. {
+        let at = s.next_send(i);
+        if at >= stages.total() {
+            break;
+        }
+        per_second[at.as_secs() as usize] += 1;
+        in_hold += u32::from(at > secs(5.0) && at < secs(7.0));
+    }
+    for (k, &n) in per_second.iter().enumerate().take(10) {
+        let want = stages.offered(secs(k as f64 + 1.0)) - stages.offered(secs(k as f64));
+        assert!(
+            (n as f64 - want).abs() <= 1.0,
+            "second {k}: {n} sent, {want} offered"
+        );
+    }
+    // The request the second stage ends on is due at 5 s sharp; none after it until 7 s.
+    assert_eq!(in_hold, 0, "nothing in the hold at 0");
+    // Due before the end: the integral (due_by counts the one due at the end too).
+    let all: u64 = per_second.iter().sum();
+    assert_eq!(all, 4_250);
+    assert_eq!(s.due_by(stages.total()), 4_251);
+}
+
+#[test]
+fn poisson_stages_follow_the_intensity() {
+    let stages: Stages = "10s:0->2000,10s:2000->500".parse().unwrap();
+    let mut s = Schedule::staged(Arrivals::Poisson, stages.clone(), 7).unwrap();
+    let mut halves = [0u64; 2];
+    for i in 0.. {
+        let at = s.next_send(i);
+        if at >= stages.total() {
+            break;
+        }
+        halves[usize::from(at >= Duration::from_secs(10))] += 1;
+    }
+    // 10,000 then 12,500 offered: within 2%.
+    assert!((halves[0] as f64 - 10_000.0).abs() < 200.0, "{halves:?}");
+    assert!((halves[1] as f64 - 12_500.0).abs() < 250.0, "{halves:?}");
+}
