@@ -248,3 +248,63 @@ async fn a_reader_that_stops_costs_lines_not_latency() {
     );
     drop(reader);
 }
+
+/// With the access log and tracing both on (its collector down, so every span is dropped), a
+/// 100 KB body goes up and comes back whole over HTTP/1.1 and HTTP/2, a gRPC call keeps its
+/// trailers, and each has its line with the bytes counted both ways.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_bodies_and_grpc_pass_through_a_logged_and_traced_proxy() {
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, Full};
+    let dir = Dir::new("large");
+    let path = dir.0.join("access.log");
+    let backend = TestServer::start().await;
+    let mut config = logged(web(&[&backend]), &path, false);
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    config.tracing = Some(tailguard_proxy::config::TracingConfig {
+        otlp_endpoint: format!("http://{closed}/v1/traces").parse().unwrap(),
+        sample_rate: 1.0,
+        service_name: "t".into(),
+    });
+    let proxy = tailguard_proxy::start(config).await.unwrap();
+    let payload: Bytes = (0..100_000u32)
+        .map(|i| (i % 251) as u8)
+        .collect::<Vec<u8>>()
+        .into();
+    for h2 in [false, true] {
+        let c = client(h2);
+        let req = http::Request::post(format!("http://{}/echo", proxy.addr()))
+            .body(Full::new(payload.clone()))
+            .unwrap();
+        let resp = tailguard_testsupport::bounded(c.request(req))
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let got = tailguard_testsupport::bounded(resp.into_body().collect())
+            .await
+            .unwrap()
+            .to_bytes();
+        assert_eq!(got, payload, "h2 {h2}");
+    }
+    let c = client(true);
+    assert_eq!(support::grpc_call(&c, proxy.addr(), 0).await, Some(0));
+    let l = lines(&path, 3);
+    for line in &l[..2] {
+        assert_eq!(line["req_body_bytes"], 100_000, "{line}");
+        assert_eq!(line["resp_body_bytes"], 100_000, "{line}");
+        assert_eq!(line["fault"], serde_json::json!([]));
+    }
+    assert_eq!(
+        (l[2]["status"].as_u64(), l[2]["path"].as_str()),
+        (Some(200), Some("/trailers"))
+    );
+    // Every request was traced; the collector being down cost spans only.
+    let until = tailguard_testsupport::Deadline::after(Duration::from_secs(10));
+    while support::metric_total(&proxy, "tailguard_proxy_trace_spans_dropped_total") < 6.0 {
+        assert!(!until.passed(), "spans were not dropped and counted");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
