@@ -31,6 +31,7 @@ use crate::replay::Replay;
 use crate::request_body::{BodyRules, ClientBody, FaultCell};
 use crate::response::Reply;
 use crate::response_body::{self, ResponseBody};
+use crate::route::DEFAULT_ROUTE;
 use crate::service::{host_only, route, Service};
 use crate::shared::Shared;
 use crate::trace::{ServerSpan, Traced};
@@ -279,8 +280,6 @@ where
     resp
 }
 
-use crate::route::DEFAULT_ROUTE;
-
 /// The request's host: the `Host` header, else the URI's authority (HTTP/2).
 fn request_host<B>(req: &Request<B>) -> Option<&str> {
     let from_header = req.headers().get(HOST).and_then(|h| h.to_str().ok());
@@ -296,7 +295,7 @@ struct To<'a> {
     /// Its route (`None`: `[default]`).
     route: Option<&'a crate::route::Route>,
     /// The counters of its route at its leaf.
-    handles: &'a crate::metrics::ServiceHandles,
+    handles: &'a ServiceHandles,
     /// What its access log line wants filled in (`None`: no log).
     taps: Option<Taps>,
     /// Its trace, when it is sampled.

@@ -282,6 +282,33 @@ async fn page_dom(
     .unwrap()
 }
 
+/// A screenshot of the page at `url` as `dir/name`, checked to be the size asked and not
+/// empty, copied to the path in the environment variable `env` when it is set (how the docs'
+/// pictures are remade).
+async fn screenshot(
+    chromium: &'static str,
+    dir: &std::path::Path,
+    url: &str,
+    name: &str,
+    env: &str,
+) {
+    let shot = dir.join(name);
+    let png = {
+        let (dir, url, shot) = (dir.to_owned(), url.to_owned(), shot.clone());
+        tokio::task::spawn_blocking(move || {
+            let budget = ["--virtual-time-budget=2000".to_owned()];
+            browser::screenshot(chromium, &dir, &url, SHOT, &shot, &budget)
+        })
+        .await
+        .unwrap()
+    };
+    assert_eq!(browser::png_size(&png), SHOT);
+    assert!(png.len() > 20_000, "the screenshot looks empty");
+    if let Ok(to) = std::env::var(env) {
+        std::fs::copy(&shot, &to).unwrap();
+    }
+}
+
 /// One endpoint row of the rendered page: `data-k` -> `data-v` (else the cell's text).
 fn dom_row(dom: &str, addr: SocketAddr) -> Option<std::collections::HashMap<String, String>> {
     let start = dom.find(&format!("<tr data-endpoint=\"{addr}\">"))?;
@@ -395,21 +422,14 @@ async fn the_page_shows_each_endpoint_and_a_slowed_backend_losing_share() {
         }
     };
     // 3. A screenshot of the page now (the README's, with TAILGUARD_SCREENSHOT=path).
-    let shot = dir.join("dashboard.png");
-    let png = {
-        let (dir, url, shot) = (dir.clone(), url.clone(), shot.clone());
-        tokio::task::spawn_blocking(move || {
-            let budget = ["--virtual-time-budget=2000".to_owned()];
-            browser::screenshot(chromium, &dir, &url, SHOT, &shot, &budget)
-        })
-        .await
-        .unwrap()
-    };
-    assert_eq!(browser::png_size(&png), SHOT);
-    assert!(png.len() > 20_000, "the screenshot looks empty");
-    if let Ok(to) = std::env::var("TAILGUARD_SCREENSHOT") {
-        std::fs::copy(&shot, &to).unwrap();
-    }
+    screenshot(
+        chromium,
+        &dir,
+        &url,
+        "dashboard.png",
+        "TAILGUARD_SCREENSHOT",
+    )
+    .await;
 
     stop.store(true, Ordering::Relaxed);
     let _ = load.await;
@@ -506,20 +526,14 @@ async fn the_page_shows_each_routes_figures() {
         rates[0] > 2.0 * rates[1] && rates[0] > 2.0 * rates[2],
         "{rates:?}"
     );
-    let shot = dir.join("routes.png");
-    let png = {
-        let (dir, url, shot) = (dir.clone(), url.clone(), shot.clone());
-        tokio::task::spawn_blocking(move || {
-            let budget = ["--virtual-time-budget=2000".to_owned()];
-            browser::screenshot(chromium, &dir, &url, SHOT, &shot, &budget)
-        })
-        .await
-        .unwrap()
-    };
-    assert!(png.len() > 20_000, "the screenshot looks empty");
-    if let Ok(to) = std::env::var("TAILGUARD_ROUTES_SCREENSHOT") {
-        std::fs::copy(&shot, &to).unwrap();
-    }
+    screenshot(
+        chromium,
+        &dir,
+        &url,
+        "routes.png",
+        "TAILGUARD_ROUTES_SCREENSHOT",
+    )
+    .await;
     stop.store(true, Ordering::Relaxed);
     let _ = load.await;
 }
