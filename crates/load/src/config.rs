@@ -162,8 +162,11 @@ pub struct Config {
     pub h1_client: H1Client,
     /// Accept any TLS certificate (self-signed test servers).
     pub insecure: bool,
-    /// Good, bad or failed.
+    /// Good, bad or failed (and `--expect-status`).
     pub classifier: Classifier,
+    /// Checks on every answer's body (`--expect-body-*`); a body that fails one makes a good
+    /// answer bad. Bodies are then read through hyper's client.
+    pub body_checks: crate::check::BodyChecks,
     /// Latency units in reports.
     pub unit: Unit,
     /// Seed for Poisson arrivals.
@@ -307,6 +310,7 @@ impl Config {
             h1_client: H1Client::Lean,
             insecure: false,
             classifier: Classifier::default(),
+            body_checks: crate::check::BodyChecks::default(),
             unit: Unit::Auto,
             seed: 1,
             threads: 0,

@@ -4,6 +4,7 @@
 //! driver runs as its own task on the worker thread's current-thread runtime, so the driver and
 //! its requests share a thread and a request costs no cross-thread wake-up.
 
+use crate::check::BodyChecks;
 use crate::config::{H1Client, Protocol};
 use crate::request::{ReqBody, Template};
 use crate::target::Target;
@@ -20,7 +21,7 @@ use tailguard_http::client::{self, Writes};
 use tailguard_http::error;
 use tailguard_http::{grpc, h1};
 use tailguard_http::{tcp, Nagle};
-use tailguard_record::{ErrorKind, Outcome};
+use tailguard_record::{Check, ErrorKind, Outcome};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 /// What a completed exchange gives back.
@@ -29,6 +30,8 @@ pub(crate) struct Reply {
     pub outcome: Outcome,
     /// Body bytes read.
     pub bytes: u64,
+    /// The first body check the answer failed.
+    pub failed_check: Option<Check>,
     /// The response's header map, emptied: the next request reuses its memory (hyper encodes a
     /// request's headers, then parses the response into that same map).
     pub spare: HeaderMap,
@@ -61,13 +64,14 @@ impl Conn {
     }
 
     /// Sends the request of `template` and reads the whole response: its status (with
-    /// `grpc`, the gRPC status of an HTTP 200) and body length. `spare` is an emptied header
-    /// map for hyper to build the request in; it comes back in the reply.
+    /// `grpc`, the gRPC status of an HTTP 200), body length and `checks`. `spare` is an
+    /// emptied header map for hyper to build the request in; it comes back in the reply.
     pub(crate) async fn exchange(
         &mut self,
         template: &Template,
         spare: Option<HeaderMap>,
         grpc: bool,
+        checks: &BodyChecks,
     ) -> Result<Reply, ErrorKind> {
         match self {
             Conn::Lean(c) => {
@@ -75,9 +79,11 @@ impl Conn {
                     .exchange(template.wire(), template.is_head())
                     .await
                     .map_err(|e| e.kind())?;
+                debug_assert!(!checks.any(), "a body check sends through hyper");
                 Ok(Reply {
                     outcome: Outcome::Status(response.status),
                     bytes: response.body_bytes,
+                    failed_check: None,
                     spare: spare.unwrap_or_default(),
                 })
             }
@@ -88,10 +94,12 @@ impl Conn {
                     // The flood and the final head came in one read.
                     return Err(ErrorKind::InterimFlood);
                 }
-                read_reply(response, grpc).await.map_err(|e| match e {
-                    ReadError::Http(e) => error::kind(&e),
-                    ReadError::NoGrpcStatus => ErrorKind::Protocol,
-                })
+                read_reply(response, grpc, checks)
+                    .await
+                    .map_err(|e| match e {
+                        ReadError::Http(e) => error::kind(&e),
+                        ReadError::NoGrpcStatus => ErrorKind::Protocol,
+                    })
             }
         }
     }
@@ -162,11 +170,12 @@ pub(crate) enum ReadError {
     NoGrpcStatus,
 }
 
-/// Reads a response to its end: body length, and for a gRPC call the status from the trailers
-/// (or from the headers of a trailers-only answer).
+/// Reads a response to its end: body length, the body `checks`, and for a gRPC call the status
+/// from the trailers (or from the headers of a trailers-only answer).
 pub(crate) async fn read_reply(
     response: Response<Incoming>,
     grpc: bool,
+    checks: &BodyChecks,
 ) -> Result<Reply, ReadError> {
     let (parts, mut body) = response.into_parts();
     let mut spare = parts.headers;
@@ -178,10 +187,14 @@ pub(crate) async fn read_reply(
     // next request is built.
     spare.clear();
     let mut bytes = 0u64;
+    let mut check = checks.start();
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(ReadError::Http)?;
         if let Some(data) = frame.data_ref() {
             bytes += data.len() as u64;
+            if let Some(c) = &mut check {
+                c.feed(data);
+            }
         } else if let Some(trailers) = frame.trailers_ref() {
             grpc_status = grpc_status.or_else(|| grpc::status(trailers));
         }
@@ -194,6 +207,7 @@ pub(crate) async fn read_reply(
     Ok(Reply {
         outcome,
         bytes,
+        failed_check: check.and_then(|c| c.finish()),
         spare,
     })
 }

@@ -27,6 +27,7 @@
 
 #![warn(missing_docs)]
 
+pub mod check;
 mod clock;
 pub mod config;
 mod conn;

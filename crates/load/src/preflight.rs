@@ -3,20 +3,24 @@
 //! that cannot succeed stops at once with its cause and the fix instead of counting failures.
 //!
 //! The request is not counted. A cause that cannot change between two requests (refused
-//! connection, untrusted certificate, wrong protocol) stops the run at once; a reset or a close
-//! is tried three times before it does (a backend that fails one request in two must still be
-//! measurable); a request that times out is a note, not a stop (a slow server is a result).
+//! connection, untrusted certificate, wrong protocol, a 4xx that `--expect-status` does not
+//! allow) stops the run at once; a reset or a close is tried three times before it does, a 5xx
+//! ten times (a backend that fails one request in two must still be measurable); a request
+//! that times out is a note, not a stop (a slow server is a result).
 
 use crate::config::H1Client;
 use crate::config::{Config, Protocol};
 use crate::conn::{read_reply, Connector, DialError, ReadError};
 use crate::request::Template;
 use crate::target::Target;
-use std::time::Duration;
 use tailguard_record::{grpc_name, ErrorKind, Outcome};
 
 /// How many times a failure that may be transient is tried before the run is refused.
 const ATTEMPTS: usize = 3;
+
+/// How many times a server error (5xx) is tried before the run is refused: a backend that
+/// fails one request in two passes with odds of 1,023 in 1,024.
+const SERVER_ERROR_ATTEMPTS: usize = 10;
 
 /// Why a target failed the check.
 #[derive(Debug, PartialEq, Eq)]
@@ -27,9 +31,10 @@ pub(crate) struct Refusal {
     pub cause: String,
 }
 
-/// Sends one request to every target; returns the notes worth printing (a 4xx or 5xx answer, a
-/// gRPC status other than OK, a slow first response), or the first target that cannot be
-/// served (for gRPC also: not a gRPC server, or a method it does not implement).
+/// Sends one request to every target; returns the notes worth printing (a gRPC status other
+/// than OK, a body that fails a check, a slow first response), or the first target that cannot
+/// be served (a 4xx, a 5xx on every try; for gRPC also: not a gRPC server, or a method it does
+/// not implement).
 pub(crate) async fn check(cfg: &Config) -> Result<Vec<String>, Refusal> {
     let any_tls = cfg.targets.iter().any(|t| t.tls);
     // The pre-flight explains failures with hyper's errors, whichever client the run uses.
@@ -48,35 +53,35 @@ pub(crate) async fn check(cfg: &Config) -> Result<Vec<String>, Refusal> {
             cause,
         };
         let template = Template::new(cfg, target).map_err(refuse)?;
-        let mut last = None;
         let grpc = cfg.grpc.as_ref().map(|c| c.method.as_str());
-        for _ in 0..ATTEMPTS {
-            match once(&connector, target, &template, cfg.timeout, grpc.is_some()).await {
-                Ok(outcome) => {
-                    if let Some(note) = judge(outcome, grpc).map_err(refuse)? {
-                        notes.push(format!(
-                            "note: the pre-flight request to {} was answered {note}; running anyway",
-                            target.url
-                        ));
-                    }
-                    last = None;
-                    break;
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let answer = once(&connector, target, &template, cfg, grpc.is_some()).await;
+            let note = match answer.map(|a| judge(a, grpc, cfg)) {
+                Ok(Judged::Fine) => None,
+                Ok(Judged::Note(note)) => Some(format!(
+                    "note: the pre-flight request to {} was answered {note}; running anyway",
+                    target.url
+                )),
+                Err(Failure::SlowAnswer) => Some(format!(
+                    "note: the pre-flight request to {} had no answer within --timeout {}; running anyway",
+                    target.url,
+                    tailguard_text::duration::format_duration(cfg.timeout)
+                )),
+                Ok(Judged::Refuse(cause)) | Err(Failure::Fatal(cause)) => {
+                    return Err(refuse(cause))
                 }
-                Err(Failure::SlowAnswer) => {
-                    notes.push(format!(
-                        "note: the pre-flight request to {} had no answer within --timeout {}; running anyway",
-                        target.url,
-                        tailguard_text::duration::format_duration(cfg.timeout)
-                    ));
-                    last = None;
-                    break;
+                Ok(Judged::Again(cause)) if tries >= SERVER_ERROR_ATTEMPTS => {
+                    return Err(refuse(format!("{cause} ({tries} attempts)")))
                 }
-                Err(Failure::Fatal(cause)) => return Err(refuse(cause)),
-                Err(Failure::Transient(cause)) => last = Some(cause),
-            }
-        }
-        if let Some(cause) = last {
-            return Err(refuse(format!("{cause} ({ATTEMPTS} attempts)")));
+                Err(Failure::Transient(cause)) if tries >= ATTEMPTS => {
+                    return Err(refuse(format!("{cause} ({tries} attempts)")))
+                }
+                Ok(Judged::Again(_)) | Err(Failure::Transient(_)) => continue,
+            };
+            notes.extend(note);
+            break;
         }
     }
     Ok(notes)
@@ -92,29 +97,94 @@ enum Failure {
     SlowAnswer,
 }
 
-/// What an answer means for the run: fine (`None`), worth a note, or a refusal.
-fn judge(outcome: Outcome, grpc: Option<&str>) -> Result<Option<String>, String> {
-    match (outcome, grpc) {
-        (Outcome::Status(s), Some(_)) if (400..500).contains(&s) => Err(format!(
-            "HTTP {s} to a gRPC call: is it a gRPC server? (gRPC answers HTTP 200)"
-        )),
-        (Outcome::Grpc(12), Some(method)) => Err(format!(
+/// What an answer means for the run.
+#[derive(Debug, PartialEq, Eq)]
+enum Judged {
+    /// The run can count it.
+    Fine,
+    /// Worth a line, not a stop.
+    Note(String),
+    /// The run cannot succeed: stop at once.
+    Refuse(String),
+    /// A server error: try again, and stop when every try gets one.
+    Again(String),
+}
+
+/// Judges an answer. Without `--expect-status`, only 2xx and 3xx pass: a 4xx is most often a
+/// mistyped path or a missing header, and counting it good would let every SLO pass on a run
+/// of 404s (fortio stops on it too); a 5xx may be one bad replica of several, so only a 5xx on
+/// every try stops the run. With `--expect-status`, its set decides, with the same stops.
+fn judge(answer: Answer, grpc: Option<&str>, cfg: &Config) -> Judged {
+    let expect = cfg.classifier.expect;
+    let allowed = expect.is_some_and(|e| e.decides(answer.outcome) && e.allows(answer.outcome));
+    let status = match (answer.outcome, grpc) {
+        (Outcome::Status(s), Some(_)) if (400..500).contains(&s) => {
+            return Judged::Refuse(format!(
+                "HTTP {s} to a gRPC call: is it a gRPC server? (gRPC answers HTTP 200)"
+            ))
+        }
+        (Outcome::Grpc(12), Some(method)) if !allowed => return Judged::Refuse(format!(
             "the server does not implement {method} (UNIMPLEMENTED); --call names another method"
         )),
-        (Outcome::Grpc(0), _) => Ok(None),
-        (Outcome::Grpc(code), _) => Ok(Some(grpc_name(code).to_string())),
-        (Outcome::Status(s), _) if s >= 400 => Ok(Some(s.to_string())),
-        _ => Ok(None),
+        (Outcome::Grpc(0), _) => None,
+        (Outcome::Grpc(_), _) if allowed => None,
+        (Outcome::Grpc(code), _) => return Judged::Note(grpc_name(code).to_string()),
+        (Outcome::Status(s), _) => Some(s),
+        (Outcome::Error(_), _) => None,
+    };
+    if let Some(s) = status.filter(|_| !allowed) {
+        let shown = match http::StatusCode::from_u16(s)
+            .ok()
+            .and_then(|c| c.canonical_reason())
+        {
+            Some(reason) => format!("{s} {reason}"),
+            None => s.to_string(),
+        };
+        let allow = match expect {
+            Some(set) => format!("--expect-status {set},{s}"),
+            None => format!("--expect-status {s} (or {}xx)", s / 100),
+        };
+        match s {
+            400..=499 => {
+                return Judged::Refuse(format!(
+                    "answered {shown}: check the URL, method and headers; if that is the answer to measure, {allow} counts it good"
+                ))
+            }
+            500.. => {
+                return Judged::Again(format!(
+                    "answered {shown} every time: the server fails this request; {allow} counts it good, --no-preflight runs anyway"
+                ))
+            }
+            _ if expect.is_some() => {
+                return Judged::Note(format!("{shown}, a status {allow} would allow (each such answer counts bad)"))
+            }
+            _ => {}
+        }
     }
+    match answer.failed_check {
+        Some(check) => Judged::Note(format!(
+            "with a body that fails --expect-{} (each such answer counts bad)",
+            check.name()
+        )),
+        None => Judged::Fine,
+    }
+}
+
+/// An answer to the pre-flight request.
+#[derive(Clone, Copy, Debug)]
+struct Answer {
+    outcome: Outcome,
+    failed_check: Option<tailguard_record::Check>,
 }
 
 async fn once(
     connector: &Connector,
     target: &Target,
     template: &Template,
-    timeout: Duration,
+    cfg: &Config,
     grpc: bool,
-) -> Result<Outcome, Failure> {
+) -> Result<Answer, Failure> {
+    let timeout = cfg.timeout;
     let mut conn = match tokio::time::timeout(timeout, connector.dial(target)).await {
         Ok(Ok(conn)) => conn,
         Ok(Err(e)) => return Err(explain_dial(&e, target, connector.protocol())),
@@ -135,7 +205,8 @@ async fn once(
         Ok(Ok(_)) if conn.flooded() => return Err(interim_flood()),
         Ok(Ok(response)) => {
             let status = response.status();
-            let read = tokio::time::timeout(timeout, read_reply(response, grpc)).await;
+            let read = tokio::time::timeout(timeout, read_reply(response, grpc, &cfg.body_checks));
+            let read = read.await;
             (read, status)
         }
         Ok(Err(None)) => {
@@ -149,7 +220,10 @@ async fn once(
     };
     match reply {
         Err(_) => Err(Failure::SlowAnswer),
-        Ok(Ok(reply)) => Ok(reply.outcome),
+        Ok(Ok(reply)) => Ok(Answer {
+            outcome: reply.outcome,
+            failed_check: reply.failed_check,
+        }),
         // A head came: the server answered, and its body broke off.
         Ok(Err(ReadError::Http(e))) => Err(Failure::Transient(format!(
             "the server answered {status} and then broke off its body ({})",

@@ -87,8 +87,10 @@ impl Template {
             .grpc
             .as_ref()
             .map_or(cfg.body.clone(), |c| c.body.clone());
-        let lean =
-            method != Method::CONNECT && !FRAMING.iter().any(|h| cfg.headers.contains_key(h));
+        // Body checks read the body, which the lean client only counts.
+        let lean = method != Method::CONNECT
+            && !cfg.body_checks.any()
+            && !FRAMING.iter().any(|h| cfg.headers.contains_key(h));
         Ok(Template {
             wire: wire(&method, &origin_form, &h1_headers, &body),
             lean,

@@ -528,6 +528,7 @@ fn shared(cfg: &Config, clock: Clock, send_end: SendEnd) -> Result<Shared, LoadE
         hard_end: send_end.hard_end(cfg.timeout),
         reuse: cfg.reuse,
         classifier: cfg.classifier,
+        body_checks: cfg.body_checks.clone(),
         on_record: cfg.on_record.clone(),
         grpc: cfg.grpc.is_some(),
     })

@@ -13,7 +13,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tailguard_record::{Classifier, ErrorKind, Outcome, Record, Stats};
+use tailguard_record::{Class, Classifier, ErrorKind, Outcome, Record, Stats};
 
 /// One request to send: its index in the run, when it was due, and when the pacer released it
 /// (later than due when the pacer ran behind).
@@ -36,6 +36,7 @@ pub(crate) struct Shared {
     pub hard_end: Option<Duration>,
     pub reuse: bool,
     pub classifier: Classifier,
+    pub body_checks: crate::check::BodyChecks,
     pub on_record: Option<RecordHook>,
     /// Requests are gRPC calls: read `grpc-status`.
     pub grpc: bool,
@@ -190,6 +191,7 @@ impl Worker {
                 outcome: Outcome::Error(ErrorKind::NoConnection),
                 bytes: 0,
                 target: t as u32,
+                failed_check: None,
             }
         } else {
             self.attempt(t, job.scheduled, start).await
@@ -231,8 +233,13 @@ impl Worker {
         let exchange = async {
             let conn = ready_conn(&mut conns[t], shared, t, id).await?;
             sent = clock.elapsed();
-            conn.exchange(&shared.templates[t], spare, shared.grpc)
-                .await
+            conn.exchange(
+                &shared.templates[t],
+                spare,
+                shared.grpc,
+                &shared.body_checks,
+            )
+            .await
         };
         // The timer first: an exchange that always has bytes to read (a server streaming
         // interim heads, or a body) spends the task's budget of tokio's cooperative
@@ -243,14 +250,17 @@ impl Worker {
             _ = expire(timer, deadline) => Err(ErrorKind::Timeout),
             r = exchange => r,
         };
-        let (outcome, bytes) = match result {
+        let (outcome, bytes, failed_check) = match result {
             Ok(reply) => {
                 self.spare = Some(reply.spare);
-                (reply.outcome, reply.bytes)
+                // A body check speaks only about an answer its status made good.
+                let good = self.shared.classifier.classify(reply.outcome) == Class::Good;
+                let failed = reply.failed_check.filter(|_| good);
+                (reply.outcome, reply.bytes, failed)
             }
             Err(kind) => {
                 self.conns[t] = None;
-                (Outcome::Error(kind), 0)
+                (Outcome::Error(kind), 0, None)
             }
         };
         Record {
@@ -260,6 +270,7 @@ impl Worker {
             outcome,
             bytes,
             target: t as u32,
+            failed_check,
         }
     }
 }

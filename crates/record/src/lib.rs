@@ -29,6 +29,7 @@
 //!     outcome: Outcome::Status(200),
 //!     bytes: 2,
 //!     target: 0,
+//!     failed_check: None,
 //! };
 //! assert_eq!(rec.latency(), ms(7));
 //! assert_eq!(rec.service_time(), ms(5));
@@ -45,7 +46,9 @@ mod outcome;
 mod stats;
 mod summary;
 
-pub use outcome::{grpc_as_http, grpc_name, Class, Classifier, ErrorKind, Outcome, GRPC_NAMES};
+pub use outcome::{
+    grpc_as_http, grpc_name, Check, Class, Classifier, ErrorKind, Outcome, StatusSet, GRPC_NAMES,
+};
 pub use stats::{Stats, LATE_AFTER};
 pub use summary::{
     measured, read_json_file, Encoded, IntervalSummary, RunSummary, Totals, MAX_JSON_BYTES,
@@ -68,6 +71,9 @@ pub struct Record {
     pub bytes: u64,
     /// Index of the target (URL or endpoint) it went to.
     pub target: u32,
+    /// A check on the answer's body that it failed (`--expect-body-*`; the status check is the
+    /// classifier's): the answer counts as bad.
+    pub failed_check: Option<Check>,
 }
 
 impl Record {

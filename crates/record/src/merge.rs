@@ -215,6 +215,9 @@ fn add_counts(acc: &mut Totals, t: &Totals) {
     for (k, v) in &t.errors {
         add(acc.errors.entry(k.clone()).or_insert(0), *v);
     }
+    for (k, v) in &t.failed_checks {
+        add(acc.failed_checks.entry(k.clone()).or_insert(0), *v);
+    }
 }
 
 fn add_histograms(acc: &mut [Histogram; 3], name: &str, t: &Totals) -> Result<(), MergeError> {

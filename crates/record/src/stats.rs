@@ -1,6 +1,6 @@
 //! Aggregating records: histograms and counters, no allocation per record.
 
-use crate::outcome::{Class, Classifier, ErrorKind, Outcome};
+use crate::outcome::{Check, Class, Classifier, ErrorKind, Outcome};
 use crate::Record;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -46,6 +46,8 @@ pub struct Stats {
     /// Per gRPC status code; the last slot counts codes gRPC does not define.
     grpc: [u64; GRPC_SLOTS],
     errors: [u64; ErrorKind::ALL.len()],
+    /// Answers counted bad by a failed check, per check.
+    checks: [u64; Check::ALL.len()],
     per_target: Vec<u64>,
 }
 
@@ -72,13 +74,25 @@ impl Stats {
             status: vec![0; STATUS_SLOTS],
             grpc: [0; GRPC_SLOTS],
             errors: [0; ErrorKind::ALL.len()],
+            checks: [0; Check::ALL.len()],
             per_target: Vec::new(),
         }
     }
 
     /// Adds one record.
     pub fn record(&mut self, rec: &Record, classifier: Classifier) {
-        match classifier.classify(rec.outcome) {
+        let failed_check = match classifier.rejects(rec.outcome) {
+            true => Some(Check::Status),
+            false => rec.failed_check,
+        };
+        let class = match failed_check {
+            Some(check) => {
+                self.checks[check as usize] += 1;
+                Class::Bad
+            }
+            None => classifier.classify(rec.outcome),
+        };
+        match class {
             Class::Good => self.good += 1,
             Class::Bad => self.bad += 1,
             Class::Failed => self.failed += 1,
@@ -168,6 +182,9 @@ impl Stats {
         for (a, b) in self.grpc.iter_mut().zip(&other.grpc) {
             *a += b;
         }
+        for (a, b) in self.checks.iter_mut().zip(&other.checks) {
+            *a += b;
+        }
         if other.per_target.len() > self.per_target.len() {
             self.per_target.resize(other.per_target.len(), 0);
         }
@@ -193,6 +210,7 @@ impl Stats {
         self.status.iter_mut().for_each(|c| *c = 0);
         self.errors = [0; ErrorKind::ALL.len()];
         self.grpc = [0; GRPC_SLOTS];
+        self.checks = [0; Check::ALL.len()];
         self.per_target.iter_mut().for_each(|c| *c = 0);
     }
 
@@ -224,6 +242,15 @@ impl Stats {
             .collect()
     }
 
+    /// Answers counted bad by a failed check, per check, only the checks that failed.
+    pub fn failed_checks(&self) -> BTreeMap<Check, u64> {
+        Check::ALL
+            .iter()
+            .filter(|c| self.checks[**c as usize] > 0)
+            .map(|c| (*c, self.checks[*c as usize]))
+            .collect()
+    }
+
     /// Requests per target index.
     pub fn per_target(&self) -> &[u64] {
         &self.per_target
@@ -243,7 +270,34 @@ mod tests {
             outcome,
             bytes: 10,
             target,
+            failed_check: None,
         }
+    }
+
+    #[test]
+    fn failed_checks_count_bad_under_their_name() {
+        let mut s = Stats::new();
+        let c = Classifier {
+            four_xx_bad: false,
+            expect: Some("2xx,404".parse().unwrap()),
+        };
+        s.record(&rec(0, 0, 5, Outcome::Status(200), 0), c);
+        s.record(&rec(0, 0, 5, Outcome::Status(404), 0), c);
+        s.record(&rec(0, 0, 5, Outcome::Status(403), 0), c);
+        s.record(&rec(0, 0, 5, Outcome::Status(503), 0), c);
+        let mut body = rec(0, 0, 5, Outcome::Status(200), 0);
+        body.failed_check = Some(Check::BodyContains);
+        s.record(&body, c);
+        s.record(&rec(0, 0, 1, Outcome::Error(ErrorKind::Reset), 0), c);
+        assert_eq!((s.good, s.bad, s.failed), (2, 3, 1));
+        let checks: Vec<_> = s.failed_checks().into_iter().collect();
+        assert_eq!(checks, [(Check::Status, 2), (Check::BodyContains, 1)]);
+        let mut merged = Stats::new();
+        merged.merge(&s);
+        merged.merge(&s);
+        assert_eq!(merged.failed_checks()[&Check::Status], 4);
+        merged.reset();
+        assert!(merged.failed_checks().is_empty());
     }
 
     #[test]

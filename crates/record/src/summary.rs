@@ -61,6 +61,10 @@ pub struct Totals {
     pub status_codes: BTreeMap<String, u64>,
     /// Failures per error kind.
     pub errors: BTreeMap<String, u64>,
+    /// Answers counted bad by a failed `--expect-*` check, per check (`status`,
+    /// `body-sha256`, `body-contains`); included in `bad`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub failed_checks: BTreeMap<String, u64>,
     /// The exact histograms behind the percentiles, so summaries merge exactly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hdr: Option<Encoded>,
@@ -139,6 +143,11 @@ impl Totals {
                 .collect(),
             errors: stats
                 .errors()
+                .into_iter()
+                .map(|(k, v)| (k.name().to_string(), v))
+                .collect(),
+            failed_checks: stats
+                .failed_checks()
                 .into_iter()
                 .map(|(k, v)| (k.name().to_string(), v))
                 .collect(),

@@ -142,6 +142,13 @@ fn codes(out: &mut String, run: &RunSummary) {
     if !t.errors.is_empty() {
         let _ = writeln!(out, "# errors: {}", join(&t.errors));
     }
+    if !t.failed_checks.is_empty() {
+        let _ = writeln!(
+            out,
+            "# failed checks (counted bad): {}",
+            join(&t.failed_checks)
+        );
+    }
 }
 
 #[cfg(test)]

@@ -132,6 +132,17 @@ pub struct Args {
     /// Count 4xx responses as bad (default: good, as slow_cooker does).
     #[arg(long)]
     four_xx_bad: bool,
+    /// The statuses that count as good, and no other: `2xx,304`, `200-204`, gRPC names (`OK,NOT_FOUND`).
+    /// Without it 1xx-4xx are good (and gRPC statuses as their HTTP mapping); the pre-flight
+    /// then stops on a 4xx.
+    #[arg(long, value_name = "STATUSES", conflicts_with = "four_xx_bad")]
+    expect_status: Option<tailguard_record::StatusSet>,
+    /// An answer whose body's SHA-256 is not HEX (64 hex digits, as sha256sum prints) counts as bad (slow_cooker's checksum).
+    #[arg(long, value_name = "HEX", value_parser = tailguard_load::check::parse_sha256)]
+    expect_body_sha256: Option<[u8; 32]>,
+    /// An answer whose body does not contain TEXT (up to 64 KiB) counts as bad.
+    #[arg(long, value_name = "TEXT", value_parser = parse_contains)]
+    expect_body_contains: Option<Bytes>,
     /// Latency unit in reports: auto, us, ms or s.
     #[arg(long, default_value = "auto")]
     unit: Unit,
@@ -198,6 +209,18 @@ fn writable(path: &std::path::Path) -> anyhow::Result<()> {
         .open(path)
         .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
+}
+
+/// `--expect-body-contains`: text of 1 byte to 64 KiB.
+fn parse_contains(s: &str) -> Result<Bytes, String> {
+    match s.len() {
+        0 => Err("give the text the body must contain".into()),
+        n if n > tailguard_load::check::MAX_CONTAINS_BYTES => Err(format!(
+            "at most {} bytes, got {n}",
+            tailguard_load::check::MAX_CONTAINS_BYTES
+        )),
+        _ => Ok(Bytes::copy_from_slice(s.as_bytes())),
+    }
 }
 
 /// `400..1200`: two rates, the first the lower.
@@ -375,6 +398,11 @@ fn config(args: Args) -> anyhow::Result<Config> {
     cfg.preflight = !args.no_preflight;
     cfg.classifier = Classifier {
         four_xx_bad: args.four_xx_bad,
+        expect: args.expect_status,
+    };
+    cfg.body_checks = tailguard_load::check::BodyChecks {
+        sha256: args.expect_body_sha256,
+        contains: args.expect_body_contains.clone(),
     };
     cfg.unit = args.unit;
     cfg.threads = args.threads;

@@ -246,12 +246,66 @@ fn a_target_that_cannot_be_served_exits_3_with_the_cause() {
 
 #[test]
 fn a_run_of_bad_answers_is_not_a_failed_run() {
-    // 5xx answers are responses: the run is measured, judged by --slo, and exits 0 without one.
+    // 5xx answers are responses: the run is measured, judged by --slo, and exits 0 without one
+    // (the pre-flight, which would stop on a 5xx every try, is off).
     let server = TestServer::builder().status(503).spawn();
-    let out = tailguard(&["load", "-n", "5", "-r", "50", "-q", &server.url("/")]);
+    let url = server.url("/");
+    let out = tailguard(&["load", "-n", "5", "-r", "50", "-q", "--no-preflight", &url]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("good 0, bad 5, failed 0"), "{text}");
+}
+
+#[test]
+fn a_mistyped_path_stops_the_run_before_an_slo_can_pass_it() {
+    // Every answer 404: counted good as slow_cooker does, `success>=99%` would pass. The
+    // pre-flight stops the run with exit 3 and names the flag that allows a 404.
+    let server = TestServer::builder().status(404).spawn();
+    let url = server.url("/no/such/path");
+    let out = tailguard(&[
+        "load",
+        "-n",
+        "5",
+        "-r",
+        "50",
+        "-q",
+        "--slo",
+        "success>=99%",
+        &url,
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("answered 404 Not Found"), "{err}");
+    assert!(err.contains("--expect-status 404 (or 4xx)"), "{err}");
+    assert_eq!(server.hits(), 1, "only the pre-flight request");
+
+    // Allowed, the run goes ahead; a failed check is a bad answer (exit 1 from the SLO).
+    let out = tailguard(&[
+        "load",
+        "-n",
+        "5",
+        "-r",
+        "50",
+        "-q",
+        "--expect-status",
+        "404",
+        "--expect-body-contains",
+        "no such text",
+        "--slo",
+        "success>=99%",
+        &url,
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("good 0, bad 5, failed 0"), "{text}");
     assert!(
-        stderr(&out).contains("was answered 503; running anyway"),
+        text.contains("# failed checks (counted bad): body-contains=5"),
+        "{text}"
+    );
+    let out = tailguard(&["load", "-n", "1", "--expect-status", "2xx,abc", &url]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("\"abc\" is not a status"),
         "{}",
         stderr(&out)
     );

@@ -2,6 +2,7 @@
 
 mod common;
 
+mod checks;
 mod counts;
 mod intervals;
 mod latency;
