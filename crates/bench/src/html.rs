@@ -421,6 +421,7 @@ fn latency_axis(chart: Chart, values: &[f64], deadline_ms: f64) -> Chart {
 /// The load generator's final report of each arm, folded.
 fn load_reports(out: &mut String, arms: &[&ArmRun]) {
     for arm in arms {
+        name_table(out, arm);
         let _ = writeln!(
             out,
             "<details><summary>load report: {}</summary>\n<pre>{}</pre></details>",
@@ -428,6 +429,41 @@ fn load_reports(out: &mut String, arms: &[&ArmRun]) {
             escape(&final_report(&arm.load, Unit::Auto))
         );
     }
+}
+
+/// A load run's figures per request name (several URLs, or a request file), every name.
+fn name_table(out: &mut String, arm: &ArmRun) {
+    let names = &arm.load.per_name;
+    if names.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "<h3>{}: per request name</h3>\n<table>\n<thead><tr><th>name</th><th>method</th><th>URL</th>\
+         <th>requests</th><th>success</th><th>p50</th><th>p99</th><th>max</th></tr></thead>\n<tbody>",
+        escape(&arm.name)
+    );
+    for n in names {
+        let lat = |f: fn(&tailguard_histogram::Percentiles) -> u64| {
+            n.latency_us
+                .as_ref()
+                .map_or("–".to_owned(), |p| latency(f(p)))
+        };
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+            escape(&n.name),
+            escape(&n.method),
+            escape(&n.url),
+            n.requests,
+            n.success_rate.map_or("–".to_owned(), percent),
+            lat(|p| p.p50),
+            lat(|p| p.p99),
+            lat(|p| p.max)
+        );
+    }
+    out.push_str("</tbody>\n</table>\n");
 }
 
 /// `260µs`, `42.1ms`, `1.71s`: the same units as the text reports.

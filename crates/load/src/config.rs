@@ -90,7 +90,7 @@ impl std::str::FromStr for Part {
 /// allow (an HTTP/1.1 connection each), far below what the workers' memory would exhaust.
 pub const MAX_CONCURRENCY: usize = 100_000;
 
-/// The most HTTP/2 connections per target (`--h2-connections`).
+/// The most HTTP/2 connections per origin (`--h2-connections`).
 pub const MAX_H2_CONNECTIONS: usize = 1_000;
 
 /// The shortest report interval (`--interval`): a line, a log entry and a self-check each.
@@ -99,13 +99,18 @@ pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
 /// The most targets (URLs) a run spreads its requests over.
 pub const MAX_TARGETS: usize = 10_000;
 
+/// The largest sum of a request file's weights: requests are picked from one precomputed
+/// round of this length at most (4 MB).
+pub const MAX_WEIGHT_SUM: u64 = 1_000_000;
+
 /// A callback that sees every record as it completes (tests, custom sinks).
 pub type RecordHook = Arc<dyn Fn(&Record) + Send + Sync>;
 
 /// Everything a run needs.
 #[derive(Clone)]
 pub struct Config {
-    /// Where requests go; request `i` goes to `targets[i % len]`.
+    /// Where requests go: request `i` goes to `targets[i % len]`, or by the request file's
+    /// weights; targets with one origin share connections.
     pub targets: Vec<Target>,
     /// HTTP method.
     pub method: Method,
@@ -131,7 +136,7 @@ pub struct Config {
     /// Start the schedule at this wall-clock time (`--start-at`), so generators on several
     /// machines send their parts of one schedule together.
     pub start_at: Option<std::time::SystemTime>,
-    /// Maximum requests in flight (and HTTP/1.1 connections per target).
+    /// Maximum requests in flight (and HTTP/1.1 connections per origin).
     pub concurrency: usize,
     /// Closed loop only: each worker waits at least this long between two of its sends
     /// (slow_cooker's per-worker `-qps` ticker); `None` sends again at once.
@@ -141,7 +146,7 @@ pub struct Config {
     /// (requests that found no connection within the timeout of their due time count as
     /// `no-connection`). For benches against servers that cannot keep up (the Nagle demo).
     pub drain_limit: Option<Duration>,
-    /// HTTP/2 connections per target (streams share them).
+    /// HTTP/2 connections per origin (streams share them).
     pub h2_connections: usize,
     /// Open loop: poll instead of sleeping this long before each due time, so a sleeping
     /// thread's wake-up latency does not delay sends (costs a busy core at high rates).
@@ -221,7 +226,7 @@ pub enum ConfigError {
     /// Concurrency of zero, or beyond [`MAX_CONCURRENCY`].
     #[error("--concurrency must be from 1 to {MAX_CONCURRENCY}, got {0}")]
     BadConcurrency(usize),
-    /// HTTP/2 connections per target of zero, or beyond [`MAX_H2_CONNECTIONS`].
+    /// HTTP/2 connections per origin of zero, or beyond [`MAX_H2_CONNECTIONS`].
     #[error("--h2-connections must be from 1 to {MAX_H2_CONNECTIONS}, got {0}")]
     BadH2Connections(usize),
     /// More targets than [`MAX_TARGETS`].
@@ -272,6 +277,9 @@ pub enum ConfigError {
     /// A part that does not exist.
     #[error("--shard {0}: the part must be from 0 to N-1 of N")]
     BadShard(Part),
+    /// A request file's weights that cannot be shared out.
+    #[error("the requests' weights add up to {0}: give a sum from 1 to {max}", max = MAX_WEIGHT_SUM)]
+    Weights(u64),
     /// A start time already past: the requests due since would all be sent at once.
     #[error("--start-at was {} ago: give a time still to come", humantime::format_duration(Duration::from_secs(.0.as_secs())))]
     StartAtPast(Duration),
@@ -425,6 +433,14 @@ impl Config {
         if self.body.len() as u64 > crate::files::MAX_BODY_BYTES {
             return Err(ConfigError::BodyTooLarge(self.body.len()));
         }
+        let weights = self
+            .targets
+            .iter()
+            .map(|t| t.spec.as_ref().map_or(1, |s| s.weight));
+        let sum: u64 = weights.map(u64::from).sum();
+        if sum == 0 || sum > MAX_WEIGHT_SUM {
+            return Err(ConfigError::Weights(sum));
+        }
         Ok(())
     }
 
@@ -449,6 +465,24 @@ impl Config {
         self.rate = stages.peak().max(tailguard_pacing::MIN_RATE);
         self.duration = Some(stages.total());
         self.stages = Some(stages);
+    }
+
+    /// The largest request body of the run (it decides how hyper writes HTTP/1.1 requests).
+    pub(crate) fn largest_body(&self) -> usize {
+        let specs = self.targets.iter().filter_map(|t| t.spec.as_ref());
+        specs
+            .map(|s| s.body.len())
+            .fold(self.body.len(), usize::max)
+    }
+
+    /// Which target request `i` goes to: in turn, or by the request file's weights.
+    pub(crate) fn pick(&self) -> crate::pick::Pick {
+        let weights: Vec<u32> = self
+            .targets
+            .iter()
+            .map(|t| t.spec.as_ref().map_or(1, |s| s.weight))
+            .collect();
+        crate::pick::Pick::new(&weights)
     }
 
     /// True when requests follow a schedule (open loop).

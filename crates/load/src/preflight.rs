@@ -42,16 +42,23 @@ pub(crate) async fn check(cfg: &Config) -> Result<Vec<String>, Refusal> {
         cfg.protocol,
         cfg.insecure,
         any_tls,
-        cfg.body.len(),
+        cfg.largest_body(),
         H1Client::Hyper,
         &[],
     );
     let mut notes = Vec::new();
-    for target in &cfg.targets {
+    for (target, send) in checked(cfg) {
         let refuse = |cause: String| Refusal {
             url: target.url.clone(),
             cause,
         };
+        if !send {
+            // Only requests that change something go to this origin: connect, send nothing.
+            connect_only(&connector, target, cfg)
+                .await
+                .map_err(refuse)?;
+            continue;
+        }
         let template = Template::new(cfg, target).map_err(refuse)?;
         let grpc = cfg.grpc.as_ref().map(|c| c.method.as_str());
         let mut tries = 0;
@@ -85,6 +92,48 @@ pub(crate) async fn check(cfg: &Config) -> Result<Vec<String>, Refusal> {
         }
     }
     Ok(notes)
+}
+
+/// The targets the pre-flight checks, and whether it sends their request: every URL given
+/// (each is the run's own request); of a request file, per origin the first `GET` or `HEAD`,
+/// or, when the origin has none, its first request, connected to and not sent (a `POST` sent
+/// twice may do something twice).
+fn checked(cfg: &Config) -> Vec<(&Target, bool)> {
+    let mut seen = std::collections::HashMap::new();
+    let mut out: Vec<(&Target, bool)> = Vec::new();
+    for target in &cfg.targets {
+        let Some(spec) = &target.spec else {
+            out.push((target, true));
+            continue;
+        };
+        let safe = cfg.grpc.is_some()
+            || spec.method == http::Method::GET
+            || spec.method == http::Method::HEAD;
+        match seen.get(&target.origin()) {
+            None => {
+                seen.insert(target.origin(), out.len());
+                out.push((target, safe));
+            }
+            Some(&i) if safe && !out[i].1 => out[i] = (target, true),
+            Some(_) => {}
+        }
+    }
+    out
+}
+
+/// Connects to `target` as the run would (TLS and HTTP handshakes), sending nothing.
+async fn connect_only(connector: &Connector, target: &Target, cfg: &Config) -> Result<(), String> {
+    match tokio::time::timeout(cfg.timeout, connector.dial(target)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => match explain_dial(&e, target, connector.protocol()) {
+            Failure::Fatal(cause) | Failure::Transient(cause) => Err(cause),
+            Failure::SlowAnswer => Ok(()),
+        },
+        Err(_) => Err(format!(
+            "no connection within --timeout {}",
+            tailguard_text::duration::format_duration(cfg.timeout)
+        )),
+    }
 }
 
 #[derive(Debug)]
@@ -123,9 +172,11 @@ fn judge(answer: Answer, grpc: Option<&str>, cfg: &Config) -> Judged {
                 "HTTP {s} to a gRPC call: is it a gRPC server? (gRPC answers HTTP 200)"
             ))
         }
-        (Outcome::Grpc(12), Some(method)) if !allowed => return Judged::Refuse(format!(
+        (Outcome::Grpc(12), Some(method)) if !allowed => {
+            return Judged::Refuse(format!(
             "the server does not implement {method} (UNIMPLEMENTED); --call names another method"
-        )),
+        ))
+        }
         (Outcome::Grpc(0), _) => None,
         (Outcome::Grpc(_), _) if allowed => None,
         (Outcome::Grpc(code), _) => return Judged::Note(grpc_name(code).to_string()),

@@ -42,8 +42,20 @@ impl Template {
     /// Prepares the request for `target` from the run's method, headers, body and host override:
     /// `--host`, else the last `Host` given with `-H` (as curl, wrk and fortio take it), sets
     /// `Host` on HTTP/1.1 and `:authority` on HTTP/2.
+    ///
+    /// A request file's request brings its own method and body, and its headers replace the
+    /// `-H` headers of the same name.
     pub(crate) fn new(cfg: &Config, target: &Target) -> Result<Template, String> {
-        let host_header = match cfg.headers.get_all(HOST).iter().next_back() {
+        let mut given = cfg.headers.clone();
+        if let Some(spec) = &target.spec {
+            for name in spec.headers.keys() {
+                given.remove(name);
+            }
+            for (name, value) in &spec.headers {
+                given.append(name.clone(), value.clone());
+            }
+        }
+        let host_header = match given.get_all(HOST).iter().next_back() {
             Some(v) => Some(v.to_str().map_err(|_| format!("bad Host header {v:?}"))?),
             None => None,
         };
@@ -64,7 +76,7 @@ impl Template {
             .build()
             .map_err(|e| e.to_string())?;
         let origin_form = Uri::from(path);
-        let mut h2_headers = cfg.headers.clone();
+        let mut h2_headers = given.clone();
         if cfg.grpc.is_some() {
             h2_headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
             h2_headers.insert(TE, HeaderValue::from_static("trailers"));
@@ -78,19 +90,15 @@ impl Template {
         let mut h1_headers = h2_headers.clone();
         h1_headers.insert(HOST, host);
         h2_headers.remove(HOST);
-        let method = if cfg.grpc.is_some() {
-            Method::POST
-        } else {
-            cfg.method.clone()
+        let (method, body) = match (&cfg.grpc, &target.spec) {
+            (Some(call), _) => (Method::POST, call.body.clone()),
+            (None, Some(spec)) => (spec.method.clone(), spec.body.clone()),
+            (None, None) => (cfg.method.clone(), cfg.body.clone()),
         };
-        let body = cfg
-            .grpc
-            .as_ref()
-            .map_or(cfg.body.clone(), |c| c.body.clone());
         // Body checks read the body, which the lean client only counts.
         let lean = method != Method::CONNECT
             && !cfg.body_checks.any()
-            && !FRAMING.iter().any(|h| cfg.headers.contains_key(h));
+            && !FRAMING.iter().any(|h| given.contains_key(h));
         Ok(Template {
             wire: wire(&method, &origin_form, &h1_headers, &body),
             lean,

@@ -131,7 +131,7 @@ async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<R
     let start_unix_s = epoch_secs();
     let hdr = begin_hdr_log(hdr, start_unix_s)?;
     let send_end = SendEnd::of(&cfg);
-    let shared = Arc::new(shared(&cfg, clock, send_end)?);
+    let shared = Arc::new(shared(&cfg, clock, send_end, threads)?);
     let urls: Vec<String> = cfg.targets.iter().map(|t| t.url.clone()).collect();
     if !cfg.quiet {
         print_header(&cfg, &urls, out);
@@ -158,6 +158,7 @@ async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<R
         crate::say(&note);
     }
     let mut summary = summarize(&cfg, urls, &reporter, elapsed, cpu);
+    summary.per_name = shared.names.as_ref().map_or_else(Vec::new, |n| n.summary());
     summary.start_unix_s = start_unix_s;
     summary.interrupted = interrupted;
     summary.unsent = unsent;
@@ -284,10 +285,21 @@ fn ramp_line(rate: f64, ramp: Ramp) -> String {
 }
 
 /// The HTTP method, or the gRPC method called.
+/// What the run sends: the gRPC method, else the HTTP method (`mixed` when a request file's
+/// requests have several).
 fn request_name(cfg: &Config) -> &str {
-    cfg.grpc
-        .as_ref()
-        .map_or(cfg.method.as_str(), |c| c.method.as_str())
+    if let Some(call) = &cfg.grpc {
+        return call.method.as_str();
+    }
+    fn method<'a>(cfg: &'a Config, t: &'a crate::Target) -> &'a str {
+        t.spec.as_ref().map_or(&cfg.method, |s| &s.method).as_str()
+    }
+    let method = |t| method(cfg, t);
+    let first = cfg.targets.first().map_or(cfg.method.as_str(), method);
+    match cfg.targets.iter().all(|t| method(t) == first) {
+        true => first,
+        false => "mixed",
+    }
 }
 
 /// How the run is being driven: the pacer (open loop) or the closed-loop control.
@@ -493,7 +505,12 @@ fn stop(control: &Control, quiet: bool) -> u64 {
     unsent
 }
 
-fn shared(cfg: &Config, clock: Clock, send_end: SendEnd) -> Result<Shared, LoadError> {
+fn shared(
+    cfg: &Config,
+    clock: Clock,
+    send_end: SendEnd,
+    threads: usize,
+) -> Result<Shared, LoadError> {
     let any_tls = cfg.targets.iter().any(|t| t.tls);
     let templates = cfg
         .targets
@@ -501,9 +518,10 @@ fn shared(cfg: &Config, clock: Clock, send_end: SendEnd) -> Result<Shared, LoadE
         .map(|t| Template::new(cfg, t))
         .collect::<Result<Vec<_>, _>>()
         .map_err(LoadError::Invalid)?;
+    let (origins, origin_of) = origins(&cfg.targets);
     let pooled = cfg.protocol == Protocol::Http2 || (cfg.protocol == Protocol::Auto && any_tls);
     let h2_pools = if pooled && cfg.reuse {
-        cfg.targets
+        origins
             .iter()
             .map(|_| H2Pool::new(cfg.h2_connections))
             .collect()
@@ -514,14 +532,16 @@ fn shared(cfg: &Config, clock: Clock, send_end: SendEnd) -> Result<Shared, LoadE
         cfg.protocol,
         cfg.insecure,
         any_tls,
-        cfg.body.len(),
+        cfg.largest_body(),
         cfg.h1_client,
         &templates,
     );
     Ok(Shared {
         clock,
-        targets: cfg.targets.clone(),
         templates,
+        pick: cfg.pick(),
+        origin_of,
+        origins,
         connector,
         h2_pools,
         timeout: cfg.timeout,
@@ -529,9 +549,27 @@ fn shared(cfg: &Config, clock: Clock, send_end: SendEnd) -> Result<Shared, LoadE
         reuse: cfg.reuse,
         classifier: cfg.classifier,
         body_checks: cfg.body_checks.clone(),
+        names: crate::worker::Names::of(cfg, threads),
         on_record: cfg.on_record.clone(),
         grpc: cfg.grpc.is_some(),
     })
+}
+
+/// The distinct origins of `targets` (scheme, address, TLS name), in first-seen order, and
+/// each target's origin.
+pub(crate) fn origins(targets: &[crate::Target]) -> (Vec<crate::Target>, Vec<usize>) {
+    let mut seen = std::collections::HashMap::new();
+    let mut origins = Vec::new();
+    let of = targets
+        .iter()
+        .map(|t| {
+            *seen.entry(t.origin()).or_insert_with(|| {
+                origins.push(t.clone());
+                origins.len() - 1
+            })
+        })
+        .collect();
+    (origins, of)
 }
 
 /// One real request per target before the clock starts (see [`crate::preflight`]).
@@ -672,6 +710,7 @@ fn summarize(
             ..Totals::from_stats(&r.total, target_rate(cfg, send_phase), send_phase)
         },
         per_target: r.total.per_target().to_vec(),
+        per_name: Vec::new(),
         histogram: r
             .total
             .latency

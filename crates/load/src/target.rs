@@ -1,7 +1,9 @@
 //! Target URLs: parsed, checked and resolved once, before the run.
 
+use bytes::Bytes;
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::Uri;
+use http::{HeaderMap, Method};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::Path;
 
@@ -20,6 +22,24 @@ pub struct Target {
     pub path: PathAndQuery,
     /// The address connected to.
     pub addr: SocketAddr,
+    /// A request file's request: its own method, headers, body, name and weight (`None`: the
+    /// run's `-X`, `-H` and `--data`).
+    pub spec: Option<std::sync::Arc<RequestSpec>>,
+}
+
+/// What a request of a request file (`--targets`) sends, beyond its URL.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestSpec {
+    /// The method.
+    pub method: Method,
+    /// Its own headers (`-H` headers of the same name give way to them).
+    pub headers: HeaderMap,
+    /// The body.
+    pub body: Bytes,
+    /// The name its figures are reported under (default `METHOD URL`).
+    pub name: String,
+    /// Its share of the requests (default 1).
+    pub weight: u32,
 }
 
 /// A URL that cannot be used.
@@ -101,7 +121,22 @@ impl Target {
             host,
             path,
             addr,
+            spec: None,
         })
+    }
+
+    /// The connection this target's requests travel on: scheme, address and the name TLS
+    /// verifies. Targets with the same origin share connections.
+    pub fn origin(&self) -> (bool, SocketAddr, &str) {
+        (self.tls, self.addr, &self.host)
+    }
+
+    /// The name its figures are reported under: the request file's, else `METHOD URL`.
+    pub fn name(&self, method: &http::Method) -> String {
+        match &self.spec {
+            Some(s) => s.name.clone(),
+            None => format!("{method} {}", self.url),
+        }
     }
 
     /// The absolute URI (HTTP/2 requests carry scheme and authority).

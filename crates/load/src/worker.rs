@@ -13,7 +13,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tailguard_record::{Class, Classifier, ErrorKind, Outcome, Record, Stats};
+use tailguard_record::{ByName, Class, Classifier, ErrorKind, Outcome, Record, Stats};
 
 /// One request to send: its index in the run, when it was due, and when the pacer released it
 /// (later than due when the pacer ran behind).
@@ -27,8 +27,14 @@ pub(crate) struct Job {
 /// What every worker of a run shares, read-only.
 pub(crate) struct Shared {
     pub clock: Clock,
-    pub targets: Vec<Target>,
+    /// Every request of the run's list (a URL, or a request file's request): request `i` sends
+    /// `templates[pick.entry(i)]`.
     pub templates: Vec<Template>,
+    pub pick: crate::pick::Pick,
+    /// Each entry's origin, an index into `origins`: entries with one origin share connections.
+    pub origin_of: Vec<usize>,
+    /// One target per origin (scheme, address, TLS name), dialed for all of its entries.
+    pub origins: Vec<Target>,
     pub connector: Connector,
     pub h2_pools: Vec<H2Pool>,
     pub timeout: Duration,
@@ -37,9 +43,87 @@ pub(crate) struct Shared {
     pub reuse: bool,
     pub classifier: Classifier,
     pub body_checks: crate::check::BodyChecks,
+    /// Figures per request name, when the run has more than one target.
+    pub names: Option<Names>,
     pub on_record: Option<RecordHook>,
     /// Requests are gRPC calls: read `grpc-status`.
     pub grpc: bool,
+}
+
+/// Figures per request name: one [`ByName`] per worker thread (workers of one thread share
+/// it, uncontended), merged at the end.
+pub(crate) struct Names {
+    /// Name, method and URL of each name (of its first target).
+    pub info: Vec<(String, String, String)>,
+    per_thread: Vec<Mutex<ByName>>,
+}
+
+impl Names {
+    /// Names the targets of `cfg`; `None` for a run of one target (its totals are the name's).
+    /// Past [`crate::requests::MAX_NAMES`] distinct names (many URLs), the rest share one.
+    pub(crate) fn of(cfg: &crate::Config, threads: usize) -> Option<Names> {
+        if cfg.targets.len() < 2 {
+            return None;
+        }
+        let mut index = std::collections::HashMap::new();
+        let mut info: Vec<(String, String, String)> = Vec::new();
+        let mut name_of = Vec::with_capacity(cfg.targets.len());
+        for t in &cfg.targets {
+            let method = t.spec.as_ref().map_or(&cfg.method, |s| &s.method);
+            let name = t.name(method);
+            let next = info.len();
+            let n = match index.get(&name) {
+                Some(&n) => n,
+                None if next < crate::requests::MAX_NAMES => {
+                    index.insert(name.clone(), next);
+                    info.push((name, method.to_string(), t.url.clone()));
+                    next
+                }
+                None => {
+                    let others = "(other requests)".to_string();
+                    *index.entry(others.clone()).or_insert_with(|| {
+                        info.push((others, method.to_string(), t.url.clone()));
+                        next
+                    })
+                }
+            };
+            name_of.push(n as u32);
+        }
+        let name_of: Arc<[u32]> = Arc::from(name_of);
+        let per_thread = (0..threads.max(1))
+            .map(|_| Mutex::new(ByName::new(name_of.clone(), info.len())))
+            .collect();
+        Some(Names { info, per_thread })
+    }
+
+    fn record(&self, worker: usize, rec: &Record, class: Class) {
+        let slot = &self.per_thread[worker % self.per_thread.len()];
+        slot.lock()
+            .expect("names lock is never poisoned")
+            .record(rec, class);
+    }
+
+    /// Every thread's figures, merged, as the summary's `per_name`: most requests first.
+    pub(crate) fn summary(&self) -> Vec<tailguard_record::NameSummary> {
+        let mut all = self.per_thread[0].lock().expect("never poisoned").clone();
+        for t in &self.per_thread[1..] {
+            all.merge(&t.lock().expect("never poisoned"));
+        }
+        let mut out: Vec<_> = self
+            .info
+            .iter()
+            .zip(all.names())
+            .map(|((name, method, url), s)| {
+                tailguard_record::NameSummary::of(name.clone(), method.clone(), url.clone(), s)
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            b.requests
+                .cmp(&a.requests)
+                .then_with(|| a.name.cmp(&b.name))
+        });
+        out
+    }
 }
 
 /// Closed-loop control: hands out request indexes until the count or the time runs out.
@@ -85,7 +169,7 @@ impl ClosedLoop {
     }
 }
 
-/// HTTP/2 connections per target, shared by the workers (`slot = worker % len`).
+/// HTTP/2 connections per origin, shared by the workers (`slot = worker % len`).
 pub(crate) struct H2Pool {
     slots: Vec<tokio::sync::Mutex<Option<Conn>>>,
 }
@@ -119,7 +203,7 @@ impl H2Pool {
     }
 }
 
-/// One worker: a connection per target, its own statistics.
+/// One worker: a connection per origin, its own statistics.
 pub(crate) struct Worker {
     id: usize,
     shared: Arc<Shared>,
@@ -133,7 +217,7 @@ pub(crate) struct Worker {
 
 impl Worker {
     pub(crate) fn new(id: usize, shared: Arc<Shared>, stats: Arc<Mutex<Stats>>) -> Self {
-        let conns = shared.targets.iter().map(|_| None).collect();
+        let conns = shared.origins.iter().map(|_| None).collect();
         let timer = Box::pin(tokio::time::sleep(Duration::ZERO));
         Worker {
             id,
@@ -180,7 +264,7 @@ impl Worker {
     /// Sends `job`, picked up at `start` (its due time in a closed loop, so the clock is read
     /// three times per request: due, sent, completed).
     async fn execute(&mut self, job: Job, start: Duration) {
-        let t = (job.index % self.shared.targets.len() as u64) as usize;
+        let t = self.shared.pick.entry(job.index);
         let record = if self.expired(job.scheduled, start) {
             // It waited a whole timeout for a connection: sending it now would only stretch
             // the run. Its latency (at least the timeout) still counts.
@@ -197,14 +281,17 @@ impl Worker {
             self.attempt(t, job.scheduled, start).await
         };
         if !self.shared.reuse {
-            self.conns[t] = None;
+            self.conns[self.shared.origin_of[t]] = None;
         }
         if let Some(hook) = &self.shared.on_record {
             hook(&record);
         }
         let classifier = self.shared.classifier;
         let mut stats = self.stats.lock().expect("stats lock is never poisoned");
-        stats.record(&record, classifier);
+        let class = stats.record(&record, classifier);
+        if let Some(names) = &self.shared.names {
+            names.record(self.id, &record, class);
+        }
         // Picked up late: every worker was busy when it was released (the concurrency cap).
         if start.saturating_sub(job.released) > tailguard_record::LATE_AFTER {
             stats.queued += 1;
@@ -230,8 +317,9 @@ impl Worker {
         let shared = &self.shared;
         let id = self.id;
         let spare = self.spare.take();
+        let o = shared.origin_of[t];
         let exchange = async {
-            let conn = ready_conn(&mut conns[t], shared, t, id).await?;
+            let conn = ready_conn(&mut conns[o], shared, o, id).await?;
             sent = clock.elapsed();
             conn.exchange(
                 &shared.templates[t],
@@ -259,7 +347,7 @@ impl Worker {
                 (reply.outcome, reply.bytes, failed)
             }
             Err(kind) => {
-                self.conns[t] = None;
+                self.conns[o] = None;
                 (Outcome::Error(kind), 0, None)
             }
         };
@@ -293,12 +381,12 @@ async fn expire(timer: &mut Pin<Box<tokio::time::Sleep>>, deadline: tokio::time:
     }
 }
 
-/// The worker's connection to target `t`, ready for a request: the open one if it is still
+/// The worker's connection to origin `o`, ready for a request: the open one if it is still
 /// usable, else a new (or pooled HTTP/2) one.
 async fn ready_conn<'a>(
     slot: &'a mut Option<Conn>,
     shared: &Shared,
-    t: usize,
+    o: usize,
     worker: usize,
 ) -> Result<&'a mut Conn, ErrorKind> {
     if let Some(conn) = slot.as_mut() {
@@ -306,12 +394,12 @@ async fn ready_conn<'a>(
             return Ok(slot.as_mut().expect("checked above"));
         }
     }
-    let conn = match shared.h2_pools.get(t) {
+    let conn = match shared.h2_pools.get(o) {
         Some(pool) => {
-            pool.get(worker, &shared.connector, &shared.targets[t])
+            pool.get(worker, &shared.connector, &shared.origins[o])
                 .await?
         }
-        None => shared.connector.connect(&shared.targets[t]).await?,
+        None => shared.connector.connect(&shared.origins[o]).await?,
     };
     let conn = slot.insert(conn);
     conn.ready().await?;

@@ -42,10 +42,12 @@
 
 pub mod live;
 pub mod merge;
+mod names;
 mod outcome;
 mod stats;
 mod summary;
 
+pub use names::{ByName, NameStats, NameSummary};
 pub use outcome::{
     grpc_as_http, grpc_name, Check, Class, Classifier, ErrorKind, Outcome, StatusSet, GRPC_NAMES,
 };

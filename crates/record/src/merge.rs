@@ -89,6 +89,7 @@ pub fn merge(parts: &[(String, RunSummary)]) -> Result<Merged, MergeError> {
         send_phase_s,
         totals: finish(total, &total_hists, target_rate, send_phase_s),
         per_target,
+        per_name: per_name(parts),
         histogram: total_hists[0]
             .log_buckets()
             .iter()
@@ -111,6 +112,26 @@ pub fn merge(parts: &[(String, RunSummary)]) -> Result<Merged, MergeError> {
             .fold(0u64, |n, (_, r)| n.saturating_add(r.unsent)),
     };
     Ok(Merged { summary, notes })
+}
+
+/// The parts' figures per name, merged by name, most requests first.
+fn per_name(parts: &[(String, RunSummary)]) -> Vec<crate::NameSummary> {
+    let mut by: BTreeMap<&str, crate::NameSummary> = BTreeMap::new();
+    for n in parts.iter().flat_map(|(_, r)| &r.per_name) {
+        match by.get_mut(n.name.as_str()) {
+            Some(m) => m.merge(n),
+            None => {
+                by.insert(&n.name, n.clone());
+            }
+        }
+    }
+    let mut out: Vec<_> = by.into_values().collect();
+    out.sort_by(|a, b| {
+        b.requests
+            .cmp(&a.requests)
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    out
 }
 
 /// The merged intervals, one window at a time: every part's intervals of the earliest window

@@ -79,8 +79,8 @@ impl Stats {
         }
     }
 
-    /// Adds one record.
-    pub fn record(&mut self, rec: &Record, classifier: Classifier) {
+    /// Adds one record; returns its class (checks included).
+    pub fn record(&mut self, rec: &Record, classifier: Classifier) -> Class {
         let failed_check = match classifier.rejects(rec.outcome) {
             true => Some(Check::Status),
             false => rec.failed_check,
@@ -104,7 +104,7 @@ impl Stats {
             self.errors[ErrorKind::NoConnection.index()] += 1;
             self.latency.record(rec.latency());
             self.count_target(rec.target);
-            return;
+            return class;
         }
         let lag = rec.send_lag();
         self.send_lag.record(lag);
@@ -131,6 +131,7 @@ impl Stats {
             self.service.record(rec.service_time());
         }
         self.count_target(rec.target);
+        class
     }
 
     fn count_target(&mut self, target: u32) {

@@ -198,6 +198,10 @@ pub struct RunSummary {
     pub totals: Totals,
     /// Requests per target index.
     pub per_target: Vec<u64>,
+    /// Figures per request name, most requests first (a run of one target has none: its
+    /// totals are the name's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_name: Vec<crate::NameSummary>,
     /// Latency histogram rows: `[from_us, to_us, count]`.
     pub histogram: Vec<[u64; 3]>,
     /// Client CPU time per request, microseconds (when measurable).

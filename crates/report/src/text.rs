@@ -18,7 +18,72 @@ pub fn final_report(run: &RunSummary, unit: Unit) -> String {
     );
     histogram(&mut out, &run.histogram, unit);
     codes(&mut out, run);
+    per_name(&mut out, run, unit);
     out
+}
+
+/// The most requests a text report lists by name; the rest are summed in one line.
+pub const NAMES_SHOWN: usize = 20;
+
+/// Figures per request name (a run of several URLs or a request file): the busiest
+/// [`NAMES_SHOWN`], then the others summed.
+fn per_name(out: &mut String, run: &RunSummary, unit: Unit) {
+    if run.per_name.is_empty() {
+        return;
+    }
+    let mut names: Vec<&tailguard_record::NameSummary> = run.per_name.iter().collect();
+    names.sort_by(|a, b| {
+        b.requests
+            .cmp(&a.requests)
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    let _ = writeln!(
+        out,
+        "# per request name ({} names):\n{:>10} {:>9} {:>10} {:>10} {:>10}  NAME",
+        names.len(),
+        "REQUESTS",
+        "SUCCESS",
+        "P50",
+        "P99",
+        "MAX"
+    );
+    let pct = |n: &tailguard_record::NameSummary| {
+        n.success_rate
+            .map_or("-".to_string(), |r| format!("{:.2}%", r * 100.0))
+    };
+    let lat = |p: Option<&Percentiles>, f: fn(&Percentiles) -> u64| {
+        p.map_or("-".to_string(), |p| unit.format(f(p)))
+    };
+    for n in names.iter().take(NAMES_SHOWN) {
+        let p = n.latency_us.as_ref();
+        let _ = writeln!(
+            out,
+            "{:>10} {:>9} {:>10} {:>10} {:>10}  {}",
+            n.requests,
+            pct(n),
+            lat(p, |p| p.p50),
+            lat(p, |p| p.p99),
+            lat(p, |p| p.max),
+            n.name
+        );
+    }
+    let rest = &names[names.len().min(NAMES_SHOWN)..];
+    if !rest.is_empty() {
+        let requests: u64 = rest.iter().map(|n| n.requests).sum();
+        let good: u64 = rest.iter().map(|n| n.good).sum();
+        let success = match requests {
+            0 => "-".to_string(),
+            r => format!("{:.2}%", good as f64 / r as f64 * 100.0),
+        };
+        let _ = writeln!(
+            out,
+            "{requests:>10} {success:>9} {:>10} {:>10} {:>10}  ({} other names: see the JSON)",
+            "",
+            "",
+            "",
+            rest.len()
+        );
+    }
 }
 
 fn totals(out: &mut String, run: &RunSummary) {

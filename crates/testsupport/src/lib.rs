@@ -33,7 +33,7 @@ pub mod promtool;
 mod server;
 
 pub use client::bounded;
-pub use server::{Builder, TestServer};
+pub use server::{Builder, Received, TestServer};
 
 use std::time::Duration;
 use tokio::time::Instant;

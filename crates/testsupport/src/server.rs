@@ -25,6 +25,7 @@ pub struct Builder {
     body: Bytes,
     tls: bool,
     every_loopback: bool,
+    record: bool,
 }
 
 /// A running test server on 127.0.0.1; stops when dropped.
@@ -71,7 +72,25 @@ struct State {
     apart: Mutex<Option<(String, u16, Duration)>>,
     /// Requests to that path (not counted in `hits`).
     apart_hits: AtomicU64,
+    /// Every request received, in order, when recording ([`Builder::record`]).
+    received: Option<Mutex<Vec<Received>>>,
 }
+
+/// A request as the server received it ([`Builder::record`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Received {
+    /// The method.
+    pub method: String,
+    /// Path and query.
+    pub path: String,
+    /// The headers.
+    pub headers: HeaderMap,
+    /// The whole body.
+    pub body: Bytes,
+}
+
+/// The most requests a recording server keeps; later ones are not kept.
+pub const MAX_RECEIVED: usize = 100_000;
 
 /// What the last request carried.
 #[derive(Debug, Default)]
@@ -91,6 +110,7 @@ impl TestServer {
             body: Bytes::from_static(b"ok"),
             tls: false,
             every_loopback: false,
+            record: false,
         }
     }
 
@@ -193,6 +213,14 @@ impl TestServer {
         self.last().authority.clone()
     }
 
+    /// Every request received so far, in order (empty unless built with
+    /// [`Builder::record`]).
+    pub fn received(&self) -> Vec<Received> {
+        self.state.received.as_ref().map_or_else(Vec::new, |r| {
+            r.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        })
+    }
+
     /// The last request's headers (empty before the first request).
     pub fn last_headers(&self) -> HeaderMap {
         self.last().headers.clone()
@@ -249,6 +277,13 @@ impl Builder {
         self
     }
 
+    /// Keeps every request it receives (method, path, headers, whole body; up to
+    /// [`MAX_RECEIVED`]) for [`TestServer::received`].
+    pub fn record(mut self) -> Self {
+        self.record = true;
+        self
+    }
+
     /// Serves HTTPS with a fresh self-signed certificate, offering h2 and http/1.1 by ALPN.
     pub fn tls(mut self) -> Self {
         self.tls = true;
@@ -283,6 +318,7 @@ impl Builder {
             extra: Mutex::new(None),
             apart: Mutex::new(None),
             apart_hits: AtomicU64::new(0),
+            received: self.record.then(|| Mutex::new(Vec::new())),
         })
     }
 
@@ -440,6 +476,30 @@ async fn answer(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Bo
         authority: req.uri().authority().map(ToString::to_string),
         headers: req.headers().clone(),
     };
+    let req = match &state.received {
+        Some(kept) if req.uri().path() != "/echo" => {
+            let (parts, body) = req.into_parts();
+            let body = body
+                .collect()
+                .await
+                .map(|b| b.to_bytes())
+                .unwrap_or_default();
+            let mut kept = kept.lock().unwrap_or_else(PoisonError::into_inner);
+            if kept.len() < MAX_RECEIVED {
+                kept.push(Received {
+                    method: parts.method.to_string(),
+                    path: parts
+                        .uri
+                        .path_and_query()
+                        .map_or("/".into(), ToString::to_string),
+                    headers: parts.headers.clone(),
+                    body,
+                });
+            }
+            Request::from_parts(parts, None)
+        }
+        _ => req.map(Some),
+    };
     let now = Instant::now();
     let stall_end = {
         let mut until = state
@@ -461,7 +521,7 @@ async fn answer(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Bo
         tokio::time::sleep(delay).await;
     }
     let body: Body = match req.uri().path() {
-        "/echo" => req.into_body().boxed(),
+        "/echo" => req.into_body().expect("an echo's body is not kept").boxed(),
         // And the methods of the test package `tailguard.test` (`/tailguard.test.Svc/Get`), so
         // gRPC calls can differ by method.
         p if p == "/trailers" || p.starts_with("/tailguard.test.") => {

@@ -18,12 +18,26 @@ use tailguard_report::Unit;
 #[command(after_help = EXIT_CODES)]
 pub struct Args {
     /// Target URLs (http:// or https://), or @FILE with one URL per line; requests go to them in turn.
-    #[arg(required = true, value_name = "URL")]
+    #[arg(required_unless_present = "targets", value_name = "URL")]
     urls: Vec<String>,
+    /// A file of requests, each with its own method, headers and body, in vegeta's formats:
+    /// http (`METHOD URL`, header lines, `@BODY-FILE`, a blank line between requests) or JSON
+    /// lines (`{"method", "url", "header": {"K": ["v"]}, "body": BASE64, "name", "weight"}`).
+    /// Requests go in turn, or by weight; -H adds to each.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["urls", "method", "data", "grpc"])]
+    targets: Option<PathBuf>,
+    /// The --targets file's format: auto (JSON when it starts with `{`), http or json.
+    #[arg(
+        long,
+        value_name = "FORMAT",
+        default_value = "auto",
+        requires = "targets"
+    )]
+    targets_format: tailguard_load::requests::Format,
     /// TOTAL requests per second, across all connections (not per worker, unlike slow_cooker's -qps); 0 = closed loop, as fast as possible.
     #[arg(short, long, default_value_t = 100.0)]
     rate: f64,
-    /// Maximum requests in flight; also the HTTP/1.1 connections per target.
+    /// Maximum requests in flight; also the HTTP/1.1 connections per origin (scheme, address, TLS name).
     #[arg(short, long, default_value_t = 10)]
     concurrency: usize,
     /// Closed loop (--rate 0) only: each of the --concurrency workers sends at most once per this interval (slow_cooker's per-worker ticker; a slow response delays the next send).
@@ -119,7 +133,7 @@ pub struct Args {
     /// (for comparison; always used over TLS).
     #[arg(long, default_value = "lean", value_parser = ["lean", "hyper"])]
     h1_client: String,
-    /// HTTP/2 connections per target (streams are spread over them).
+    /// HTTP/2 connections per origin (streams are spread over them).
     #[arg(long, default_value_t = 1)]
     h2_connections: usize,
     /// Accept any TLS certificate (self-signed test servers).
@@ -355,11 +369,13 @@ fn top_errors(errors: &std::collections::BTreeMap<String, u64>) -> String {
 }
 
 fn config(args: Args) -> anyhow::Result<Config> {
-    let urls = target::expand_args(&args.urls)?;
-    let targets = urls
-        .iter()
-        .map(|u| Target::parse(u))
-        .collect::<Result<Vec<_>, _>>()?;
+    let targets = match &args.targets {
+        Some(file) => tailguard_load::requests::read(file, args.targets_format)?,
+        None => target::expand_args(&args.urls)?
+            .iter()
+            .map(|u| Target::parse(u))
+            .collect::<Result<Vec<_>, _>>()?,
+    };
     let mut cfg = Config::new(targets);
     set_request(&mut cfg, &args)?;
     cfg.host = args.host;

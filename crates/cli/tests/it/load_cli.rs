@@ -383,3 +383,72 @@ fn a_closed_pipe_ends_the_run_quietly() {
         server.hits()
     );
 }
+
+#[test]
+fn a_request_file_runs_and_reports_each_name() {
+    let a = TestServer::builder().record().spawn();
+    let b = TestServer::builder().spawn();
+    let dir = std::env::temp_dir().join(format!("tg-cli-targets-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("new.json"), "{\"id\": 7}").unwrap();
+    let file = dir.join("targets.txt");
+    let text = format!(
+        "GET {}\n\nPOST {}\nContent-Type: application/json\n@new.json\n\nGET {}\n",
+        a.url("/users/7"),
+        a.url("/users"),
+        b.url("/health")
+    );
+    std::fs::write(&file, text).unwrap();
+    let html = dir.join("run.html");
+    let (file_s, html_s) = (file.display().to_string(), html.display().to_string());
+    let out = tailguard(&[
+        "load",
+        "-n",
+        "6",
+        "-r",
+        "100",
+        "-q",
+        "--targets",
+        &file_s,
+        "-H",
+        "X-Run: cli",
+        "--html",
+        &html_s,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report = String::from_utf8(out.stdout).unwrap();
+    assert!(report.contains("# per request name (3 names):"), "{report}");
+    assert!(
+        report.contains(&format!("POST {}", a.url("/users"))),
+        "{report}"
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("per request name</h3>"),
+        "the page has the names' table"
+    );
+    assert!(page.contains(&format!("<td>GET {}</td>", b.url("/health"))));
+    // The pre-flight's GET, then two of each.
+    let posts: Vec<_> = a
+        .received()
+        .into_iter()
+        .filter(|r| r.method == "POST")
+        .collect();
+    assert_eq!(posts.len(), 2);
+    assert!(posts
+        .iter()
+        .all(|r| r.body.as_ref() == b"{\"id\": 7}" && r.headers["x-run"] == "cli"));
+
+    // A request file takes the place of URLs, -X and --data; a bad line is named.
+    let out = tailguard(&["load", "-n", "1", "--targets", &file_s, &b.url("/")]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    std::fs::write(&file, "GET http://127.0.0.1:1/\nnot a header\n").unwrap();
+    let out = tailguard(&["load", "-n", "1", "--targets", &file_s]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("{file_s}:2: expected a header")),
+        "{}",
+        stderr(&out)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

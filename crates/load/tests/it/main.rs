@@ -8,3 +8,4 @@ mod intervals;
 mod latency;
 mod preflight;
 mod protocols;
+mod requests;
