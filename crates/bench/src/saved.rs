@@ -10,6 +10,9 @@ use tailguard_record::RunSummary;
 /// # Errors
 /// A file that cannot be read, or JSON that is neither shape (the message names the file).
 pub fn read(path: &Path, label: &str) -> Result<BenchReport, String> {
+    if let Some(records) = read_records(path)? {
+        return Ok(from_load(label, records));
+    }
     let bytes = tailguard_record::read_json_file(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let text = String::from_utf8(bytes)
@@ -30,6 +33,31 @@ pub fn read(path: &Path, label: &str) -> Result<BenchReport, String> {
             )),
         },
     }
+}
+
+/// A `tailguard load --output` records file, read through (any size: it is streamed) into the
+/// run's summary; `None` when `path` is not one.
+fn read_records(path: &Path) -> Result<Option<RunSummary>, String> {
+    use std::io::BufRead as _;
+    use tailguard_record::records;
+    let open = || {
+        std::fs::File::open(path)
+            .map(|f| std::io::BufReader::with_capacity(256 * 1024, f))
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))
+    };
+    let mut start = open()?;
+    let head = start
+        .fill_buf()
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if !records::is_records(&String::from_utf8_lossy(&head[..head.len().min(64)])) {
+        return Ok(None);
+    }
+    let read = records::read(start).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut summary = read.summary();
+    if let Some(r) = &mut summary.records {
+        r.path = path.display().to_string();
+    }
+    Ok(Some(summary))
 }
 
 /// A load summary as a report with one arm.

@@ -182,6 +182,8 @@ pub struct Config {
     pub json: Option<PathBuf>,
     /// Write an HdrHistogram interval log here.
     pub hdr_log: Option<PathBuf>,
+    /// Write every request's record here, as NDJSON (`--output`).
+    pub output: Option<PathBuf>,
     /// Serve Prometheus metrics of the run here.
     pub metrics_addr: Option<SocketAddr>,
     /// Service level objectives checked at the end.
@@ -324,6 +326,7 @@ impl Config {
             threads: 0,
             json: None,
             hdr_log: None,
+            output: None,
             metrics_addr: None,
             slo: Vec::new(),
             quiet: false,

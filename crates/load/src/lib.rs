@@ -34,6 +34,7 @@ mod conn;
 pub mod files;
 pub mod grpc;
 mod metrics;
+pub mod output;
 mod pacer;
 mod pick;
 mod preflight;

@@ -122,6 +122,7 @@ async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<R
     // Output paths first: a bad one is bad input, found before anything is sent.
     let json = open_json(&cfg)?;
     let hdr = open_hdr_log(&cfg)?;
+    let records = create(cfg.output.as_deref())?;
     check_start(&cfg)?;
     // Ctrl-C is ours from here on: during the pre-flight and the wait for `--start-at` it
     // ends the run at once, later it stops the sending (see `drive`).
@@ -131,7 +132,8 @@ async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<R
     let start_unix_s = epoch_secs();
     let hdr = begin_hdr_log(hdr, start_unix_s)?;
     let send_end = SendEnd::of(&cfg);
-    let shared = Arc::new(shared(&cfg, clock, send_end, threads)?);
+    let output = start_output(&cfg, records, start_unix_s)?;
+    let shared = Arc::new(shared(&cfg, clock, send_end, threads, output)?);
     let urls: Vec<String> = cfg.targets.iter().map(|t| t.url.clone()).collect();
     if !cfg.quiet {
         print_header(&cfg, &urls, out);
@@ -159,6 +161,19 @@ async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<R
     }
     let mut summary = summarize(&cfg, urls, &reporter, elapsed, cpu);
     summary.per_name = shared.names.as_ref().map_or_else(Vec::new, |n| n.summary());
+    summary.records = shared.output.as_ref().map(|o| {
+        let w = o.finish(
+            summary.duration_s,
+            summary.send_phase_s,
+            summary.totals.target_rate,
+        );
+        tailguard_record::RecordsFile {
+            path: w.path.display().to_string(),
+            written: w.records,
+            dropped: w.dropped,
+            error: w.error,
+        }
+    });
     summary.start_unix_s = start_unix_s;
     summary.interrupted = interrupted;
     summary.unsent = unsent;
@@ -510,6 +525,7 @@ fn shared(
     clock: Clock,
     send_end: SendEnd,
     threads: usize,
+    output: Option<crate::output::Output>,
 ) -> Result<Shared, LoadError> {
     let any_tls = cfg.targets.iter().any(|t| t.tls);
     let templates = cfg
@@ -550,6 +566,7 @@ fn shared(
         classifier: cfg.classifier,
         body_checks: cfg.body_checks.clone(),
         names: crate::worker::Names::of(cfg, threads),
+        output,
         on_record: cfg.on_record.clone(),
         grpc: cfg.grpc.is_some(),
     })
@@ -591,7 +608,48 @@ async fn preflight(cfg: &Config) -> Result<(), LoadError> {
 
 /// Creates `--hdr-log`'s file before the run, so an unwritable path stops it before it starts.
 fn open_hdr_log(cfg: &Config) -> Result<Option<(String, std::fs::File)>, LoadError> {
-    let Some(path) = &cfg.hdr_log else {
+    create(cfg.hdr_log.as_deref())
+}
+
+/// Starts `--output`'s writer on the file made before the run, its header first.
+fn start_output(
+    cfg: &Config,
+    file: Option<(String, std::fs::File)>,
+    start_unix_s: f64,
+) -> Result<Option<crate::output::Output>, LoadError> {
+    let Some((path, file)) = file else {
+        return Ok(None);
+    };
+    let header = tailguard_record::records::Header {
+        tailguard_records: tailguard_record::records::FORMAT,
+        tool: crate::USER_AGENT.to_string(),
+        start_unix_s,
+        targets: cfg
+            .targets
+            .iter()
+            .map(|t| t.name(t.spec.as_ref().map_or(&cfg.method, |s| &s.method)))
+            .collect(),
+        four_xx_bad: cfg.classifier.four_xx_bad,
+        expect_status: cfg.classifier.expect.map(|e| e.to_string()),
+        rate: if cfg.open_loop() { cfg.own_rate() } else { 0.0 },
+        arrivals: if cfg.open_loop() {
+            cfg.arrivals.to_string()
+        } else {
+            "closed".into()
+        },
+        concurrency: cfg.concurrency as u64,
+    };
+    crate::output::Output::start(file, std::path::Path::new(&path), &header)
+        .map(Some)
+        .map_err(|e| LoadError::Output {
+            path,
+            reason: e.to_string(),
+        })
+}
+
+/// Creates an output file before the run, so an unwritable path stops it before it starts.
+fn create(path: Option<&std::path::Path>) -> Result<Option<(String, std::fs::File)>, LoadError> {
+    let Some(path) = path else {
         return Ok(None);
     };
     let path = path.display().to_string();
@@ -730,6 +788,7 @@ fn summarize(
         interrupted: false,
         planned_duration_s: cfg.duration.map(|d| d.as_secs_f64()),
         unsent: 0,
+        records: None,
     }
 }
 

@@ -45,6 +45,8 @@ pub(crate) struct Shared {
     pub body_checks: crate::check::BodyChecks,
     /// Figures per request name, when the run has more than one target.
     pub names: Option<Names>,
+    /// Every record's line in `--output`.
+    pub output: Option<crate::output::Output>,
     pub on_record: Option<RecordHook>,
     /// Requests are gRPC calls: read `grpc-status`.
     pub grpc: bool,
@@ -291,6 +293,9 @@ impl Worker {
         let class = stats.record(&record, classifier);
         if let Some(names) = &self.shared.names {
             names.record(self.id, &record, class);
+        }
+        if let Some(output) = &self.shared.output {
+            output.record(&record);
         }
         // Picked up late: every worker was busy when it was released (the concurrency cap).
         if start.saturating_sub(job.released) > tailguard_record::LATE_AFTER {

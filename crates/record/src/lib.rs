@@ -44,6 +44,7 @@ pub mod live;
 pub mod merge;
 mod names;
 mod outcome;
+pub mod records;
 mod stats;
 mod summary;
 
@@ -53,7 +54,8 @@ pub use outcome::{
 };
 pub use stats::{Stats, LATE_AFTER};
 pub use summary::{
-    measured, read_json_file, Encoded, IntervalSummary, RunSummary, Totals, MAX_JSON_BYTES,
+    measured, read_json_file, Encoded, IntervalSummary, RecordsFile, RunSummary, Totals,
+    MAX_JSON_BYTES,
 };
 
 use std::time::Duration;

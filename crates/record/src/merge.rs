@@ -110,6 +110,7 @@ pub fn merge(parts: &[(String, RunSummary)]) -> Result<Merged, MergeError> {
         unsent: parts
             .iter()
             .fold(0u64, |n, (_, r)| n.saturating_add(r.unsent)),
+        records: None,
     };
     Ok(Merged { summary, notes })
 }

@@ -156,6 +156,20 @@ impl Totals {
     }
 }
 
+/// What went into a run's per-request records file.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordsFile {
+    /// The file.
+    pub path: String,
+    /// Record lines written.
+    pub written: u64,
+    /// Records dropped because the writer fell behind (none of them is in the file).
+    pub dropped: u64,
+    /// Why writing stopped early, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
 /// One interval of a run.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct IntervalSummary {
@@ -230,6 +244,9 @@ pub struct RunSummary {
     /// The run length asked for (`--duration`), seconds; `None` for a count-bounded run.
     #[serde(default)]
     pub planned_duration_s: Option<f64>,
+    /// The per-request records file (`--output`), when one was written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub records: Option<RecordsFile>,
     /// Requests due but never sent because the run was stopped early (an interrupt or the
     /// drain limit); not in `requests`.
     #[serde(default)]

@@ -19,6 +19,21 @@ pub fn final_report(run: &RunSummary, unit: Unit) -> String {
     histogram(&mut out, &run.histogram, unit);
     codes(&mut out, run);
     per_name(&mut out, run, unit);
+    if let Some(r) = &run.records {
+        let dropped = match r.dropped {
+            0 => String::new(),
+            n => format!(", {n} DROPPED (the writer fell behind; not in the file)"),
+        };
+        let error = r
+            .error
+            .as_ref()
+            .map_or(String::new(), |e| format!("; writing stopped: {e}"));
+        let _ = writeln!(
+            out,
+            "# per-request records: {} written to {}{dropped}{error}",
+            r.written, r.path
+        );
+    }
     out
 }
 

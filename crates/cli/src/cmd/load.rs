@@ -170,6 +170,11 @@ pub struct Args {
     /// Write an HdrHistogram interval log (latency and service time per interval) to PATH.
     #[arg(long, value_name = "PATH")]
     hdr_log: Option<PathBuf>,
+    /// Write every request's record to PATH as NDJSON (due and send times, latency, service
+    /// time, status or error, target), through a bounded writer that drops and counts what it
+    /// cannot keep up with; `tailguard report PATH` reads it back.
+    #[arg(long, value_name = "PATH")]
+    output: Option<PathBuf>,
     /// Write the HTML report of the run to PATH (what `tailguard report run.json --html` draws).
     #[arg(long, value_name = "PATH")]
     html: Option<PathBuf>,
@@ -424,6 +429,7 @@ fn config(args: Args) -> anyhow::Result<Config> {
     cfg.threads = args.threads;
     cfg.json = args.json;
     cfg.hdr_log = args.hdr_log;
+    cfg.output = args.output;
     cfg.metrics_addr = args.metrics_addr;
     cfg.slo = match &args.slo {
         Some(spec) => slo::parse(spec)?,

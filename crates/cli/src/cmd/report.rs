@@ -9,12 +9,13 @@ use tailguard_report::Unit;
 /// Arguments of `tailguard report`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Reads `tailguard bench --json` and `tailguard load --json` files. With several files, \
-each arm is named FILE/ARM and the same group of every run shares one table.\n\
+    after_help = "Reads `tailguard bench --json` and `tailguard load --json` files, and `tailguard load \
+--output` records (NDJSON, read through at any size). With several files, each arm is named \
+FILE/ARM and the same group of every run shares one table.\n\
 Example: tailguard report before.json after.json --html compare.html"
 )]
 pub struct Args {
-    /// Saved results (JSON).
+    /// Saved results (JSON), or a load run's per-request records (NDJSON).
     #[arg(required = true, value_name = "FILE.json")]
     files: Vec<PathBuf>,
     /// Latency unit: auto, us, ms or s.
@@ -42,8 +43,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     let report = saved::side_by_side(runs);
+    let mut text = tailguard_bench::table::text(&report, args.unit);
+    // One load run (a summary or its records): its whole report too, every count.
+    if let [arm] = report.arms.as_slice() {
+        if arm.group == "load" {
+            text.push('\n');
+            text.push_str(&tailguard_report::text::final_report(&arm.load, args.unit));
+        }
+    }
     // The files are written even when the reader of the table went away.
-    let shown = super::write_stdout(&tailguard_bench::table::text(&report, args.unit));
+    let shown = super::write_stdout(&text);
     let html = super::bench::write_outputs(&report, args.json.as_deref(), args.html.as_deref())?;
     if !shown {
         return Ok(ExitCode::from(super::EXIT_PIPE));

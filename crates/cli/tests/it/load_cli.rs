@@ -452,3 +452,43 @@ fn a_request_file_runs_and_reports_each_name() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn per_request_records_are_read_back_by_report() {
+    let server = TestServer::builder().spawn();
+    let dir = std::env::temp_dir().join(format!("tg-cli-records-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("run.ndjson");
+    let file_s = file.display().to_string();
+    let out = tailguard(&[
+        "load",
+        "-r",
+        "400",
+        "-d",
+        "1s",
+        "-q",
+        "--output",
+        &file_s,
+        &server.url("/"),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let run = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        run.contains(&format!("# per-request records: 400 written to {file_s}")),
+        "{run}"
+    );
+    let out = tailguard(&["report", &file_s]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let back = String::from_utf8(out.stdout).unwrap();
+    // The same report from the records: counts, rates, percentiles, histogram, codes.
+    let from = |t: &str| {
+        t.lines()
+            .skip_while(|l| !l.contains(" requests in "))
+            .filter(|l| !l.starts_with("# client CPU") && !l.starts_with("# per-request records"))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(from(&run), from(&back));
+    assert!(from(&run).len() > 10, "{run}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

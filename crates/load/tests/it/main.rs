@@ -8,4 +8,5 @@ mod intervals;
 mod latency;
 mod preflight;
 mod protocols;
+mod records;
 mod requests;
