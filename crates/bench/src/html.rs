@@ -421,6 +421,7 @@ fn latency_axis(chart: Chart, values: &[f64], deadline_ms: f64) -> Chart {
 /// The load generator's final report of each arm, folded.
 fn load_reports(out: &mut String, arms: &[&ArmRun]) {
     for arm in arms {
+        slo_list(out, arm);
         name_table(out, arm);
         let _ = writeln!(
             out,
@@ -429,6 +430,32 @@ fn load_reports(out: &mut String, arms: &[&ArmRun]) {
             escape(&final_report(&arm.load, Unit::Auto))
         );
     }
+}
+
+/// A load run's verdicts on its `--slo` objectives.
+fn slo_list(out: &mut String, arm: &ArmRun) {
+    if arm.load.slo.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "<h3>{}: objectives</h3>\n<ul class=\"slo\">",
+        escape(&arm.name)
+    );
+    for v in &arm.load.slo {
+        let (class, word) = if v.met {
+            ("met", "met")
+        } else {
+            ("warn", "MISSED")
+        };
+        let _ = writeln!(
+            out,
+            "<li class=\"{class}\">{}: {word} (actual {})</li>",
+            escape(&v.objective),
+            escape(&v.actual)
+        );
+    }
+    out.push_str("</ul>\n");
 }
 
 /// A load run's figures per request name (several URLs, or a request file), every name.

@@ -99,6 +99,15 @@ pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
 /// The most targets (URLs) a run spreads its requests over.
 pub const MAX_TARGETS: usize = 10_000;
 
+/// What `--replay` and `--speed` ask for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReplaySpec {
+    /// The file.
+    pub path: PathBuf,
+    /// How much faster than recorded (2: twice as fast).
+    pub speed: f64,
+}
+
 /// The largest sum of a request file's weights: requests are picked from one precomputed
 /// round of this length at most (4 MB).
 pub const MAX_WEIGHT_SUM: u64 = 1_000_000;
@@ -192,6 +201,9 @@ pub struct Config {
     pub quiet: bool,
     /// Print the final report (a caller with its own, such as `tailguard bench`, turns it off).
     pub final_report: bool,
+    /// Send a recorded file's requests at their recorded times (`--replay`); the run's targets,
+    /// rate and duration come from the file.
+    pub replay: Option<ReplaySpec>,
     /// Make this gRPC call instead of an HTTP request (HTTP/2 only; the URLs name the servers).
     pub grpc: Option<crate::grpc::GrpcCall>,
     /// Send one uncounted request per target before the run, and refuse to start when it
@@ -333,6 +345,7 @@ impl Config {
             final_report: true,
             preflight: true,
             grpc: None,
+            replay: None,
             on_record: None,
         }
     }
@@ -370,7 +383,7 @@ impl Config {
         if !(self.rate == 0.0 || tailguard_pacing::rate_in_range(self.rate)) {
             return Err(ConfigError::BadRate(self.rate));
         }
-        if self.duration.is_none() && self.total_requests.is_none() {
+        if self.duration.is_none() && self.total_requests.is_none() && self.replay.is_none() {
             return Err(ConfigError::Endless);
         }
         if self.duration.is_some_and(|d| d.is_zero()) {
@@ -421,7 +434,8 @@ impl Config {
 
     /// Targets, workers, connections and body within their limits.
     fn validate_sizes(&self) -> Result<(), ConfigError> {
-        if self.targets.is_empty() {
+        // A replay's targets come from its file, read when the run starts.
+        if self.targets.is_empty() && self.replay.is_none() {
             return Err(ConfigError::NoTargets);
         }
         if self.targets.len() > MAX_TARGETS {
@@ -441,7 +455,7 @@ impl Config {
             .iter()
             .map(|t| t.spec.as_ref().map_or(1, |s| s.weight));
         let sum: u64 = weights.map(u64::from).sum();
-        if sum == 0 || sum > MAX_WEIGHT_SUM {
+        if !self.targets.is_empty() && (sum == 0 || sum > MAX_WEIGHT_SUM) {
             return Err(ConfigError::Weights(sum));
         }
         Ok(())

@@ -38,6 +38,7 @@ pub mod output;
 mod pacer;
 mod pick;
 mod preflight;
+pub mod replay;
 mod reporter;
 mod request;
 pub mod requests;

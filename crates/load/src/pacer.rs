@@ -62,8 +62,35 @@ impl Limits {
     }
 }
 
-/// Releases the requests of `shard` into `jobs` at their due times; returns (closing `jobs`
-/// for this thread's workers) when the schedule ends, the run is stopped or `jobs` is closed.
+/// Where a pacer's requests and their due times come from: a shard of the schedule, or a
+/// replay's stream.
+pub(crate) trait Source {
+    /// The next request's index and due time; `None` when there is none left.
+    async fn next_due(&mut self) -> Option<(u64, Duration)>;
+    /// Takes the request [`next_due`](Self::next_due) gave, released at `now`.
+    fn release(&mut self, now: Duration) -> Job;
+}
+
+impl Source for Shard {
+    async fn next_due(&mut self) -> Option<(u64, Duration)> {
+        Some(self.peek())
+    }
+
+    fn release(&mut self, now: Duration) -> Job {
+        let (index, due) = self.peek();
+        self.advance();
+        Job {
+            index,
+            scheduled: due,
+            released: now,
+            request: None,
+        }
+    }
+}
+
+/// Releases the requests of `source` into `jobs` at their due times; returns (closing `jobs`
+/// for this thread's workers) when the source or the schedule ends, the run is stopped or
+/// `jobs` is closed.
 ///
 /// With a `busy_poll` window, the last stretch before each due time is spent polling (the
 /// runtime's I/O included, so responses are still read the moment they arrive) instead of
@@ -71,7 +98,7 @@ impl Limits {
 /// 60 µs on the project's VM) leaves the send lag and the latency measured from the schedule,
 /// at the price of a busy core (docs/load.md, "How it keeps time").
 pub(crate) async fn run(
-    mut shard: Shard,
+    mut source: impl Source,
     limits: Limits,
     busy_poll: Duration,
     clock: Clock,
@@ -85,7 +112,9 @@ pub(crate) async fn run(
     'run: while !state.stop.load(Ordering::Relaxed) {
         let now = clock.elapsed();
         let next_due = loop {
-            let (index, due) = shard.peek();
+            let Some((index, due)) = source.next_due().await else {
+                break 'run;
+            };
             if limits.past(index, due) {
                 break 'run;
             }
@@ -93,16 +122,10 @@ pub(crate) async fn run(
                 break due;
             }
             lateness.record(now - due);
-            let job = Job {
-                index,
-                scheduled: due,
-                released: now,
-            };
-            if jobs.try_send(job).is_err() {
+            if jobs.try_send(source.release(now)).is_err() {
                 break 'run;
             }
             released += 1;
-            shard.advance();
         };
         if now.saturating_sub(flushed) >= FLUSH_EVERY {
             state

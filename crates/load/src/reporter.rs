@@ -13,9 +13,24 @@ use tailguard_pacing::Schedule;
 use tailguard_record::{Encoded, IntervalSummary, Stats, Totals};
 use tailguard_report::{interval, ChangeMarker, Unit};
 
-/// Counts the requests the schedule had due by a given time (the interval's `target`).
+/// Counts the requests due by a given time (the interval's `target`): from the schedule, or
+/// from a replay's counts per interval.
 #[derive(Debug)]
-pub(crate) struct DueCounter {
+pub(crate) enum DueCounter {
+    /// An open loop's schedule.
+    Schedule(ScheduleDue),
+    /// A replay's requests due in each interval (the first pass counted them).
+    Counted {
+        per_interval: Vec<u64>,
+        interval: Duration,
+        /// The first interval not yet counted.
+        next: usize,
+    },
+}
+
+/// The requests a schedule had due.
+#[derive(Debug)]
+pub(crate) struct ScheduleDue {
     schedule: Schedule,
     part: crate::Part,
     next: u64,
@@ -25,23 +40,82 @@ pub(crate) struct DueCounter {
 
 impl DueCounter {
     pub(crate) fn new(schedule: Schedule, total: Option<u64>, duration: Option<Duration>) -> Self {
-        DueCounter {
+        DueCounter::Schedule(ScheduleDue {
             schedule,
             part: crate::Part::WHOLE,
             next: 0,
             total,
             duration,
+        })
+    }
+
+    /// A replay's counts: `per_interval[k]` requests due in `[k interval, (k + 1) interval)`.
+    pub(crate) fn counted(per_interval: Vec<u64>, interval: Duration) -> Self {
+        DueCounter::Counted {
+            per_interval,
+            interval,
+            next: 0,
         }
     }
 
     /// Counts only `part`'s requests (and its share of a ramp's rate).
     pub(crate) fn part(mut self, part: crate::Part) -> Self {
-        self.part = part;
+        if let DueCounter::Schedule(s) = &mut self {
+            s.part = part;
+        }
         self
     }
 
-    /// This part's requests due in `[previous call, until)`.
+    /// The requests due in `[previous call, until)` (a replay's by whole intervals).
     pub(crate) fn advance(&mut self, until: Duration) -> u64 {
+        match self {
+            DueCounter::Schedule(s) => s.advance(until),
+            DueCounter::Counted {
+                per_interval,
+                interval,
+                next,
+            } => {
+                let mut due = 0;
+                while *next < per_interval.len() && *interval * (*next as u32) < until {
+                    due += per_interval[*next];
+                    *next += 1;
+                }
+                due
+            }
+        }
+    }
+
+    /// A ramped, staged or replayed run's mean offered rate over `[from, until)`; `None`
+    /// otherwise (the rate then is the run's own, exactly).
+    pub(crate) fn ramped_rate(&self, from: Duration, until: Duration) -> Option<f64> {
+        let len = until.checked_sub(from).filter(|d| !d.is_zero())?;
+        match self {
+            DueCounter::Schedule(s) => {
+                if !s.schedule.is_shaped() {
+                    return None;
+                }
+                let offered = s.schedule.expected(until) - s.schedule.expected(from);
+                Some(offered / len.as_secs_f64() / s.part.of as f64)
+            }
+            DueCounter::Counted {
+                per_interval,
+                interval,
+                ..
+            } => {
+                let step = interval.as_nanos().max(1);
+                // The intervals starting in [from, until).
+                let k = |t: Duration| t.as_nanos().div_ceil(step) as usize;
+                let (a, b) = (k(from), k(until).min(per_interval.len()));
+                let offered: u64 = per_interval.get(a..b).map_or(0, |s| s.iter().sum());
+                Some(offered as f64 / len.as_secs_f64())
+            }
+        }
+    }
+}
+
+impl ScheduleDue {
+    /// This part's requests due in `[previous call, until)`.
+    fn advance(&mut self, until: Duration) -> u64 {
         let mut mine = 0;
         while self.total.is_none_or(|n| self.next < n) {
             let due = self.schedule.next_send(self.next);
@@ -52,17 +126,6 @@ impl DueCounter {
             self.next += 1;
         }
         mine
-    }
-
-    /// A ramped or staged schedule's mean offered rate over `[from, until)`; `None` without
-    /// either (the rate then is the run's own, exactly).
-    pub(crate) fn ramped_rate(&self, from: Duration, until: Duration) -> Option<f64> {
-        if !self.schedule.is_shaped() {
-            return None;
-        }
-        let len = until.checked_sub(from).filter(|d| !d.is_zero())?;
-        let offered = self.schedule.expected(until) - self.schedule.expected(from);
-        Some(offered / len.as_secs_f64() / self.part.of as f64)
     }
 }
 

@@ -239,34 +239,9 @@ impl Reader {
     }
 
     fn push_json(&mut self, n: usize, t: JsonRequest) -> Result<(), RequestsError> {
-        let method = t.method.as_deref().unwrap_or("GET");
-        let method = Method::from_bytes(method.as_bytes())
-            .map_err(|_| self.error(n, format!("bad method {method:?}")))?;
-        let mut headers = HeaderMap::new();
-        for (name, values) in &t.header {
-            let hname = HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| self.error(n, format!("bad header name {name:?}")))?;
-            for v in values {
-                let value = HeaderValue::from_str(v)
-                    .map_err(|_| self.error(n, format!("bad value of header {name:?}")))?;
-                headers.append(hname.clone(), value);
-            }
-        }
-        let body = match &t.body {
-            None => Bytes::new(),
-            Some(b) => {
-                if b.len() as u64 > MAX_BODY_BYTES / 3 * 4 + 4 {
-                    return Err(
-                        self.error(n, format!("a body of more than {MAX_BODY_BYTES} bytes"))
-                    );
-                }
-                let raw = base64::engine::general_purpose::STANDARD
-                    .decode(b)
-                    .map_err(|e| self.error(n, format!("the body is not base64: {e}")))?;
-                self.count_body(n, raw.len() as u64)?;
-                Bytes::from(raw)
-            }
-        };
+        let (method, headers, body) = json_parts(t.method.as_deref(), &t.header, t.body.as_deref())
+            .map_err(|e| self.error(n, e))?;
+        self.count_body(n, body.len() as u64)?;
         let weight = t.weight.unwrap_or(1);
         self.push(n, method, &t.url, headers, body, t.name, weight)
     }
@@ -345,6 +320,41 @@ impl Reader {
         }
         Ok(())
     }
+}
+
+/// The method, headers and body of a JSON request (vegeta's JSON target: `method`, `header`
+/// as name to values, `body` in base64), checked.
+pub(crate) fn json_parts(
+    method: Option<&str>,
+    header: &BTreeMap<String, Vec<String>>,
+    body: Option<&str>,
+) -> Result<(Method, HeaderMap, Bytes), String> {
+    let method = method.unwrap_or("GET");
+    let method =
+        Method::from_bytes(method.as_bytes()).map_err(|_| format!("bad method {method:?}"))?;
+    let mut headers = HeaderMap::new();
+    for (name, values) in header {
+        let hname = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| format!("bad header name {name:?}"))?;
+        for v in values {
+            let value =
+                HeaderValue::from_str(v).map_err(|_| format!("bad value of header {name:?}"))?;
+            headers.append(hname.clone(), value);
+        }
+    }
+    let body = match body {
+        None => Bytes::new(),
+        Some(b) => {
+            if b.len() as u64 > MAX_BODY_BYTES / 3 * 4 + 4 {
+                return Err(format!("a body of more than {MAX_BODY_BYTES} bytes"));
+            }
+            let raw = base64::engine::general_purpose::STANDARD
+                .decode(b)
+                .map_err(|e| format!("the body is not base64: {e}"))?;
+            Bytes::from(raw)
+        }
+    };
+    Ok((method, headers, body))
 }
 
 fn explain(e: TargetError) -> String {

@@ -55,6 +55,9 @@ pub enum LoadError {
     /// The runtime or a listener could not start.
     #[error("cannot start: {0}")]
     Io(#[from] std::io::Error),
+    /// A replay file that cannot be used (found before anything is sent).
+    #[error(transparent)]
+    Replay(#[from] crate::replay::ReplayError),
     /// Ctrl-C (SIGINT) came before the first request: nothing was sent.
     #[error("interrupted before the run began: nothing was sent")]
     Interrupted,
@@ -87,6 +90,10 @@ impl Report {
 /// reported before any request is sent.
 pub fn run(mut cfg: Config, out: &mut dyn Write) -> Result<Report, LoadError> {
     cfg.validate()?;
+    let replay = match cfg.replay.clone() {
+        Some(spec) => Some(prepare_replay(&mut cfg, &spec)?),
+        None => None,
+    };
     if cfg.grpc.is_some() {
         cfg.protocol = Protocol::Http2;
     }
@@ -102,7 +109,27 @@ pub fn run(mut cfg: Config, out: &mut dyn Write) -> Result<Report, LoadError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    rt.block_on(run_async(cfg, threads, out))
+    rt.block_on(run_async(cfg, threads, replay, out))
+}
+
+/// Reads a replay file through (nothing is sent yet) and sets the run from it: its origins
+/// are the targets, its span the duration, its mean rate the rate shown; one worker thread
+/// unless `--threads` says otherwise, so the file's order holds.
+fn prepare_replay(
+    cfg: &mut Config,
+    spec: &crate::replay::ReplaySpec,
+) -> Result<crate::replay::Scan, LoadError> {
+    let scan = crate::replay::scan(spec, cfg.interval, cfg.total_requests)?;
+    cfg.targets = scan.targets.clone();
+    let span = scan.last_due.max(Duration::from_millis(1));
+    cfg.rate = (scan.count as f64 / span.as_secs_f64())
+        .clamp(tailguard_pacing::MIN_RATE, tailguard_pacing::MAX_RATE);
+    cfg.duration = Some(scan.last_due + Duration::from_nanos(1));
+    if cfg.threads == 0 {
+        cfg.threads = 1;
+    }
+    cfg.validate()?;
+    Ok(scan)
 }
 
 /// Worker threads when `--threads` is not given: every core for remote targets; half of them
@@ -118,7 +145,12 @@ fn default_threads(targets: &[crate::Target], cores: usize) -> usize {
     }
 }
 
-async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<Report, LoadError> {
+async fn run_async(
+    cfg: Config,
+    threads: usize,
+    replay: Option<crate::replay::Scan>,
+    out: &mut dyn Write,
+) -> Result<Report, LoadError> {
     // Output paths first: a bad one is bad input, found before anything is sent.
     let json = open_json(&cfg)?;
     let hdr = open_hdr_log(&cfg)?;
@@ -139,8 +171,17 @@ async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<R
         print_header(&cfg, &urls, out);
     }
     let cpu_start = selfcheck::cpu_time();
-    let mut control = start_load(&cfg, clock, threads, &shared);
-    let mut reporter = start_reporter(&cfg, threads, &mut control, hdr, metrics, send_end);
+    let due_counts = replay.as_ref().map(|r| r.due_per_interval.clone());
+    let mut control = start_load(&cfg, clock, threads, &shared, replay);
+    let mut reporter = start_reporter(
+        &cfg,
+        threads,
+        &mut control,
+        hdr,
+        metrics,
+        send_end,
+        due_counts,
+    );
     let (interrupted, unsent) = drive(
         &cfg,
         clock,
@@ -152,6 +193,13 @@ async fn run_async(cfg: Config, threads: usize, out: &mut dyn Write) -> Result<R
     )
     .await;
     let elapsed = wind_down(control.workers, clock, &mut reporter, metrics_server, out).await;
+    if let Some(reader) = control.reader {
+        match reader.join() {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => crate::say(&format!("the replay stopped early: {e}")),
+            Err(_) => crate::say("the replay's reader failed"),
+        }
+    }
     let output_closed = reporter.output_closed;
     let cpu = cpu_start
         .zip(selfcheck::cpu_time())
@@ -242,9 +290,12 @@ fn start_reporter(
     hdr: Option<log::Writer<BufWriter<std::fs::File>>>,
     metrics: Option<Arc<Metrics>>,
     send_end: SendEnd,
+    replay_due: Option<Vec<u64>>,
 ) -> Reporter {
-    let due = control.pacer.as_ref().map(|_| {
-        DueCounter::new(cfg.schedule(cfg.arrivals), cfg.total_requests, cfg.duration).part(cfg.part)
+    let due = control.pacer.as_ref().map(|_| match replay_due {
+        Some(counts) => DueCounter::counted(counts, cfg.interval),
+        None => DueCounter::new(cfg.schedule(cfg.arrivals), cfg.total_requests, cfg.duration)
+            .part(cfg.part),
     });
     let stats = std::mem::take(&mut control.stats);
     let mut reporter = Reporter::new(
@@ -323,11 +374,19 @@ struct Control {
     stats: Vec<Arc<Mutex<Stats>>>,
     pacer: Option<Arc<PacerState>>,
     closed: Option<Arc<ClosedLoop>>,
+    /// A replay's reader thread: the requests it read, or why it stopped.
+    reader: Option<std::thread::JoinHandle<Result<u64, String>>>,
     /// Each thread's queue of released requests (open loop).
     jobs: Vec<async_channel::Receiver<Job>>,
 }
 
-fn start_load(cfg: &Config, clock: Clock, threads: usize, shared: &Arc<Shared>) -> Control {
+fn start_load(
+    cfg: &Config,
+    clock: Clock,
+    threads: usize,
+    shared: &Arc<Shared>,
+    replay: Option<crate::replay::Scan>,
+) -> Control {
     if !cfg.open_loop() {
         let ctl = Arc::new(ClosedLoop::new(cfg.total_requests, cfg.closed_interval));
         let feed = Feed::Closed(ctl.clone());
@@ -338,9 +397,27 @@ fn start_load(cfg: &Config, clock: Clock, threads: usize, shared: &Arc<Shared>) 
             pacer: None,
             closed: Some(ctl),
             jobs: Vec::new(),
+            reader: None,
         };
     }
     let state = Arc::new(PacerState::default());
+    // A replay: a reader thread streams the file to one queue per worker thread.
+    let threads = threads.clamp(1, cfg.concurrency);
+    let (streams, reader) = match (replay, &cfg.replay) {
+        (Some(scan), Some(spec)) => {
+            let (senders, receivers) = crate::replay::queues(threads);
+            let reader = crate::replay::start_reader(
+                cfg.clone(),
+                spec.clone(),
+                scan.origins,
+                senders,
+                state.clone(),
+            );
+            let streams = receivers.into_iter().map(|r| Mutex::new(Some(r))).collect();
+            (Some(streams), Some(reader))
+        }
+        _ => (None, None),
+    };
     let open = Arc::new(OpenLoop {
         schedule: cfg.schedule(cfg.arrivals),
         part: cfg.part,
@@ -352,6 +429,7 @@ fn start_load(cfg: &Config, clock: Clock, threads: usize, shared: &Arc<Shared>) 
         clock,
         state: state.clone(),
         queues: (0..threads).map(|_| async_channel::unbounded()).collect(),
+        streams,
     });
     let jobs = open.queues.iter().map(|(_, rx)| rx.clone()).collect();
     let (workers, stats) =
@@ -362,6 +440,7 @@ fn start_load(cfg: &Config, clock: Clock, threads: usize, shared: &Arc<Shared>) 
         pacer: Some(state),
         closed: None,
         jobs,
+        reader,
     }
 }
 
@@ -458,6 +537,13 @@ struct SendEnd {
 
 impl SendEnd {
     fn of(cfg: &Config) -> SendEnd {
+        if cfg.replay.is_some() {
+            // The last request's offset (the duration ends just after it).
+            return SendEnd {
+                exact: cfg.duration,
+                expected: cfg.duration,
+            };
+        }
         let within = |by_count: Option<Duration>| match (cfg.duration, by_count) {
             (Some(d), Some(c)) => Some(d.min(c)),
             (d, c) => d.or(c),
@@ -789,6 +875,7 @@ fn summarize(
         planned_duration_s: cfg.duration.map(|d| d.as_secs_f64()),
         unsent: 0,
         records: None,
+        slo: Vec::new(),
     }
 }
 
@@ -841,17 +928,20 @@ struct Ending {
 
 fn finish(
     cfg: &Config,
-    summary: RunSummary,
+    mut summary: RunSummary,
     ends: Ending,
     out: &mut dyn Write,
 ) -> Result<Report, LoadError> {
     let verdicts: Vec<Verdict> = cfg.slo.iter().map(|o| o.judge(&summary)).collect();
+    summary.slo.clone_from(&verdicts);
     if !ends.output_closed {
         if cfg.final_report {
+            // The report ends with the verdicts.
             let _ = write!(out, "{}", text::final_report(&summary, cfg.unit));
-        }
-        for v in &verdicts {
-            let _ = writeln!(out, "{v}");
+        } else {
+            for v in &verdicts {
+                let _ = writeln!(out, "{v}");
+            }
         }
         let _ = out.flush();
     }

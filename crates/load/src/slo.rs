@@ -63,16 +63,8 @@ pub enum SloError {
     },
 }
 
-/// The verdict on one objective.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Verdict {
-    /// The objective as written.
-    pub objective: String,
-    /// The measured value, formatted.
-    pub actual: String,
-    /// Whether it was met.
-    pub met: bool,
-}
+/// The verdict on one objective (in the run summary too: `slo` in the JSON).
+pub use tailguard_record::SloVerdict as Verdict;
 
 const LATENCY: [&str; 8] = ["min", "p50", "p90", "p95", "p99", "p999", "p9999", "max"];
 
@@ -160,17 +152,6 @@ fn parse_fraction(v: &str) -> Result<f64, String> {
 }
 
 /// The report line: `# SLO p99<=5ms: met (actual 3.2ms)`.
-impl fmt::Display for Verdict {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let word = if self.met { "met" } else { "MISSED" };
-        write!(
-            f,
-            "# SLO {}: {word} (actual {})",
-            self.objective, self.actual
-        )
-    }
-}
-
 impl fmt::Display for Objective {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.text)

@@ -38,6 +38,9 @@ pub(crate) struct OpenLoop {
     pub clock: Clock,
     pub state: Arc<PacerState>,
     pub queues: Vec<(async_channel::Sender<Job>, async_channel::Receiver<Job>)>,
+    /// A replay's streams, one per thread, each taken by its thread's pacer (`None`: the
+    /// pacers follow `schedule`).
+    pub streams: Option<Vec<Mutex<Option<tokio::sync::mpsc::Receiver<crate::replay::Batch>>>>>,
 }
 
 /// The running worker threads.
@@ -138,17 +141,17 @@ fn run_thread(
                 open.part.index + open.part.of * thread as u64,
                 open.part.of * threads,
             );
+            let stream = open.streams.as_ref().map(|s| {
+                let rx = s[thread].lock().expect("never poisoned").take();
+                crate::replay::Stream::new(rx.expect("one stream per thread"))
+            });
             let open = open.clone();
             set.spawn(async move {
-                pacer::run(
-                    shard,
-                    open.limits,
-                    open.busy_poll,
-                    open.clock,
-                    tx,
-                    &open.state,
-                )
-                .await;
+                let (limits, clock, state) = (open.limits, open.clock, &open.state);
+                match stream {
+                    Some(s) => pacer::run(s, limits, open.busy_poll, clock, tx, state).await,
+                    None => pacer::run(shard, limits, open.busy_poll, clock, tx, state).await,
+                }
             });
         }
         for id in ids {

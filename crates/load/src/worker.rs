@@ -17,11 +17,21 @@ use tailguard_record::{ByName, Class, Classifier, ErrorKind, Outcome, Record, St
 
 /// One request to send: its index in the run, when it was due, and when the pacer released it
 /// (later than due when the pacer ran behind).
-#[derive(Clone, Copy, Debug)]
+#[derive(Debug)]
 pub(crate) struct Job {
     pub index: u64,
     pub scheduled: Duration,
     pub released: Duration,
+    /// A replay's request (others are the run's own: `pick` says which).
+    pub request: Option<Box<Replayed>>,
+}
+
+/// A request of the replay, ready for a worker: its template and its origin (also the index
+/// of the target its figures count under).
+#[derive(Debug)]
+pub(crate) struct Replayed {
+    pub template: Template,
+    pub origin: usize,
 }
 
 /// What every worker of a run shares, read-only.
@@ -258,6 +268,7 @@ impl Worker {
                 index,
                 scheduled,
                 released: scheduled,
+                request: None,
             };
             self.execute(job, scheduled).await;
         }
@@ -266,7 +277,15 @@ impl Worker {
     /// Sends `job`, picked up at `start` (its due time in a closed loop, so the clock is read
     /// three times per request: due, sent, completed).
     async fn execute(&mut self, job: Job, start: Duration) {
-        let t = self.shared.pick.entry(job.index);
+        // The request: a replay's own, or the run's target its index picks. Its figures count
+        // under the target (a replay's: its origin).
+        let (t, o) = match &job.request {
+            Some(r) => (r.origin, r.origin),
+            None => {
+                let t = self.shared.pick.entry(job.index);
+                (t, self.shared.origin_of[t])
+            }
+        };
         let record = if self.expired(job.scheduled, start) {
             // It waited a whole timeout for a connection: sending it now would only stretch
             // the run. Its latency (at least the timeout) still counts.
@@ -280,10 +299,11 @@ impl Worker {
                 failed_check: None,
             }
         } else {
-            self.attempt(t, job.scheduled, start).await
+            let replayed = job.request.as_ref().map(|r| &r.template);
+            self.attempt(replayed, t, o, job.scheduled, start).await
         };
         if !self.shared.reuse {
-            self.conns[self.shared.origin_of[t]] = None;
+            self.conns[o] = None;
         }
         if let Some(hook) = &self.shared.on_record {
             hook(&record);
@@ -310,7 +330,16 @@ impl Worker {
             || self.shared.hard_end.is_some_and(|end| start >= end)
     }
 
-    async fn attempt(&mut self, t: usize, scheduled: Duration, start: Duration) -> Record {
+    /// Sends the replayed request, else target `t`'s, on a connection to origin `o`; the
+    /// record counts under target `t`.
+    async fn attempt(
+        &mut self,
+        replayed: Option<&Template>,
+        t: usize,
+        o: usize,
+        scheduled: Duration,
+        start: Duration,
+    ) -> Record {
         let clock = self.shared.clock;
         // The send time when no connection can be readied (the attempt's start).
         let mut sent = start;
@@ -322,17 +351,12 @@ impl Worker {
         let shared = &self.shared;
         let id = self.id;
         let spare = self.spare.take();
-        let o = shared.origin_of[t];
+        let template = replayed.unwrap_or(&shared.templates[t]);
         let exchange = async {
             let conn = ready_conn(&mut conns[o], shared, o, id).await?;
             sent = clock.elapsed();
-            conn.exchange(
-                &shared.templates[t],
-                spare,
-                shared.grpc,
-                &shared.body_checks,
-            )
-            .await
+            conn.exchange(template, spare, shared.grpc, &shared.body_checks)
+                .await
         };
         // The timer first: an exchange that always has bytes to read (a server streaming
         // interim heads, or a body) spends the task's budget of tokio's cooperative

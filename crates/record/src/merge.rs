@@ -111,6 +111,7 @@ pub fn merge(parts: &[(String, RunSummary)]) -> Result<Merged, MergeError> {
             .iter()
             .fold(0u64, |n, (_, r)| n.saturating_add(r.unsent)),
         records: None,
+        slo: Vec::new(),
     };
     Ok(Merged { summary, notes })
 }

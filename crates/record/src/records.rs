@@ -284,14 +284,10 @@ pub fn is_records(first_line: &str) -> bool {
 /// The first line that is not what it should be, with its number; a line longer than
 /// [`MAX_LINE_BYTES`]; lines after the footer.
 pub fn read(input: impl BufRead) -> Result<Read, String> {
-    let mut lines = LimitedLines {
-        input,
-        n: 0,
-        buf: Vec::new(),
-    };
-    let first = lines.next()?.ok_or("an empty file")?;
+    let mut lines = tailguard_text::lines::Lines::new(input, MAX_LINE_BYTES);
+    let (_, first) = lines.next_line()?.ok_or("an empty file")?;
     let header: Header =
-        serde_json::from_str(&first).map_err(|e| format!("line 1: not a records header ({e})"))?;
+        serde_json::from_str(first).map_err(|e| format!("line 1: not a records header ({e})"))?;
     if header.tailguard_records > FORMAT {
         return Err(format!(
             "written in format {}; this tailguard reads up to {FORMAT}",
@@ -303,8 +299,7 @@ pub fn read(input: impl BufRead) -> Result<Read, String> {
     let mut names = name_index(&header.targets).map(|(of, n)| ByName::new(of.into(), n));
     let mut last_completed = Duration::ZERO;
     let mut footer = None;
-    while let Some(text) = lines.next()? {
-        let n = lines.n;
+    while let Some((n, text)) = lines.next_line()? {
         if footer.is_some() {
             return Err(format!("line {n}: a line after the end line"));
         }
@@ -313,13 +308,13 @@ pub fn read(input: impl BufRead) -> Result<Read, String> {
         }
         if text.starts_with("{\"end\"") {
             footer = Some(
-                serde_json::from_str::<Footer>(&text)
+                serde_json::from_str::<Footer>(text)
                     .map_err(|e| format!("line {n}: not an end line ({e})"))?,
             );
             continue;
         }
         let line: Line =
-            serde_json::from_str(&text).map_err(|e| format!("line {n}: not a record ({e})"))?;
+            serde_json::from_str(text).map_err(|e| format!("line {n}: not a record ({e})"))?;
         let rec = line.record().map_err(|e| format!("line {n}: {e}"))?;
         if rec.target as usize >= header.targets.len().max(1) {
             return Err(format!(
@@ -358,38 +353,6 @@ fn name_index(targets: &[String]) -> Option<(Vec<u32>, usize)> {
         })
         .collect();
     Some((of, index.len()))
-}
-
-/// Lines of at most [`MAX_LINE_BYTES`], counted.
-struct LimitedLines<R> {
-    input: R,
-    n: usize,
-    buf: Vec<u8>,
-}
-
-impl<R: BufRead> LimitedLines<R> {
-    fn next(&mut self) -> Result<Option<String>, String> {
-        use std::io::Read as _;
-        self.buf.clear();
-        self.n += 1;
-        let limit = (MAX_LINE_BYTES + 1) as u64;
-        let got = (&mut self.input)
-            .take(limit)
-            .read_until(b'\n', &mut self.buf)
-            .map_err(|e| format!("line {}: {e}", self.n))?;
-        if got == 0 {
-            return Ok(None);
-        }
-        if self.buf.len() > MAX_LINE_BYTES {
-            return Err(format!(
-                "line {}: longer than {MAX_LINE_BYTES} bytes",
-                self.n
-            ));
-        }
-        String::from_utf8(std::mem::take(&mut self.buf))
-            .map(|s| Some(s.trim_end_matches(['\n', '\r']).to_string()))
-            .map_err(|_| format!("line {}: not UTF-8", self.n))
-    }
 }
 
 #[cfg(test)]

@@ -156,6 +156,28 @@ impl Totals {
     }
 }
 
+/// The verdict on one `--slo` objective.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SloVerdict {
+    /// The objective as written (`p99<=5ms`).
+    pub objective: String,
+    /// The measured value, formatted (`3.2ms`, or `no data`).
+    pub actual: String,
+    /// Whether it was met.
+    pub met: bool,
+}
+
+impl std::fmt::Display for SloVerdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let word = if self.met { "met" } else { "MISSED" };
+        write!(
+            f,
+            "# SLO {}: {word} (actual {})",
+            self.objective, self.actual
+        )
+    }
+}
+
 /// What went into a run's per-request records file.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecordsFile {
@@ -244,6 +266,9 @@ pub struct RunSummary {
     /// The run length asked for (`--duration`), seconds; `None` for a count-bounded run.
     #[serde(default)]
     pub planned_duration_s: Option<f64>,
+    /// The verdict on each `--slo` objective, in the order given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slo: Vec<SloVerdict>,
     /// The per-request records file (`--output`), when one was written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub records: Option<RecordsFile>,

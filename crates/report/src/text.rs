@@ -34,6 +34,9 @@ pub fn final_report(run: &RunSummary, unit: Unit) -> String {
             r.written, r.path
         );
     }
+    for v in &run.slo {
+        let _ = writeln!(out, "{v}");
+    }
     out
 }
 

@@ -18,7 +18,7 @@ use tailguard_report::Unit;
 #[command(after_help = EXIT_CODES)]
 pub struct Args {
     /// Target URLs (http:// or https://), or @FILE with one URL per line; requests go to them in turn.
-    #[arg(required_unless_present = "targets", value_name = "URL")]
+    #[arg(required_unless_present_any = ["targets", "replay"], value_name = "URL")]
     urls: Vec<String>,
     /// A file of requests, each with its own method, headers and body, in vegeta's formats:
     /// http (`METHOD URL`, header lines, `@BODY-FILE`, a blank line between requests) or JSON
@@ -26,6 +26,14 @@ pub struct Args {
     /// Requests go in turn, or by weight; -H adds to each.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["urls", "method", "data", "grpc"])]
     targets: Option<PathBuf>,
+    /// Replay recorded traffic: JSON lines `{"offset_ms": 12.5, "method", "url", "header": {"K":
+    /// ["v"]}, "body": BASE64}`, each request sent at its offset (offsets must not decrease),
+    /// latency measured from it; the file is streamed, in bounded memory.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["urls", "targets", "rate", "duration", "stages", "ramp_from", "sweep", "shard", "method", "data", "grpc", "closed_interval"])]
+    replay: Option<PathBuf>,
+    /// --replay at this speed: 2 sends twice as fast (0.001 to 1000).
+    #[arg(long, default_value = "1", value_parser = tailguard_load::replay::parse_speed, requires = "replay")]
+    speed: f64,
     /// The --targets file's format: auto (JSON when it starts with `{`), http or json.
     #[arg(
         long,
@@ -375,6 +383,7 @@ fn top_errors(errors: &std::collections::BTreeMap<String, u64>) -> String {
 
 fn config(args: Args) -> anyhow::Result<Config> {
     let targets = match &args.targets {
+        _ if args.replay.is_some() => Vec::new(),
         Some(file) => tailguard_load::requests::read(file, args.targets_format)?,
         None => target::expand_args(&args.urls)?
             .iter()
@@ -430,6 +439,10 @@ fn config(args: Args) -> anyhow::Result<Config> {
     cfg.json = args.json;
     cfg.hdr_log = args.hdr_log;
     cfg.output = args.output;
+    cfg.replay = args.replay.map(|path| tailguard_load::replay::ReplaySpec {
+        path,
+        speed: args.speed,
+    });
     cfg.metrics_addr = args.metrics_addr;
     cfg.slo = match &args.slo {
         Some(spec) => slo::parse(spec)?,

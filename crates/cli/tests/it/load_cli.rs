@@ -492,3 +492,58 @@ fn per_request_records_are_read_back_by_report() {
     assert!(from(&run).len() > 10, "{run}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_replay_runs_from_its_file_and_a_bad_one_is_refused_before_sending() {
+    let server = TestServer::builder().spawn();
+    let dir = std::env::temp_dir().join(format!("tg-cli-replay-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("recorded.jsonl");
+    let file_s = file.display().to_string();
+    let lines: String = (0..20)
+        .map(|i| {
+            format!(
+                "{{\"offset_ms\": {}, \"url\": \"{}\"}}\n",
+                i * 10,
+                server.url("/r")
+            )
+        })
+        .collect();
+    std::fs::write(&file, lines).unwrap();
+    let out = tailguard(&[
+        "load",
+        "--replay",
+        &file_s,
+        "--speed",
+        "4",
+        "-q",
+        "--slo",
+        "success>=99%",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("# 20 requests in "), "{text}");
+    assert!(
+        text.ends_with("# SLO success>=99%: met (actual 100.000%)\n"),
+        "{text}"
+    );
+    // The pre-flight GET, then the twenty.
+    assert_eq!(server.hits(), 21);
+
+    let out = tailguard(&["load", "--replay", &file_s, &server.url("/")]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a replay takes no URL: {}",
+        stderr(&out)
+    );
+    std::fs::write(&file, "{\"offset_ms\": 3, \"url\": \"http://127.0.0.1:1/\"}\n{\"offset_ms\": 2, \"url\": \"http://127.0.0.1:1/\"}\n").unwrap();
+    let out = tailguard(&["load", "--replay", &file_s]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("{file_s}:2: its offset is before line 1's")),
+        "{}",
+        stderr(&out)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

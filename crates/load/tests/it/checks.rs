@@ -122,13 +122,20 @@ fn expected_statuses_and_the_digest_decide_together() {
         sha256: Some(parse_sha256(hex).unwrap()),
         contains: None,
     };
-    let (report, _) = common::run(cfg);
+    cfg.slo = tailguard_load::slo::parse("success>=25%,success>=99%").unwrap();
+    let (report, text) = common::run(cfg);
+    // The verdicts end the report, and the summary keeps them.
+    assert!(text.ends_with("# SLO success>=25%: met (actual 25.000%)\n# SLO success>=99%: MISSED (actual 25.000%)\n"), "{text}");
     let t = &report.summary.totals;
     assert_eq!((t.good, t.bad), (3, 9), "{t:?}");
     assert_eq!(t.failed_checks["status"], 6);
     assert_eq!(t.failed_checks["body-sha256"], 3);
     let json = serde_json::to_value(&report.summary).unwrap();
     assert_eq!(json["failed_checks"]["status"], 6);
+    assert_eq!(
+        json["slo"][1],
+        serde_json::json!({"objective": "success>=99%", "actual": "25.000%", "met": false})
+    );
 }
 
 fn preflight(url: &str) -> Config {

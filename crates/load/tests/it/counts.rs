@@ -102,14 +102,16 @@ fn rate_within_one_percent(rate: f64) {
     }
 }
 
-/// One test, so the two rates do not compete for the CPU. Tier 2: 20 s of wall clock held to
-/// 1%, which a busy machine can miss; tier 1 checks the same pacing exactly
-/// (`threads_together_send_exactly_the_schedule` above, the pacing crate's schedule tests).
+/// One test, so the two rates (and a replay's send lag) do not compete for the CPU. Tier 2:
+/// 20 s of wall clock held to 1%, which a busy machine can miss; tier 1 checks the same pacing
+/// exactly (`threads_together_send_exactly_the_schedule` above, the pacing crate's schedule
+/// tests).
 #[test]
-#[ignore = "tier 2: 20 s at 1,000 and 10,000 req/s held to 1% of the wall clock"]
+#[ignore = "tier 2: 20 s at 1,000 and 10,000 req/s held to 1% of the wall clock, 3 s of replay"]
 fn rate_accuracy_at_1000_and_10000_per_second() {
     rate_within_one_percent(1_000.0);
     rate_within_one_percent(10_000.0);
+    crate::replay::replay_send_lag_p99_is_within_a_millisecond_at_2000_per_second();
 }
 
 /// slow_cooker's per-worker ticker: 5 workers each sending at most every 100 ms for 1 s send

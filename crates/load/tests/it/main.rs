@@ -9,4 +9,5 @@ mod latency;
 mod preflight;
 mod protocols;
 mod records;
+mod replay;
 mod requests;
