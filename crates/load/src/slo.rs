@@ -152,6 +152,14 @@ fn parse_fraction(v: &str) -> Result<f64, String> {
 }
 
 /// The report line: `# SLO p99<=5ms: met (actual 3.2ms)`.
+impl Objective {
+    /// A latency objective's bound, microseconds (`p99<=5ms`: 5,000); `None` for success and
+    /// rate objectives.
+    pub fn latency_bound_us(&self) -> Option<f64> {
+        matches!(self.metric, Metric::Latency(_)).then_some(self.threshold)
+    }
+}
+
 impl fmt::Display for Objective {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.text)

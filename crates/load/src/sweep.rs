@@ -19,7 +19,7 @@
 
 use crate::run::{run, LoadError, Report};
 use crate::Config;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::time::Duration;
 use tailguard_report::interval::trim_float;
@@ -44,7 +44,7 @@ pub struct Search {
 }
 
 /// Where the knee lies once the search ends.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "knee")]
 pub enum Knee {
     /// Even the lowest rate tried missed the objective.
@@ -119,7 +119,7 @@ impl Search {
 }
 
 /// One step's figures.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Step {
     /// Offered requests per second.
     pub rate: f64,
@@ -141,8 +141,8 @@ pub struct Step {
     pub verdicts: Vec<String>,
 }
 
-/// What a sweep found.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// What a sweep found (`--sweep --json`; `tailguard report` reads it back).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SweepReport {
     /// The objectives, as given.
     pub slo: String,
@@ -315,6 +315,131 @@ pub fn text(r: &SweepReport, unit: Unit) -> String {
     out
 }
 
+impl Knee {
+    /// The highest rate known to meet the objective (`None` when even the lowest missed).
+    pub fn capacity(&self) -> Option<f64> {
+        match *self {
+            Knee::Between { met, .. } => Some(met),
+            Knee::AboveRange { highest } => Some(highest),
+            Knee::BelowRange { .. } => None,
+        }
+    }
+}
+
+/// Draws each latency objective of `slo` on `chart` as a rule at its bound.
+fn slo_rules(mut chart: Chart, slo: &str) -> Chart {
+    for o in crate::slo::parse(slo).unwrap_or_default() {
+        if let Some(us) = o.latency_bound_us() {
+            chart = chart.rule(us, format!("SLO {o}"));
+        }
+    }
+    chart
+}
+
+/// Reads a sweep's JSON; `None` when `text` is not one (another summary).
+pub fn read(text: &str) -> Option<SweepReport> {
+    serde_json::from_str::<SweepReport>(text).ok()
+}
+
+/// Several sweeps side by side: each one's table and knee, then each knee against the
+/// first's (`b/a`), with a warning when their objectives differ.
+pub fn compare_text(sweeps: &[(String, SweepReport)], unit: Unit) -> String {
+    let mut out = String::new();
+    for (name, r) in sweeps {
+        out.push_str(&format!(
+            "# {name}: --slo {} ({}s steps)\n",
+            r.slo,
+            trim_float(r.step_s)
+        ));
+        out.push_str(&text(r, unit));
+        out.push('\n');
+    }
+    let Some((first, base)) = sweeps.first() else {
+        return out;
+    };
+    for (name, r) in &sweeps[1..] {
+        let line = match (base.knee.capacity(), r.knee.capacity()) {
+            (Some(a), Some(b)) => {
+                let bound = |k: &Knee| {
+                    if matches!(k, Knee::AboveRange { .. }) {
+                        " (at least)"
+                    } else {
+                        ""
+                    }
+                };
+                format!(
+                    "# knee {name}/{first}: {} req/s{} against {} req/s{}: {:.2}x",
+                    trim_float(b),
+                    bound(&r.knee),
+                    trim_float(a),
+                    bound(&base.knee),
+                    b / a
+                )
+            }
+            _ => format!(
+                "# knee {name}/{first}: no ratio (a sweep found no rate that met its objective)"
+            ),
+        };
+        out.push_str(&line);
+        out.push('\n');
+        if r.slo != base.slo {
+            out.push_str(&format!(
+                "# note: the objectives differ ({name}: {}; {first}: {}): the knees measure different things\n",
+                r.slo, base.slo
+            ));
+        }
+    }
+    out
+}
+
+/// Several sweeps' curves on one page: p99 by offered rate on a log axis, one colour (and
+/// every other one dashed) per sweep, the objectives' bounds drawn, and the sent rate.
+pub fn compare_html(sweeps: &[(String, SweepReport)], title: &str) -> String {
+    let mut chart = Chart::new("p99 latency by offered rate")
+        .x_title("offered requests/s")
+        .y_title("p99 latency")
+        .y_log(true)
+        .y_format(|us| Unit::Auto.format(us.max(0.0) as u64));
+    let mut objectives: Vec<&str> = sweeps.iter().map(|(_, r)| r.slo.as_str()).collect();
+    objectives.dedup();
+    for slo in objectives {
+        chart = slo_rules(chart, slo);
+    }
+    let mut sent = Chart::new("Sent by offered rate")
+        .x_title("offered requests/s")
+        .y_title("sent requests/s");
+    for (i, (name, r)) in sweeps.iter().enumerate() {
+        let mut steps: Vec<&Step> = r.steps.iter().collect();
+        steps.sort_by(|a, b| a.rate.total_cmp(&b.rate));
+        let p99 = steps
+            .iter()
+            .map(|s| (s.rate, s.p99_us.map_or(f64::NAN, |us| us as f64)))
+            .collect();
+        let mut series = Series::new(name.clone(), p99).color(i);
+        let mut rate = Series::new(
+            name.clone(),
+            steps.iter().map(|s| (s.rate, s.achieved_rate)).collect(),
+        )
+        .color(i);
+        if i % 2 == 1 {
+            series = series.dashed();
+            rate = rate.dashed();
+        }
+        chart = chart.series(series);
+        sent = sent.series(rate);
+    }
+    format!(
+        "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <title>{t}</title>\n<style>{style}</style>\n</head>\n<body>\n<h1>{t}</h1>\n\
+         <pre>{table}</pre>\n<div class=\"charts\">\n{a}{b}</div>\n</body>\n</html>\n",
+        t = escape(title),
+        style = tailguard_report::web::STYLE,
+        table = escape(&compare_text(sweeps, Unit::Auto)),
+        a = chart.svg(),
+        b = sent.svg()
+    )
+}
+
 /// The throughput-latency curve as one self-contained HTML page.
 pub fn html(r: &SweepReport, title: &str) -> String {
     let mut steps: Vec<&Step> = r.steps.iter().collect();
@@ -328,15 +453,12 @@ pub fn html(r: &SweepReport, title: &str) -> String {
     let mut chart = Chart::new("Latency by offered rate")
         .x_title("offered requests/s")
         .y_title("latency")
+        .y_log(true)
         .y_format(|us| Unit::Auto.format(us.max(0.0) as u64))
         .series(Series::new("p99", latency(|s| s.p99_us)))
         .series(Series::new("p50", latency(|s| s.p50_us)).dashed())
         .series(Series::new("p99.9", latency(|s| s.p999_us)).dashed());
-    if let Knee::Between { met, .. } = r.knee {
-        if let Some(p99) = steps.iter().find(|s| s.rate == met).and_then(|s| s.p99_us) {
-            chart = chart.rule(p99 as f64, format!("knee: {} req/s", trim_float(met)));
-        }
-    }
+    chart = slo_rules(chart, &r.slo);
     let sent = Chart::new("Sent by offered rate")
         .x_title("offered requests/s")
         .y_title("sent requests/s")

@@ -1,16 +1,18 @@
 //! `tailguard report`: render saved results again, or several side by side.
 
-use anyhow::bail;
+use anyhow::{bail, Context};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use tailguard_bench::saved;
+use tailguard_load::sweep::SweepReport;
 use tailguard_report::Unit;
 
 /// Arguments of `tailguard report`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Reads `tailguard bench --json` and `tailguard load --json` files, and `tailguard load \
---output` records (NDJSON, read through at any size). With several files, each arm is named \
+    after_help = "Reads `tailguard bench --json` and `tailguard load --json` files, `tailguard load \
+--output` records (NDJSON, read through at any size), and `tailguard load --sweep --json` sweeps \
+(each knee, and each against the first's). With several files, each arm is named \
 FILE/ARM and the same group of every run shares one table.\n\
 Example: tailguard report before.json after.json --html compare.html"
 )]
@@ -29,14 +31,57 @@ pub struct Args {
     json: Option<PathBuf>,
 }
 
+/// Each file's sweep, when every file is a `load --sweep --json` one; `None` when none is;
+/// an error when some are and some are not.
+fn sweeps(args: &Args) -> anyhow::Result<Option<Vec<(String, SweepReport)>>> {
+    let mut found = Vec::new();
+    for path in &args.files {
+        let text = tailguard_record::read_json_file(path)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok());
+        if let Some(r) = text.as_deref().and_then(tailguard_load::sweep::read) {
+            found.push((label(path), r));
+        }
+    }
+    match found.len() {
+        0 => Ok(None),
+        n if n == args.files.len() => Ok(Some(found)),
+        _ => bail!("sweeps (load --sweep --json) and runs cannot share one report: give only sweeps, or only runs"),
+    }
+}
+
+fn label(path: &std::path::Path) -> String {
+    path.file_stem().map_or_else(
+        || path.display().to_string(),
+        |s| s.to_string_lossy().into_owned(),
+    )
+}
+
 /// Runs `tailguard report`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if let Some(found) = sweeps(&args)? {
+        let shown = super::write_stdout(&tailguard_load::sweep::compare_text(&found, args.unit));
+        if let Some(path) = &args.html {
+            let names: Vec<&str> = found.iter().map(|(n, _)| n.as_str()).collect();
+            let title = format!("tailguard report: {}", names.join(" vs "));
+            std::fs::write(path, tailguard_load::sweep::compare_html(&found, &title))
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            if shown {
+                super::out!("# HTML report: {}\n", path.display());
+            }
+        }
+        if args.json.is_some() {
+            bail!("--json combines runs; sweeps are already JSON");
+        }
+        return Ok(if shown {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(super::EXIT_PIPE)
+        });
+    }
     let mut runs = Vec::new();
     for path in &args.files {
-        let label = path.file_stem().map_or_else(
-            || path.display().to_string(),
-            |s| s.to_string_lossy().into_owned(),
-        );
+        let label = label(path);
         match saved::read(path, &label) {
             Ok(r) => runs.push((label, r)),
             Err(e) => bail!(e),

@@ -547,3 +547,72 @@ fn a_replay_runs_from_its_file_and_a_bad_one_is_refused_before_sending() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn report_reads_sweeps_and_compares_their_knees() {
+    let server = TestServer::builder().spawn();
+    let dir = std::env::temp_dir().join(format!("tg-cli-sweeps-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (a, b, html) = (
+        dir.join("a.json"),
+        dir.join("b.json"),
+        dir.join("knees.html"),
+    );
+    let url = server.url("/");
+    for (path, slo) in [(&a, "p99<=1s"), (&b, "p99<=2s")] {
+        let out = tailguard(&[
+            "load",
+            "--sweep",
+            "100..200",
+            "--sweep-steps",
+            "2",
+            "-d",
+            "300ms",
+            "-q",
+            "--slo",
+            slo,
+            "--json",
+            path.to_str().unwrap(),
+            &url,
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    }
+    let out = tailguard(&[
+        "report",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("# a: --slo p99<=1s"), "{text}");
+    assert!(
+        text.contains("# knee b/a: 200 req/s (at least) against 200 req/s (at least): 1.00x"),
+        "{text}"
+    );
+    assert!(text.contains("# note: the objectives differ"), "{text}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("<title>tailguard report: a vs b</title>"),
+        "{page}"
+    );
+    assert!(page.contains("<svg"), "the page draws the curves");
+    // A sweep and a run do not mix.
+    let run = dir.join("run.json");
+    let out = tailguard(&[
+        "load",
+        "-n",
+        "5",
+        "-r",
+        "50",
+        "-q",
+        "--json",
+        run.to_str().unwrap(),
+        &url,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = tailguard(&["report", a.to_str().unwrap(), run.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -345,3 +345,46 @@ fn a_staged_run_sends_what_each_stage_offers() {
     }
     assert!(shards.abs_diff(400) <= 1, "{shards}");
 }
+
+/// Two shards of one staged schedule, started together (`--start-at`) and merged: the merged
+/// run has the schedule's requests and each second's target is what the stages offered.
+#[test]
+fn staged_shards_merge_into_the_one_schedule() {
+    let stages: tailguard_pacing::Stages = "1s:0->200,1s:200->0".parse().unwrap();
+    let server = TestServer::builder().spawn();
+    #[allow(clippy::disallowed_methods)] // a wall-clock start shared by the two shards
+    let start = std::time::SystemTime::now() + Duration::from_millis(500);
+    let runs: Vec<_> = ["0/2", "1/2"]
+        .into_iter()
+        .map(|part| {
+            let mut cfg = common::config(&server.url("/"), 1.0, Duration::from_secs(1));
+            cfg.set_stages(stages.clone());
+            cfg.part = part.parse().unwrap();
+            cfg.concurrency = 8;
+            cfg.start_at = Some(start);
+            // A summary that is written keeps its histograms, which the merge needs.
+            let path = std::env::temp_dir().join(format!(
+                "tg-it-staged-{}-{}.json",
+                part.replace('/', "of"),
+                std::process::id()
+            ));
+            cfg.json = Some(path.clone());
+            std::thread::spawn(move || {
+                let (report, _) = common::run(cfg);
+                std::fs::remove_file(&path).unwrap();
+                (part.to_string(), report.summary)
+            })
+        })
+        .collect();
+    let parts: Vec<_> = runs.into_iter().map(|r| r.join().unwrap()).collect();
+    let sent: u64 = parts.iter().map(|(_, s)| s.totals.requests).sum();
+    let merged = tailguard_record::merge::merge(&parts).unwrap().summary;
+    assert_eq!(merged.totals.requests, sent);
+    assert!(sent.abs_diff(200) <= 1, "{sent}");
+    let targets: Vec<u64> = merged.intervals.iter().map(|iv| iv.target).collect();
+    assert!(targets.len() >= 2, "{targets:?}");
+    for (got, want) in targets.iter().zip([100u64, 100]) {
+        assert!(got.abs_diff(want) <= 2, "{targets:?}");
+    }
+    assert_eq!(server.hits(), sent);
+}
