@@ -428,15 +428,19 @@ pub fn compare_html(sweeps: &[(String, SweepReport)], title: &str) -> String {
         chart = chart.series(series);
         sent = sent.series(rate);
     }
+    page(title, &compare_text(sweeps, Unit::Auto), &[chart, sent])
+}
+
+/// A self-contained page: the title, the text report, the charts.
+fn page(title: &str, table: &str, charts: &[Chart]) -> String {
+    let svgs: String = charts.iter().map(Chart::svg).collect();
     format!(
         "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <title>{t}</title>\n<style>{style}</style>\n</head>\n<body>\n<h1>{t}</h1>\n\
-         <pre>{table}</pre>\n<div class=\"charts\">\n{a}{b}</div>\n</body>\n</html>\n",
+         <pre>{table}</pre>\n<div class=\"charts\">\n{svgs}</div>\n</body>\n</html>\n",
         t = escape(title),
         style = tailguard_report::web::STYLE,
-        table = escape(&compare_text(sweeps, Unit::Auto)),
-        a = chart.svg(),
-        b = sent.svg()
+        table = escape(table),
     )
 }
 
@@ -466,16 +470,7 @@ pub fn html(r: &SweepReport, title: &str) -> String {
             "sent",
             steps.iter().map(|s| (s.rate, s.achieved_rate)).collect(),
         ));
-    format!(
-        "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <title>{t}</title>\n<style>{style}</style>\n</head>\n<body>\n<h1>{t}</h1>\n\
-         <pre>{table}</pre>\n<div class=\"charts\">\n{a}{b}</div>\n</body>\n</html>\n",
-        t = escape(title),
-        style = tailguard_report::web::STYLE,
-        table = escape(&text(r, Unit::Auto)),
-        a = chart.svg(),
-        b = sent.svg()
-    )
+    page(title, &text(r, Unit::Auto), &[chart, sent])
 }
 
 #[cfg(test)]
