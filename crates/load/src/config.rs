@@ -197,6 +197,9 @@ pub struct Config {
     pub metrics_addr: Option<SocketAddr>,
     /// Service level objectives checked at the end.
     pub slo: Vec<Objective>,
+    /// Percentiles the report shows instead of its default ones (`--percentiles`), each
+    /// above 0 and below 100.
+    pub percentiles: Vec<f64>,
     /// Skip the interval lines; print only the final report.
     pub quiet: bool,
     /// Print the final report (a caller with its own, such as `tailguard bench`, turns it off).
@@ -341,6 +344,7 @@ impl Config {
             output: None,
             metrics_addr: None,
             slo: Vec::new(),
+            percentiles: Vec::new(),
             quiet: false,
             final_report: true,
             preflight: true,

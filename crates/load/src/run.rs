@@ -876,6 +876,20 @@ fn summarize(
         unsent: 0,
         records: None,
         slo: Vec::new(),
+        percentiles: cfg
+            .percentiles
+            .iter()
+            .map(|&p| {
+                let at = |h: &tailguard_histogram::Histogram| {
+                    (!h.is_empty()).then(|| h.quantile_us(p / 100.0))
+                };
+                tailguard_record::Quantile {
+                    percentile: p,
+                    latency_us: at(&r.total.latency),
+                    service_time_us: at(&r.total.service),
+                }
+            })
+            .collect(),
     }
 }
 

@@ -1,7 +1,8 @@
 //! Service level objectives for CI: `--slo 'p99<=5ms,p999<=20ms,success>=99.9%'`.
 //!
 //! Each objective is `METRIC OP VALUE`. Metrics: the latency percentiles `min p50 p90 p95 p99
-//! p999 p9999 max` (corrected latency, values with a unit: `us`, `ms`, `s`), `success` (good
+//! p999 p9999 max` (corrected latency, values with a unit: `us`, `ms`, `s`), any other
+//! percentile `--percentiles` measures (`p98`, `p99.5`), `success` (good
 //! responses over all requests, as a percentage or a fraction) and `rate` (achieved requests
 //! per second). Operators: `<=`, `<`, `>=`, `>`. A run that misses any objective exits with
 //! status 1.
@@ -12,7 +13,8 @@
 //! let objectives = slo::parse("p99<=5ms, success>=99.9%").unwrap();
 //! assert_eq!(objectives.len(), 2);
 //! assert_eq!(objectives[0].to_string(), "p99<=5ms");
-//! assert!(slo::parse("p98<=5ms").unwrap_err().to_string().contains("unknown metric \"p98\""));
+//! assert_eq!(slo::parse("p98<=5ms").unwrap()[0].percentile(), Some(98.0));
+//! assert!(slo::parse("p100<=5ms").unwrap_err().to_string().contains("unknown metric \"p100\""));
 //! ```
 
 use std::fmt;
@@ -31,7 +33,10 @@ pub struct Objective {
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Metric {
+    /// One of the summary's own percentiles (`p99`, `p999`) or `min`/`max`.
     Latency(&'static str),
+    /// Another percentile (`p98`, `p99.5`): one `--percentiles` measures.
+    Quantile(f64),
     Success,
     Rate,
 }
@@ -51,7 +56,7 @@ pub enum SloError {
     #[error("bad objective {0:?}: expected METRIC<=VALUE (or <, >=, >)")]
     NoOperator(String),
     /// A metric name not in the list.
-    #[error("bad objective: unknown metric {0:?} (use min, p50, p90, p95, p99, p999, p9999, max, success, rate)")]
+    #[error("bad objective: unknown metric {0:?} (use min, p50, p90, p95, p99, p999, p9999, max, another percentile such as p98 or p99.5 that --percentiles measures, success, rate)")]
     UnknownMetric(String),
     /// A value that does not parse for its metric.
     #[error("bad objective {objective:?}: {reason}")]
@@ -82,12 +87,10 @@ fn parse_one(text: &str) -> Result<Objective, SloError> {
     let metric = match name.trim() {
         "success" => Metric::Success,
         "rate" => Metric::Rate,
-        n => Metric::Latency(
-            LATENCY
-                .iter()
-                .find(|m| **m == n)
-                .ok_or_else(|| SloError::UnknownMetric(n.into()))?,
-        ),
+        n => match LATENCY.iter().find(|m| **m == n) {
+            Some(m) => Metric::Latency(m),
+            None => quantile(n).ok_or_else(|| SloError::UnknownMetric(n.into()))?,
+        },
     };
     let bad = |reason: String| SloError::BadValue {
         objective: text.into(),
@@ -95,7 +98,7 @@ fn parse_one(text: &str) -> Result<Objective, SloError> {
     };
     let value = value.trim();
     let threshold = match metric {
-        Metric::Latency(_) => parse_latency_us(value).map_err(bad)?,
+        Metric::Latency(_) | Metric::Quantile(_) => parse_latency_us(value).map_err(bad)?,
         Metric::Success => parse_fraction(value).map_err(bad)?,
         Metric::Rate => value
             .parse::<f64>()
@@ -106,6 +109,27 @@ fn parse_one(text: &str) -> Result<Objective, SloError> {
         op,
         threshold,
         text: text.replace(' ', ""),
+    })
+}
+
+/// `p98`, `p99.5`, `p99.9`: a percentile above 0 and below 100 (the summary's own are
+/// spelled `p999` and `p9999`; `p99.9` is read as `p999`).
+fn quantile(name: &str) -> Option<Metric> {
+    let p: f64 = name.strip_prefix('p')?.parse().ok()?;
+    if !(p > 0.0 && p < 100.0) {
+        return None;
+    }
+    let own = [
+        (50.0, "p50"),
+        (90.0, "p90"),
+        (95.0, "p95"),
+        (99.0, "p99"),
+        (99.9, "p999"),
+        (99.99, "p9999"),
+    ];
+    Some(match own.iter().find(|(v, _)| (v - p).abs() < 1e-9) {
+        Some((_, name)) => Metric::Latency(name),
+        None => Metric::Quantile(p),
     })
 }
 
@@ -156,7 +180,16 @@ impl Objective {
     /// A latency objective's bound, microseconds (`p99<=5ms`: 5,000); `None` for success and
     /// rate objectives.
     pub fn latency_bound_us(&self) -> Option<f64> {
-        matches!(self.metric, Metric::Latency(_)).then_some(self.threshold)
+        matches!(self.metric, Metric::Latency(_) | Metric::Quantile(_)).then_some(self.threshold)
+    }
+
+    /// The percentile this objective needs measured by `--percentiles` (`p98<=5ms`: 98), if
+    /// it is not one the summary always has.
+    pub fn percentile(&self) -> Option<f64> {
+        match self.metric {
+            Metric::Quantile(p) => Some(p),
+            _ => None,
+        }
     }
 }
 
@@ -176,6 +209,12 @@ impl Objective {
             Metric::Latency(name) => t
                 .latency_us
                 .and_then(|l| l.get(name))
+                .map(|us| (us as f64, Unit::Auto.format(us))),
+            Metric::Quantile(p) => run
+                .percentiles
+                .iter()
+                .find(|q| (q.percentile - p).abs() < 1e-9)
+                .and_then(|q| q.latency_us)
                 .map(|us| (us as f64, Unit::Auto.format(us))),
             Metric::Success => t.success_rate.map(|r| (r, format!("{:.3}%", r * 100.0))),
             Metric::Rate => {
@@ -219,6 +258,27 @@ mod tests {
         r.totals.achieved_rate = 1000.0;
         r.totals.requests = 1000;
         r
+    }
+
+    #[test]
+    fn any_percentile_can_be_an_objective_when_it_is_measured() {
+        let o = &parse("p98<=5ms,p99.9<=9ms,p75<1s").unwrap();
+        assert_eq!(o[0].percentile(), Some(98.0));
+        assert_eq!(o[1].percentile(), None, "p99.9 is the summary's own p999");
+        assert_eq!(o[2].percentile(), Some(75.0));
+        let mut r = run(4_000, 1.0);
+        r.percentiles = vec![tailguard_record::Quantile {
+            percentile: 98.0,
+            latency_us: Some(4_500),
+            service_time_us: Some(4_000),
+        }];
+        let v = o[0].judge(&r);
+        assert!(v.met, "{v}");
+        assert_eq!(v.actual, "4.50ms");
+        assert_eq!(o[2].judge(&r).actual, "no data");
+        for bad in ["p0<=1ms", "p100<=1ms", "pfoo<=1ms", "p-5<=1ms"] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -54,8 +54,8 @@ pub use outcome::{
 };
 pub use stats::{Stats, LATE_AFTER};
 pub use summary::{
-    measured, read_json_file, Encoded, IntervalSummary, RecordsFile, RunSummary, SloVerdict,
-    Totals, MAX_JSON_BYTES,
+    measured, percentile_name, read_json_file, Encoded, IntervalSummary, Quantile, RecordsFile,
+    RunSummary, SloVerdict, Totals, MAX_JSON_BYTES,
 };
 
 use std::time::Duration;

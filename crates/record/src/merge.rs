@@ -18,7 +18,7 @@ mod parts;
 
 pub use error::{MergeError, MAX_PARTS};
 
-use crate::summary::{Encoded, IntervalSummary, RunSummary, Totals};
+use crate::summary::{Encoded, IntervalSummary, Quantile, RunSummary, Totals};
 use parts::same;
 use std::collections::BTreeMap;
 use tailguard_histogram::{log, Histogram};
@@ -112,8 +112,35 @@ pub fn merge(parts: &[(String, RunSummary)]) -> Result<Merged, MergeError> {
             .fold(0u64, |n, (_, r)| n.saturating_add(r.unsent)),
         records: None,
         slo: Vec::new(),
+        percentiles: chosen_percentiles(parts, &total_hists),
     };
     Ok(Merged { summary, notes })
+}
+
+/// The percentiles the parts were asked for (`--percentiles`), from the merged histograms,
+/// when every part asked for the same ones; none otherwise.
+fn chosen_percentiles(parts: &[(String, RunSummary)], hists: &[Histogram; 3]) -> Vec<Quantile> {
+    let list = |r: &RunSummary| {
+        r.percentiles
+            .iter()
+            .map(|q| q.percentile)
+            .collect::<Vec<f64>>()
+    };
+    let Some(first) = parts.first().map(|(_, r)| list(r)) else {
+        return Vec::new();
+    };
+    if parts.iter().any(|(_, r)| list(r) != first) {
+        return Vec::new();
+    }
+    let at = |h: &Histogram, p: f64| (!h.is_empty()).then(|| h.quantile_us(p / 100.0));
+    first
+        .into_iter()
+        .map(|p| Quantile {
+            percentile: p,
+            latency_us: at(&hists[0], p),
+            service_time_us: at(&hists[1], p),
+        })
+        .collect()
 }
 
 /// The parts' figures per name, merged by name, most requests first.

@@ -156,6 +156,30 @@ impl Totals {
     }
 }
 
+/// One percentile asked for by `--percentiles`, of the latency and the service time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Quantile {
+    /// The percentile (`99.9`).
+    pub percentile: f64,
+    /// Latency at it, microseconds (`None`: nothing timed).
+    pub latency_us: Option<u64>,
+    /// Service time at it, microseconds.
+    pub service_time_us: Option<u64>,
+}
+
+impl Quantile {
+    /// The percentile's name: `p50`, `p98`, `p99.9`.
+    pub fn name(&self) -> String {
+        percentile_name(self.percentile)
+    }
+}
+
+/// `p50`, `p98`, `p99.9`: a percentile's name, its number without trailing zeros.
+pub fn percentile_name(p: f64) -> String {
+    let text = format!("{p:.6}");
+    format!("p{}", text.trim_end_matches('0').trim_end_matches('.'))
+}
+
 /// The verdict on one `--slo` objective.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SloVerdict {
@@ -266,6 +290,9 @@ pub struct RunSummary {
     /// The run length asked for (`--duration`), seconds; `None` for a count-bounded run.
     #[serde(default)]
     pub planned_duration_s: Option<f64>,
+    /// The percentiles `--percentiles` asked for, in its order (none: the default table).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub percentiles: Vec<Quantile>,
     /// The verdict on each `--slo` objective, in the order given.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub slo: Vec<SloVerdict>,

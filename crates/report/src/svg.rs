@@ -218,14 +218,16 @@ impl Chart {
             frame.rule(&mut out, self.y_unit(*y), label);
         }
         for (i, s) in self.series.iter().enumerate() {
-            let color = PALETTE[s.color.unwrap_or(i) % PALETTE.len()];
-            frame.line(&mut out, s, self.path(&frame, s), color);
+            let slot = s.color.unwrap_or(i);
+            let color = PALETTE[slot % PALETTE.len()];
+            let dash = dash(s.dashed, slot);
+            frame.line(&mut out, s, self.path(&frame, s), color, dash);
             legend(
                 &mut out,
                 w - self.right() + 16.0,
                 TOP + 18.0 * i as f64,
                 s,
-                color,
+                (color, dash),
             );
         }
         out.push_str("</svg>\n");
@@ -309,13 +311,20 @@ impl Chart {
     }
 }
 
+/// The stroke pattern of a series in palette `slot`: solid or dashed as asked, and past the
+/// palette's ten colours (which then come round again) dotted, or dash-dotted when dashed, so
+/// the first twenty series each have a colour and pattern of their own.
+fn dash(dashed: bool, slot: usize) -> &'static str {
+    match (dashed, slot / PALETTE.len()) {
+        (false, 0) => "",
+        (true, 0) => " stroke-dasharray=\"6,4\"",
+        (false, _) => " stroke-dasharray=\"1,4\"",
+        (true, _) => " stroke-dasharray=\"8,3,1,3\"",
+    }
+}
+
 /// A legend entry: a short line in the series' colour and dash, then its name.
-fn legend(out: &mut String, x: f64, y: f64, s: &Series, color: &str) {
-    let dash = if s.dashed {
-        " stroke-dasharray=\"6,4\""
-    } else {
-        ""
-    };
+fn legend(out: &mut String, x: f64, y: f64, s: &Series, (color, dash): (&str, &str)) {
     let _ = writeln!(
         out,
         "<line x1=\"{x:.1}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"{color}\" \
@@ -433,12 +442,7 @@ impl Frame {
     }
 
     /// One series as a path.
-    fn line(&self, out: &mut String, s: &Series, d: String, color: &str) {
-        let dash = if s.dashed {
-            " stroke-dasharray=\"6,4\""
-        } else {
-            ""
-        };
+    fn line(&self, out: &mut String, s: &Series, d: String, color: &str, dash: &str) {
         // A lone point has no length; `h0` with round caps draws it as a dot.
         let d = lone_points_as_dots(&d);
         let _ = writeln!(

@@ -10,12 +10,16 @@ use tailguard_record::RunSummary;
 pub fn final_report(run: &RunSummary, unit: Unit) -> String {
     let mut out = String::new();
     totals(&mut out, run);
-    percentiles(
-        &mut out,
-        run.totals.latency_us.as_ref(),
-        run.totals.service_time_us.as_ref(),
-        unit,
-    );
+    if run.percentiles.is_empty() {
+        percentiles(
+            &mut out,
+            run.totals.latency_us.as_ref(),
+            run.totals.service_time_us.as_ref(),
+            unit,
+        );
+    } else {
+        chosen_percentiles(&mut out, run, unit);
+    }
     histogram(&mut out, &run.histogram, unit);
     codes(&mut out, run);
     per_name(&mut out, run, unit);
@@ -188,6 +192,24 @@ fn percentiles(
             value(service, name)
         );
     }
+}
+
+/// The percentiles `--percentiles` asked for, between the minimum and the maximum.
+fn chosen_percentiles(out: &mut String, run: &RunSummary, unit: Unit) {
+    let _ = writeln!(out, "{:>8} {:>10} {:>12}", "", "latency", "service time");
+    let show = |v: Option<u64>| v.map_or("-".to_string(), |v| unit.format(v));
+    let (l, s) = (
+        run.totals.latency_us.as_ref(),
+        run.totals.service_time_us.as_ref(),
+    );
+    let row = |out: &mut String, name: &str, a: Option<u64>, b: Option<u64>| {
+        let _ = writeln!(out, "{name:>8} {:>10} {:>12}", show(a), show(b));
+    };
+    row(out, "min", l.map(|p| p.min), s.map(|p| p.min));
+    for q in &run.percentiles {
+        row(out, &q.name(), q.latency_us, q.service_time_us);
+    }
+    row(out, "max", l.map(|p| p.max), s.map(|p| p.max));
 }
 
 fn label(name: &str) -> &str {

@@ -196,6 +196,10 @@ pub struct Args {
     /// Serve Prometheus metrics of the run at ADDR (e.g. 127.0.0.1:9102).
     #[arg(long, value_name = "ADDR")]
     metrics_addr: Option<SocketAddr>,
+    /// The percentiles the report shows (text, JSON, HTML) instead of its default ones, e.g.
+    /// 50,90,98,99.9 (each above 0 and below 100, at most 20); --slo may then name them (p98).
+    #[arg(long, value_name = "LIST", value_parser = parse_percentiles)]
+    percentiles: Option<PercentileList>,
     /// Objectives checked at the end, e.g. 'p99<=5ms,p999<=20ms,success>=99.9%'; exit 1 if missed.
     #[arg(long)]
     slo: Option<String>,
@@ -236,6 +240,25 @@ fn writable(path: &std::path::Path) -> anyhow::Result<()> {
         .open(path)
         .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
+}
+
+/// `--percentiles`' list.
+#[derive(Clone, Debug)]
+struct PercentileList(Vec<f64>);
+
+/// `--percentiles 50,90,98,99.9`: 1 to 20 percentiles, each above 0 and below 100.
+fn parse_percentiles(s: &str) -> Result<PercentileList, String> {
+    let list: Vec<f64> = s
+        .split(',')
+        .map(|p| match p.trim().trim_start_matches('p').parse::<f64>() {
+            Ok(v) if v > 0.0 && v < 100.0 => Ok(v),
+            _ => Err(format!("{p:?} is not a percentile above 0 and below 100")),
+        })
+        .collect::<Result<_, _>>()?;
+    if list.len() > 20 {
+        return Err(format!("at most 20 percentiles, got {}", list.len()));
+    }
+    Ok(PercentileList(list))
 }
 
 /// `--expect-body-contains`: text of 1 byte to 64 KiB.
@@ -448,6 +471,18 @@ fn config(args: Args) -> anyhow::Result<Config> {
         Some(spec) => slo::parse(spec)?,
         None => Vec::new(),
     };
+    cfg.percentiles = args.percentiles.clone().map(|p| p.0).unwrap_or_default();
+    // An objective on a percentile the report does not measure would only say `no data`.
+    for o in &cfg.slo {
+        if let Some(p) = o.percentile() {
+            if !cfg.percentiles.iter().any(|&q| (q - p).abs() < 1e-9) {
+                bail!(
+                    "--slo {o}: {} is not measured; add it to --percentiles",
+                    tailguard_record::percentile_name(p)
+                );
+            }
+        }
+    }
     cfg.quiet = args.quiet;
     cfg.validate()?;
     Ok(cfg)

@@ -616,3 +616,52 @@ fn report_reads_sweeps_and_compares_their_knees() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn chosen_percentiles_reach_the_report_the_json_and_the_objectives() {
+    let server = TestServer::builder().spawn();
+    let url = server.url("/");
+    let dir = std::env::temp_dir().join(format!("tg-cli-pct-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("run.json");
+    let json_s = json.display().to_string();
+    let out = tailguard(&[
+        "load",
+        "-n",
+        "50",
+        "-r",
+        "200",
+        "-q",
+        "--percentiles",
+        "50,98,99.9",
+        "--slo",
+        "p98<=10s",
+        "--json",
+        &json_s,
+        &url,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.contains("latency service time"))
+        .skip(1)
+        .take(5)
+        .map(|l| l.split_whitespace().next().unwrap_or(""))
+        .collect();
+    assert_eq!(rows, ["min", "p50", "p98", "p99.9", "max"], "{text}");
+    assert!(text.contains("# SLO p98<=10s: met"), "{text}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(summary["percentiles"][1]["percentile"], 98.0);
+    assert!(summary["percentiles"][1]["latency_us"].as_u64().is_some());
+    // An objective on a percentile not measured is bad input, named.
+    let out = tailguard(&["load", "-n", "5", "--slo", "p98<=1s", &url]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("p98 is not measured; add it to --percentiles"),
+        "{}",
+        stderr(&out)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

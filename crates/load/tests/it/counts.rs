@@ -362,6 +362,7 @@ fn staged_shards_merge_into_the_one_schedule() {
             cfg.part = part.parse().unwrap();
             cfg.concurrency = 8;
             cfg.start_at = Some(start);
+            cfg.percentiles = vec![98.0];
             // A summary that is written keeps its histograms, which the merge needs.
             let path = std::env::temp_dir().join(format!(
                 "tg-it-staged-{}-{}.json",
@@ -381,6 +382,10 @@ fn staged_shards_merge_into_the_one_schedule() {
     let merged = tailguard_record::merge::merge(&parts).unwrap().summary;
     assert_eq!(merged.totals.requests, sent);
     assert!(sent.abs_diff(200) <= 1, "{sent}");
+    // The percentiles both parts were asked for, from the merged histograms.
+    assert_eq!(merged.percentiles.len(), 1);
+    assert_eq!(merged.percentiles[0].percentile, 98.0);
+    assert!(merged.percentiles[0].latency_us.is_some());
     let targets: Vec<u64> = merged.intervals.iter().map(|iv| iv.target).collect();
     assert!(targets.len() >= 2, "{targets:?}");
     for (got, want) in targets.iter().zip([100u64, 100]) {

@@ -243,3 +243,32 @@ fn same_chart_same_bytes() {
     };
     assert_eq!(chart().svg(), chart().svg());
 }
+
+#[test]
+fn twelve_arms_each_have_their_own_colour_and_pattern() {
+    let mut chart = Chart::new("arms");
+    for i in 0..12 {
+        let f = f64::from(i);
+        let s = Series::new(format!("arm{i}"), vec![(0.0, f), (1.0, f + 1.0)]);
+        chart = chart.series(if i % 2 == 1 { s.dashed() } else { s });
+    }
+    let svg = chart.svg();
+    let mut styles: Vec<(String, String)> = svg
+        .split("<path class=\"series\"")
+        .skip(1)
+        .map(|p| {
+            let attr = |name: &str| {
+                p.split(&format!(" {name}=\""))
+                    .nth(1)
+                    .map_or(String::new(), |v| {
+                        v.split('"').next().unwrap_or_default().to_string()
+                    })
+            };
+            (attr("stroke"), attr("stroke-dasharray"))
+        })
+        .collect();
+    assert_eq!(styles.len(), 12);
+    styles.sort();
+    styles.dedup();
+    assert_eq!(styles.len(), 12, "two arms look alike: {styles:?}");
+}
