@@ -41,7 +41,7 @@ fn read_records(path: &Path) -> Result<Option<RunSummary>, String> {
     use std::io::BufRead as _;
     use tailguard_record::records;
     let open = || {
-        std::fs::File::open(path)
+        tailguard_load::files::open_regular(path)
             .map(|f| std::io::BufReader::with_capacity(256 * 1024, f))
             .map_err(|e| format!("cannot read {}: {e}", path.display()))
     };

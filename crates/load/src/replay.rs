@@ -173,7 +173,7 @@ pub(crate) struct Scan {
 }
 
 fn open(path: &Path) -> Result<Lines<std::io::BufReader<std::fs::File>>, String> {
-    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let file = crate::files::open_regular(path).map_err(|e| e.to_string())?;
     Ok(Lines::new(
         std::io::BufReader::with_capacity(256 * 1024, file),
         MAX_LINE_BYTES,

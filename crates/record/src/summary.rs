@@ -18,6 +18,12 @@ pub const MAX_JSON_BYTES: u64 = 256 << 20;
 pub fn read_json_file(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
     use std::io::Read as _;
     let mut bytes = Vec::new();
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file (a pipe or a device would never end, or block)",
+        ));
+    }
     std::fs::File::open(path)?
         .take(MAX_JSON_BYTES + 1)
         .read_to_end(&mut bytes)?;
