@@ -44,6 +44,32 @@ pub fn status(headers: &HeaderMap) -> Option<u8> {
     Some(parsed.unwrap_or(MISSING_STATUS))
 }
 
+/// The `grpc-message` in `headers`, percent-decoded (as the gRPC over HTTP/2 spec encodes
+/// it), cut to `max` characters; `None` when absent. Bytes that are not UTF-8 are replaced.
+pub fn message(headers: &HeaderMap, max: usize) -> Option<String> {
+    let raw = headers.get("grpc-message")?.as_bytes();
+    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+    let mut bytes = Vec::with_capacity(raw.len().min(4 * max));
+    let mut i = 0;
+    while i < raw.len() && bytes.len() < 4 * max {
+        match (
+            raw[i],
+            raw.get(i + 1).copied().and_then(hex),
+            raw.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(hi), Some(lo)) => {
+                bytes.push(hi << 4 | lo);
+                i += 3;
+            }
+            (b, _, _) => {
+                bytes.push(b);
+                i += 1;
+            }
+        }
+    }
+    Some(String::from_utf8_lossy(&bytes).chars().take(max).collect())
+}
+
 /// The call's code when `trailers` end its stream: their `grpc-status`, or
 /// [`MISSING_STATUS`] when they lack one (trailers are the last word: a missing status is
 /// a failure, as gRPC's clients read it).
@@ -110,6 +136,18 @@ mod tests {
             h.insert(*k, v.parse().unwrap());
         }
         h
+    }
+
+    #[test]
+    fn messages_are_percent_decoded_and_cut() {
+        let m = |v: &str, max| message(&headers(&[("grpc-message", v)]), max);
+        assert_eq!(
+            m("symbol%20'a.B'%20not%20found", 100).unwrap(),
+            "symbol 'a.B' not found"
+        );
+        assert_eq!(m("caf%C3%A9 %zz 100%", 100).unwrap(), "café %zz 100%");
+        assert_eq!(m("abcdef", 3).unwrap(), "abc");
+        assert_eq!(message(&HeaderMap::new(), 10), None);
     }
 
     #[test]

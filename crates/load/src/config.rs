@@ -209,11 +209,48 @@ pub struct Config {
     pub replay: Option<ReplaySpec>,
     /// Make this gRPC call instead of an HTTP request (HTTP/2 only; the URLs name the servers).
     pub grpc: Option<crate::grpc::GrpcCall>,
+    /// A client or bidirectional stream's messages per call (`--stream-messages`, cycling
+    /// through the call's messages); `None`: each of them once.
+    pub stream_messages: Option<u32>,
+    /// The pause between two messages a call sends (`--stream-interval`).
+    pub stream_interval: Duration,
     /// Send one uncounted request per target before the run, and refuse to start when it
     /// shows the run cannot succeed (on by default).
     pub preflight: bool,
     /// Called with every record (off by default: it runs on the hot path).
     pub on_record: Option<RecordHook>,
+}
+
+/// The most messages one streaming call may send.
+pub const MAX_STREAM_MESSAGES: u32 = 1_000_000;
+
+impl Config {
+    /// The stream flags fit the call.
+    fn check_stream(&self) -> Result<(), ConfigError> {
+        if let Some(call) = &self.grpc {
+            if call.kind != crate::grpc::CallKind::Unary && self.body_checks.any() {
+                return Err(ConfigError::ChecksOnStream(call.method.clone()));
+            }
+        }
+        if let Some(n) = self.stream_messages {
+            if n == 0 || n > MAX_STREAM_MESSAGES {
+                return Err(ConfigError::BadStreamMessages(n));
+            }
+        }
+        let flag = match (self.stream_messages, self.stream_interval.is_zero()) {
+            (Some(_), _) => "--stream-messages",
+            (None, false) => "--stream-interval",
+            (None, true) => return Ok(()),
+        };
+        match &self.grpc {
+            Some(call) if call.kind.client_streams() => Ok(()),
+            Some(call) => Err(ConfigError::NotClientStreaming(flag, call.method.clone())),
+            None => Err(ConfigError::NotClientStreaming(
+                flag,
+                "(none: not gRPC)".into(),
+            )),
+        }
+    }
 }
 
 impl std::fmt::Debug for Config {
@@ -270,6 +307,17 @@ pub enum ConfigError {
     /// gRPC over HTTP/1.1.
     #[error("gRPC needs HTTP/2: drop --http1")]
     GrpcOverHttp1,
+    /// A stream flag for a call that sends one message.
+    #[error(
+        "{0} applies to client and bidirectional streaming calls; --call {1} sends one message"
+    )]
+    NotClientStreaming(&'static str, String),
+    /// A body check on a streaming call, whose answer is many messages.
+    #[error("--expect-body-* checks read one answer's body; --call {0} streams")]
+    ChecksOnStream(String),
+    /// Too many messages per stream, or none.
+    #[error("--stream-messages must be from 1 to {MAX_STREAM_MESSAGES}, got {0}")]
+    BadStreamMessages(u32),
     /// A gRPC URL with a path: the call names the path.
     #[error("a gRPC URL names only the server ({0:?} has a path); the method is --call")]
     GrpcPath(String),
@@ -349,6 +397,8 @@ impl Config {
             final_report: true,
             preflight: true,
             grpc: None,
+            stream_messages: None,
+            stream_interval: Duration::ZERO,
             replay: None,
             on_record: None,
         }
@@ -410,6 +460,7 @@ impl Config {
                 return Err(ConfigError::GrpcPath(t.url.clone()));
             }
         }
+        self.check_stream()?;
         if self.closed_interval.is_some() && self.open_loop() {
             return Err(ConfigError::IntervalWithRate);
         }

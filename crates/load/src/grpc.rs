@@ -1,16 +1,22 @@
-//! gRPC unary calls: which method, and the request message, decided once before the run.
+//! gRPC calls: which method, of which kind, and the request messages, decided once before the
+//! run.
 //!
 //! A call is named `package.Service/Method` (`package.Service.Method` is read the same way, as
 //! ghz does). Three services are built in, their `.proto` text kept here and compiled at start:
 //! the standard health check `grpc.health.v1.Health/Check` (the default), `tailguard serve`'s
-//! `tailguard.serve.v1.Ping/Ping`, and fortio's ping `fgrpc.PingServer/Ping`
-//! (`PingMessage{seq, ts, payload, delayNanos}`), so `tailguard load` drives a `fortio server`.
-//! Any other unary method comes from `--proto` files, compiled at run time by `protox` (a
-//! protobuf compiler in Rust, no `protoc`), with the request given as JSON and encoded by
-//! `prost-reflect` (protobuf's JSON mapping: field names in lowerCamelCase or as declared).
+//! `tailguard.serve.v1.Ping` (`Ping`, and a streaming method of each kind: `Stream`, `Collect`,
+//! `Echo`), and fortio's ping `fgrpc.PingServer/Ping` (`PingMessage{seq, ts, payload,
+//! delayNanos}`), so `tailguard load` drives a `fortio server`. Any other method comes from
+//! `--proto` files, compiled at run time by `protox` (a protobuf compiler in Rust, no
+//! `protoc`), or, with no `--proto`, from the server's own reflection service
+//! ([`crate::reflection`]).
+//! The request is JSON encoded by `prost-reflect` (protobuf's JSON mapping: field names in
+//! lowerCamelCase or as declared): one object, or for a client or bidirectional stream an
+//! array, one element per message.
 //!
-//! The request is encoded and framed once (a gRPC message: one flag byte, a 4-byte length, the
-//! protobuf bytes); each call sends the same bytes, so a call costs what an HTTP/2 POST costs.
+//! Every message is encoded and framed once (a gRPC message: one flag byte, a 4-byte length,
+//! the protobuf bytes); each call sends the same bytes, so a unary call costs what an HTTP/2
+//! POST costs.
 
 mod resolver;
 
@@ -30,9 +36,56 @@ pub struct GrpcCall {
     pub method: String,
     /// The request path, `/package.Service/Method`.
     pub path: PathAndQuery,
-    /// The request message, framed for the wire.
+    /// The request message (a stream's first), framed for the wire.
     pub body: Bytes,
+    /// Unary or which kind of stream.
+    pub kind: CallKind,
+    /// Every request message, framed, in order: one, or a client stream's array.
+    pub messages: Vec<Bytes>,
 }
+
+/// The four kinds of gRPC method.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallKind {
+    /// One message each way.
+    Unary,
+    /// One request message, a stream of answers.
+    ServerStream,
+    /// A stream of request messages, one answer.
+    ClientStream,
+    /// Streams both ways.
+    Bidi,
+}
+
+impl CallKind {
+    /// The kind of method `m`.
+    pub fn of(m: &MethodDescriptor) -> CallKind {
+        match (m.is_client_streaming(), m.is_server_streaming()) {
+            (false, false) => CallKind::Unary,
+            (false, true) => CallKind::ServerStream,
+            (true, false) => CallKind::ClientStream,
+            (true, true) => CallKind::Bidi,
+        }
+    }
+
+    /// The client sends a stream of messages.
+    pub fn client_streams(self) -> bool {
+        matches!(self, CallKind::ClientStream | CallKind::Bidi)
+    }
+
+    /// As the report names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            CallKind::Unary => "unary",
+            CallKind::ServerStream => "server streaming",
+            CallKind::ClientStream => "client streaming",
+            CallKind::Bidi => "bidirectional streaming",
+        }
+    }
+}
+
+/// The most messages `--data` may give as an array.
+pub const MAX_DATA_MESSAGES: usize = 10_000;
 
 /// The method called when none is named.
 pub const DEFAULT_CALL: &str = "grpc.health.v1.Health/Check";
@@ -44,41 +97,20 @@ const ALIASES: [(&str, &str); 3] = [
     ("fortio", "fgrpc.PingServer/Ping"),
 ];
 
-/// The built-in services, as `.proto` sources.
+/// The built-in services, as `.proto` sources: the repository's `proto/` files, the ones
+/// `tailguard serve` answers (and its reflection describes).
 const BUILTIN_PROTOS: [(&str, &str); 3] = [
     (
         "grpc/health/v1/health.proto",
-        r#"syntax = "proto3";
-package grpc.health.v1;
-message HealthCheckRequest { string service = 1; }
-message HealthCheckResponse {
-  enum ServingStatus { UNKNOWN = 0; SERVING = 1; NOT_SERVING = 2; SERVICE_UNKNOWN = 3; }
-  ServingStatus status = 1;
-}
-service Health { rpc Check(HealthCheckRequest) returns (HealthCheckResponse); }
-"#,
+        include_str!("../../../proto/grpc/health/v1/health.proto"),
     ),
     (
         "tailguard/serve/v1/ping.proto",
-        r#"syntax = "proto3";
-package tailguard.serve.v1;
-message PingRequest { bytes payload = 1; }
-message PingResponse { bytes payload = 1; string backend = 2; }
-service Ping { rpc Ping(PingRequest) returns (PingResponse); }
-"#,
+        include_str!("../../../proto/tailguard/serve/v1/ping.proto"),
     ),
     (
         "fgrpc/ping.proto",
-        r#"syntax = "proto3";
-package fgrpc;
-message PingMessage {
-  int64 seq = 1;
-  int64 ts = 2;
-  string payload = 3;
-  int64 delayNanos = 4;
-}
-service PingServer { rpc Ping(PingMessage) returns (PingMessage); }
-"#,
+        include_str!("../../../proto/fgrpc/ping.proto"),
     ),
 ];
 
@@ -99,9 +131,14 @@ pub enum GrpcError {
         /// What was not found, and what there is.
         reason: String,
     },
-    /// A streaming method: only unary calls are load-tested.
-    #[error("--call {0:?} streams; only unary methods can be called")]
-    Streaming(String),
+    /// The server's reflection service could not say what the method is.
+    #[error("--call {call:?}: server reflection: {reason} (give the method's --proto instead)")]
+    Reflection {
+        /// The name given.
+        call: String,
+        /// What went wrong.
+        reason: String,
+    },
     /// The JSON request does not fit the method's input message.
     #[error("--data for {message}: {reason}")]
     Data {
@@ -125,16 +162,55 @@ pub fn resolve(
     data: Option<&str>,
 ) -> Result<GrpcCall, GrpcError> {
     let given = call.unwrap_or(DEFAULT_CALL);
-    let name = ALIASES
-        .iter()
-        .find(|(alias, _)| *alias == given)
-        .map_or(given, |(_, full)| full);
-    let (service, method) = split_name(name).ok_or_else(|| GrpcError::BadName(given.into()))?;
     let user = user_pool(protos, imports)?;
     let builtins = builtin_pool();
-    let found = user
+    let pools: Vec<&DescriptorPool> = user.iter().chain(std::iter::once(&builtins)).collect();
+    resolve_in(&pools, given, data)
+}
+
+/// The service `call` (an alias or a full name) names, when it is not a built-in one: the
+/// service a server's reflection is asked about. `None` for a built-in or a malformed name.
+pub fn needs_reflection(call: Option<&str>) -> Option<String> {
+    let given = call.unwrap_or(DEFAULT_CALL);
+    let name = full_name(given);
+    let (service, _) = split_name(name)?;
+    builtin_pool()
+        .get_service_by_name(service)
+        .is_none()
+        .then(|| service.to_string())
+}
+
+/// Resolves `call` among the services of `pool` (a server's, from its reflection) and the
+/// built-ins.
+///
+/// # Errors
+/// As [`resolve`].
+pub fn resolve_with(
+    pool: &DescriptorPool,
+    call: Option<&str>,
+    data: Option<&str>,
+) -> Result<GrpcCall, GrpcError> {
+    let builtins = builtin_pool();
+    resolve_in(&[pool, &builtins], call.unwrap_or(DEFAULT_CALL), data)
+}
+
+fn full_name(given: &str) -> &str {
+    ALIASES
         .iter()
-        .chain(std::iter::once(&builtins))
+        .find(|(alias, _)| *alias == given)
+        .map_or(given, |(_, full)| full)
+}
+
+fn resolve_in(
+    pools: &[&DescriptorPool],
+    given: &str,
+    data: Option<&str>,
+) -> Result<GrpcCall, GrpcError> {
+    let name = full_name(given);
+    let (service, method) = split_name(name).ok_or_else(|| GrpcError::BadName(given.into()))?;
+    let builtins = pools.last().copied().cloned().unwrap_or_else(builtin_pool);
+    let found = pools
+        .iter()
         .find_map(|pool| pool.get_service_by_name(service));
     let Some(svc) = found else {
         return Err(GrpcError::Unknown {
@@ -155,17 +231,17 @@ pub fn resolve(
             ),
         });
     };
-    if m.is_client_streaming() || m.is_server_streaming() {
-        return Err(GrpcError::Streaming(given.into()));
-    }
-    let body = request(&m, data)?;
+    let kind = CallKind::of(&m);
+    let messages = requests(&m, kind, data)?;
     let path = format!("/{service}/{method}")
         .parse()
         .map_err(|_| GrpcError::BadName(given.into()))?;
     Ok(GrpcCall {
         method: format!("{service}/{method}"),
         path,
-        body,
+        body: messages[0].clone(),
+        kind,
+        messages,
     })
 }
 
@@ -177,22 +253,56 @@ fn split_name(name: &str) -> Option<(&str, &str)> {
     (ok(service) && ok(method) && !method.contains('.')).then_some((service, method))
 }
 
-fn request(method: &MethodDescriptor, data: Option<&str>) -> Result<Bytes, GrpcError> {
+/// The request messages `data` gives, framed: none, the empty message; an object, that
+/// message; an array (client and bidirectional streams only), one message per element.
+fn requests(
+    method: &MethodDescriptor,
+    kind: CallKind,
+    data: Option<&str>,
+) -> Result<Vec<Bytes>, GrpcError> {
     let input = method.input();
-    let message = match data {
-        None => DynamicMessage::new(input),
-        Some(json) => {
-            let mut de = serde_json::Deserializer::from_str(json);
-            let msg = DynamicMessage::deserialize(input.clone(), &mut de)
-                .and_then(|m| de.end().map(|()| m))
-                .map_err(|e| GrpcError::Data {
-                    message: input.full_name().to_string(),
-                    reason: e.to_string(),
-                })?;
-            msg
-        }
+    let fail = |reason: String| GrpcError::Data {
+        message: input.full_name().to_string(),
+        reason,
     };
-    Ok(frame(&message.encode_to_vec()))
+    let Some(json) = data else {
+        return Ok(vec![frame(
+            &DynamicMessage::new(input.clone()).encode_to_vec(),
+        )]);
+    };
+    let value: serde_json::Value = serde_json::from_str(json).map_err(|e| fail(e.to_string()))?;
+    let values = match value {
+        serde_json::Value::Array(items) if kind.client_streams() => items,
+        serde_json::Value::Array(_) => {
+            return Err(fail(format!(
+                "an array gives a stream's messages, and {} sends one (give an object)",
+                kind.name()
+            )))
+        }
+        one => vec![one],
+    };
+    if values.is_empty() {
+        return Err(fail("an empty array: no message to send".into()));
+    }
+    if values.len() > MAX_DATA_MESSAGES {
+        return Err(fail(format!(
+            "{} messages; at most {MAX_DATA_MESSAGES}",
+            values.len()
+        )));
+    }
+    values
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let msg = DynamicMessage::deserialize(input.clone(), v).map_err(|e| {
+                match kind.client_streams() {
+                    true => fail(format!("message {}: {e}", i + 1)),
+                    false => fail(e.to_string()),
+                }
+            })?;
+            Ok(frame(&msg.encode_to_vec()))
+        })
+        .collect()
 }
 
 /// A gRPC message on the wire: uncompressed flag, big-endian length, the bytes.
@@ -298,14 +408,15 @@ mod tests {
     }
 
     #[test]
-    fn a_proto_file_adds_methods_and_refuses_streams() {
+    fn a_proto_file_adds_methods_of_every_kind() {
         let dir = std::env::temp_dir().join(format!("tg-proto-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("greet.proto");
         std::fs::write(
             &file,
             "syntax = \"proto3\";\npackage demo;\nmessage Hi { string name = 1; }\n\
-             service Greeter { rpc Say(Hi) returns (Hi); rpc Many(Hi) returns (stream Hi); }\n",
+             service Greeter { rpc Say(Hi) returns (Hi); rpc Many(Hi) returns (stream Hi);\n\
+             rpc Gather(stream Hi) returns (Hi); rpc Talk(stream Hi) returns (stream Hi); }\n",
         )
         .unwrap();
         let protos = [file.clone()];
@@ -316,8 +427,27 @@ mod tests {
             Some(r#"{"name":"a"}"#),
         );
         assert_eq!(&call.unwrap().body[5..], &[0x0a, 1, b'a']);
-        let streaming = resolve(Some("demo.Greeter/Many"), &protos, &[], None).unwrap_err();
-        assert_eq!(streaming, GrpcError::Streaming("demo.Greeter/Many".into()));
+        let kind = |m: &str| resolve(Some(m), &protos, &[], None).unwrap().kind;
+        assert_eq!(kind("demo.Greeter/Say"), CallKind::Unary);
+        assert_eq!(kind("demo.Greeter/Many"), CallKind::ServerStream);
+        assert_eq!(kind("demo.Greeter/Gather"), CallKind::ClientStream);
+        assert_eq!(kind("demo.Greeter/Talk"), CallKind::Bidi);
+        // A client stream's array: one message per element, in order.
+        let talk = resolve(
+            Some("demo.Greeter/Talk"),
+            &protos,
+            &[],
+            Some(r#"[{"name":"a"}, {}, {"name":"b"}]"#),
+        )
+        .unwrap();
+        let messages: Vec<&[u8]> = talk.messages.iter().map(|m| &m[5..]).collect();
+        assert_eq!(messages, [&[0x0a, 1, b'a'][..], &[], &[0x0a, 1, b'b']]);
+        assert_eq!(talk.body, talk.messages[0]);
+        let many = resolve(Some("demo.Greeter/Many"), &protos, &[], Some("[{}]"));
+        assert!(many
+            .unwrap_err()
+            .to_string()
+            .contains("server streaming sends one"));
         std::fs::write(&file, "syntax = \"proto3\";\nmessage {").unwrap();
         let broken = resolve(Some("demo.Greeter/Say"), &protos, &[], None).unwrap_err();
         assert!(broken.to_string().starts_with("--proto: "), "{broken}");

@@ -10,8 +10,46 @@ use http::header::{
 use http::{HeaderMap, Method, Request, Uri, Version};
 use http_body_util::Full;
 
-/// The request body type of every request the generator sends.
-pub(crate) type ReqBody = Full<Bytes>;
+/// The body of every request the generator sends: whole, or a streaming gRPC call's messages
+/// as they are sent.
+#[derive(Debug)]
+pub(crate) enum ReqBody {
+    /// Known before the request leaves.
+    Full(Full<Bytes>),
+    /// Each message as the call sends it; the stream ends when the sender is dropped.
+    Stream(tokio::sync::mpsc::Receiver<Bytes>),
+}
+
+impl hyper::body::Body for ReqBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        match self.get_mut() {
+            ReqBody::Full(full) => std::pin::Pin::new(full).poll_frame(cx),
+            ReqBody::Stream(rx) => rx
+                .poll_recv(cx)
+                .map(|m| m.map(|m| Ok(hyper::body::Frame::data(m)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            ReqBody::Full(full) => full.is_end_stream(),
+            ReqBody::Stream(_) => false,
+        }
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        match self {
+            ReqBody::Full(full) => full.size_hint(),
+            ReqBody::Stream(_) => hyper::body::SizeHint::default(),
+        }
+    }
+}
 
 /// The request sent to one target, prepared for both HTTP versions.
 #[derive(Debug)]
@@ -130,7 +168,17 @@ impl Template {
     /// emptied map of an earlier response) when there is one, so a request allocates no header
     /// map.
     pub(crate) fn build(&self, h2: bool, spare: Option<HeaderMap>) -> Request<ReqBody> {
-        let mut req = Request::new(Full::new(self.body.clone()));
+        self.build_with(h2, spare, ReqBody::Full(Full::new(self.body.clone())))
+    }
+
+    /// The request with `body` in place of the template's.
+    pub(crate) fn build_with(
+        &self,
+        h2: bool,
+        spare: Option<HeaderMap>,
+        body: ReqBody,
+    ) -> Request<ReqBody> {
+        let mut req = Request::new(body);
         *req.method_mut() = self.method.clone();
         let headers = if h2 {
             *req.uri_mut() = self.absolute.clone();

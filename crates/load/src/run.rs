@@ -655,6 +655,7 @@ fn shared(
         output,
         on_record: cfg.on_record.clone(),
         grpc: cfg.grpc.is_some(),
+        stream: crate::stream::Plan::of(cfg),
     })
 }
 

@@ -60,6 +60,8 @@ pub(crate) struct Shared {
     pub on_record: Option<RecordHook>,
     /// Requests are gRPC calls: read `grpc-status`.
     pub grpc: bool,
+    /// Requests are streaming gRPC calls: what each sends.
+    pub stream: Option<crate::stream::Plan>,
 }
 
 /// Figures per request name: one [`ByName`] per worker thread (workers of one thread share
@@ -352,11 +354,20 @@ impl Worker {
         let id = self.id;
         let spare = self.spare.take();
         let template = replayed.unwrap_or(&shared.templates[t]);
+        let stats = &*self.stats;
         let exchange = async {
             let conn = ready_conn(&mut conns[o], shared, o, id).await?;
-            sent = clock.elapsed();
-            conn.exchange(template, spare, shared.grpc, &shared.body_checks)
-                .await
+            let at = clock.elapsed();
+            sent = at;
+            match &shared.stream {
+                Some(plan) => {
+                    crate::stream::call(conn, template, spare, plan, clock, at, stats).await
+                }
+                None => {
+                    conn.exchange(template, spare, shared.grpc, &shared.body_checks)
+                        .await
+                }
+            }
         };
         // The timer first: an exchange that always has bytes to read (a server streaming
         // interim heads, or a body) spends the task's budget of tokio's cooperative
@@ -371,8 +382,10 @@ impl Worker {
             Ok(reply) => {
                 self.spare = Some(reply.spare);
                 // A body check speaks only about an answer its status made good.
-                let good = self.shared.classifier.classify(reply.outcome) == Class::Good;
-                let failed = reply.failed_check.filter(|_| good);
+                let classifier = &self.shared.classifier;
+                let failed = reply
+                    .failed_check
+                    .filter(|_| classifier.classify(reply.outcome) == Class::Good);
                 (reply.outcome, reply.bytes, failed)
             }
             Err(kind) => {

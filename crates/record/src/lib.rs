@@ -52,10 +52,10 @@ pub use names::{ByName, NameStats, NameSummary};
 pub use outcome::{
     grpc_as_http, grpc_name, Check, Class, Classifier, ErrorKind, Outcome, StatusSet, GRPC_NAMES,
 };
-pub use stats::{Stats, LATE_AFTER};
+pub use stats::{Messages, Stats, LATE_AFTER};
 pub use summary::{
-    measured, percentile_name, read_json_file, Encoded, IntervalSummary, Quantile, RecordsFile,
-    RunSummary, SloVerdict, Totals, MAX_JSON_BYTES,
+    measured, percentile_name, read_json_file, Encoded, IntervalSummary, MessageTotals, Quantile,
+    RecordsFile, RunSummary, SloVerdict, Totals, MAX_JSON_BYTES,
 };
 
 use std::time::Duration;

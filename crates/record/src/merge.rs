@@ -268,6 +268,13 @@ fn add_counts(acc: &mut Totals, t: &Totals) {
     for (k, v) in &t.failed_checks {
         add(acc.failed_checks.entry(k.clone()).or_insert(0), *v);
     }
+    // Message counts add up; their percentiles are not merged (a summary keeps no message
+    // histograms), so a merged run shows none.
+    if let Some(m) = &t.messages {
+        let a = acc.messages.get_or_insert_with(Default::default);
+        add(&mut a.sent, m.sent);
+        add(&mut a.received, m.received);
+    }
 }
 
 fn add_histograms(acc: &mut [Histogram; 3], name: &str, t: &Totals) -> Result<(), MergeError> {

@@ -49,6 +49,37 @@ pub struct Stats {
     /// Answers counted bad by a failed check, per check.
     checks: [u64; Check::ALL.len()],
     per_target: Vec<u64>,
+    /// The messages of streaming gRPC calls (none for other runs).
+    pub messages: Option<Box<Messages>>,
+}
+
+/// The messages of streaming gRPC calls: counted as they go, not per call.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Messages {
+    /// Messages sent.
+    pub sent: u64,
+    /// Messages received.
+    pub received: u64,
+    /// Each reply's latency: on a bidirectional stream from the send of the message it answers
+    /// (the n-th reply answers the n-th message), on a server stream from the call's send.
+    pub latency: Histogram,
+    /// Server streams: from the call's send to its first message.
+    pub first: Histogram,
+}
+
+impl Messages {
+    fn merge(&mut self, other: &Messages) {
+        self.sent += other.sent;
+        self.received += other.received;
+        self.latency.merge(&other.latency);
+        self.first.merge(&other.first);
+    }
+
+    fn reset(&mut self) {
+        (self.sent, self.received) = (0, 0);
+        self.latency.reset();
+        self.first.reset();
+    }
 }
 
 impl Default for Stats {
@@ -76,7 +107,13 @@ impl Stats {
             errors: [0; ErrorKind::ALL.len()],
             checks: [0; Check::ALL.len()],
             per_target: Vec::new(),
+            messages: None,
         }
+    }
+
+    /// The message figures, made at the first message.
+    pub fn messages_mut(&mut self) -> &mut Messages {
+        self.messages.get_or_insert_with(Box::default)
     }
 
     /// Adds one record; returns its class (checks included).
@@ -192,6 +229,9 @@ impl Stats {
         for (a, b) in self.per_target.iter_mut().zip(&other.per_target) {
             *a += b;
         }
+        if let Some(m) = &other.messages {
+            self.messages_mut().merge(m);
+        }
     }
 
     /// Returns the statistics gathered so far and starts afresh, keeping allocations.
@@ -213,6 +253,9 @@ impl Stats {
         self.grpc = [0; GRPC_SLOTS];
         self.checks = [0; Check::ALL.len()];
         self.per_target.iter_mut().for_each(|c| *c = 0);
+        if let Some(m) = &mut self.messages {
+            m.reset();
+        }
     }
 
     /// Counts per status code, by code (codes outside 100..=599 are counted under 599).

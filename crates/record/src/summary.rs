@@ -74,6 +74,36 @@ pub struct Totals {
     /// The exact histograms behind the percentiles, so summaries merge exactly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hdr: Option<Encoded>,
+    /// Streaming gRPC calls' messages; none for unary calls and HTTP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages: Option<MessageTotals>,
+}
+
+/// The messages of streaming gRPC calls (a run's `requests` count calls).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MessageTotals {
+    /// Messages sent.
+    pub sent: u64,
+    /// Messages received.
+    pub received: u64,
+    /// Per-message latency, microseconds: bidirectional streams from each message's send to its
+    /// reply, server streams from the call's send to each message.
+    pub latency_us: Option<Percentiles>,
+    /// Server streams: from the call's send to its first message, microseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_message_us: Option<Percentiles>,
+}
+
+impl MessageTotals {
+    /// The figures of `m`.
+    pub fn of(m: &crate::stats::Messages) -> MessageTotals {
+        MessageTotals {
+            sent: m.sent,
+            received: m.received,
+            latency_us: measured(&m.latency),
+            first_message_us: measured(&m.first),
+        }
+    }
 }
 
 /// A summary's histograms in HdrHistogram's compressed encoding (V2, deflate, base64: what an
@@ -158,6 +188,7 @@ impl Totals {
                 .map(|(k, v)| (k.name().to_string(), v))
                 .collect(),
             hdr: None,
+            messages: stats.messages.as_deref().map(MessageTotals::of),
         }
     }
 }

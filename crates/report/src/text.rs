@@ -22,6 +22,7 @@ pub fn final_report(run: &RunSummary, unit: Unit) -> String {
     }
     histogram(&mut out, &run.histogram, unit);
     codes(&mut out, run);
+    messages(&mut out, run, unit);
     per_name(&mut out, run, unit);
     if let Some(r) = &run.records {
         let dropped = match r.dropped {
@@ -230,6 +231,31 @@ fn histogram(out: &mut String, rows: &[[u64; 3]], unit: Unit) {
             unit.format(*to),
             count
         );
+    }
+}
+
+/// Streaming calls' messages: counts, then each message's latency and a server stream's first.
+fn messages(out: &mut String, run: &RunSummary, unit: Unit) {
+    let Some(m) = &run.totals.messages else {
+        return;
+    };
+    let _ = writeln!(out, "# messages: sent {}, received {}", m.sent, m.received);
+    let line = |out: &mut String, name: &str, p: &Percentiles| {
+        let _ = writeln!(
+            out,
+            "# {name}: p50 {} p90 {} p99 {} p99.9 {} max {}",
+            unit.format(p.p50),
+            unit.format(p.p90),
+            unit.format(p.p99),
+            unit.format(p.p999),
+            unit.format(p.max)
+        );
+    };
+    if let Some(p) = &m.latency_us {
+        line(out, "per message", p);
+    }
+    if let Some(p) = &m.first_message_us {
+        line(out, "first message", p);
     }
 }
 

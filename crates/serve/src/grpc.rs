@@ -28,7 +28,12 @@
 //! quote the client.
 
 mod frames;
+mod messages;
 mod status;
+mod streams;
+
+pub use messages::{PingMessage, PingRequest, PingResponse};
+pub use streams::{COLLECT_PATH, ECHO_PATH, STREAM_PATH};
 
 use crate::service::{BackendService, RespBody};
 use frames::{Checked, Limits};
@@ -92,42 +97,6 @@ pub const FORTIO_PING_PATH: &str = "/fgrpc.PingServer/Ping";
 /// The longest `delayNanos` a fortio ping may ask for.
 const MAX_PING_DELAY: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// fortio's ping message, both ways.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PingMessage {
-    /// Sequence number, echoed.
-    #[prost(int64, tag = "1")]
-    pub seq: i64,
-    /// The sender's clock (Unix nanoseconds); the answer carries the server's.
-    #[prost(int64, tag = "2")]
-    pub ts: i64,
-    /// Extra data, echoed.
-    #[prost(string, tag = "3")]
-    pub payload: String,
-    /// How long the server should wait before answering (honoured under `--overrides`).
-    #[prost(int64, tag = "4")]
-    pub delay_nanos: i64,
-}
-
-/// Ping request.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PingRequest {
-    /// Echoed back.
-    #[prost(bytes = "vec", tag = "1")]
-    pub payload: Vec<u8>,
-}
-
-/// Ping response.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PingResponse {
-    /// The request's payload.
-    #[prost(bytes = "vec", tag = "1")]
-    pub payload: Vec<u8>,
-    /// The backend that answered.
-    #[prost(string, tag = "2")]
-    pub backend: String,
-}
-
 /// True for gRPC requests (`application/grpc`, `+proto` and the like; not gRPC-Web, whose
 /// framing this backend does not speak).
 pub(crate) fn is_grpc<B>(req: &Request<B>) -> bool {
@@ -145,6 +114,8 @@ pub(crate) async fn handle(
         Limits::REFLECTION
     } else if path.starts_with(HEALTH_PREFIX) {
         Limits::HEALTH
+    } else if path == COLLECT_PATH || path == ECHO_PATH {
+        Limits::STREAM
     } else {
         Limits::PING
     };
@@ -176,7 +147,15 @@ async fn route(svc: BackendService, req: Call, arrival: Instant) -> Answer {
             Err(never) => match never {},
         };
     }
-    if path != PING_PATH && path != FORTIO_PING_PATH {
+    if ![
+        PING_PATH,
+        FORTIO_PING_PATH,
+        STREAM_PATH,
+        COLLECT_PATH,
+        ECHO_PATH,
+    ]
+    .contains(&path)
+    {
         return Status::unimplemented(format!("no method {path}")).into_http();
     }
     ping(svc, req, arrival).await
@@ -203,7 +182,27 @@ async fn ping(svc: BackendService, req: Call, arrival: Instant) -> Answer {
         Ok((decision, _)) => decision,
         Err(message) => return Status::invalid_argument(message).into_http(),
     };
-    let resp = if req.uri().path() == FORTIO_PING_PATH {
+    let path = req.uri().path();
+    let streams = |svc, decision| streams::Streams {
+        svc,
+        arrival,
+        decision,
+    };
+    let codec = || tonic_prost::ProstCodec::<PingResponse, PingRequest>::default();
+    let resp = if path == STREAM_PATH {
+        let call = streams(svc, decision);
+        tonic::server::Grpc::new(codec())
+            .server_streaming(call, req)
+            .await
+    } else if path == COLLECT_PATH {
+        let call = streams(svc, decision);
+        tonic::server::Grpc::new(codec())
+            .client_streaming(call, req)
+            .await
+    } else if path == ECHO_PATH {
+        let call = streams(svc, decision);
+        tonic::server::Grpc::new(codec()).streaming(call, req).await
+    } else if path == FORTIO_PING_PATH {
         let answer = fortio_answer;
         let ping = Ping {
             svc,
@@ -221,8 +220,7 @@ async fn ping(svc: BackendService, req: Call, arrival: Instant) -> Answer {
             decision,
             answer,
         };
-        let codec = tonic_prost::ProstCodec::<PingResponse, PingRequest>::default();
-        tonic::server::Grpc::new(codec).unary(ping, req).await
+        tonic::server::Grpc::new(codec()).unary(ping, req).await
     };
     backend.served(rif, arrived.elapsed());
     resp
@@ -237,6 +235,7 @@ fn tailguard_answer(
     let response = PingResponse {
         payload: request.payload,
         backend,
+        count: 1,
     };
     (response, None)
 }
@@ -290,12 +289,17 @@ where
         Box::pin(async move {
             let backend = svc.backend.name().to_owned();
             let overrides = svc.backend.shared.overrides;
+            let counters = &svc.backend.counters;
+            counters.received.inc();
             let (response, delay) = answer(request.into_inner(), backend.clone(), overrides);
             if let Some(delay) = delay {
                 decision.latency = delay;
             }
             match svc.act(arrival, decision).await {
-                Some(status) if status < 500 => Ok(tonic::Response::new(response)),
+                Some(status) if status < 500 => {
+                    svc.backend.counters.sent.inc();
+                    Ok(tonic::Response::new(response))
+                }
                 Some(status) => Err(Status::unavailable(format!(
                     "{backend} failed on purpose (HTTP {status})"
                 ))),
@@ -324,6 +328,7 @@ mod tests {
         let req = as_proto(
             &PingRequest {
                 payload: b"hi".to_vec(),
+                count: 3,
             },
             "tailguard.serve.v1.PingRequest",
         );
@@ -338,11 +343,16 @@ mod tests {
         let resp = PingResponse {
             payload: b"hi".to_vec(),
             backend: "a".into(),
+            count: 4,
         };
         let resp = as_proto(&resp, "tailguard.serve.v1.PingResponse");
         assert_eq!(
             resp.get_field_by_name("backend").unwrap().as_str(),
             Some("a")
+        );
+        assert_eq!(
+            resp.get_field_by_name("count").unwrap().into_owned(),
+            Value::U32(4)
         );
         let fortio = PingMessage {
             seq: 7,
@@ -366,7 +376,14 @@ mod tests {
                     .collect::<Vec<_>>()
             })
             .collect();
-        for path in [PING_PATH, FORTIO_PING_PATH, "/grpc.health.v1.Health/Check"] {
+        let served = [
+            PING_PATH,
+            STREAM_PATH,
+            COLLECT_PATH,
+            ECHO_PATH,
+            FORTIO_PING_PATH,
+        ];
+        for path in served.into_iter().chain(["/grpc.health.v1.Health/Check"]) {
             assert!(paths.iter().any(|p| p == path), "{path}: {paths:?}");
         }
     }

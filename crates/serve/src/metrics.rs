@@ -18,6 +18,7 @@ pub struct Metrics {
     registry: Registry,
     requests: Family<Labels, Counter>,
     in_flight: Family<Labels, Gauge>,
+    messages: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -25,6 +26,7 @@ impl Default for Metrics {
         let mut registry = Registry::with_prefix("tailguard_serve");
         let requests = Family::<Labels, Counter>::default();
         let in_flight = Family::<Labels, Gauge>::default();
+        let messages = Family::<Labels, Counter>::default();
         registry.register(
             "requests",
             "Requests decided, by backend and outcome (ok, error, close, reset)",
@@ -35,10 +37,16 @@ impl Default for Metrics {
             "Requests received and not yet answered, by backend",
             in_flight.clone(),
         );
+        registry.register(
+            "grpc_messages",
+            "gRPC messages of the ping service's calls, by backend and direction (received, sent)",
+            messages.clone(),
+        );
         Metrics {
             registry,
             requests,
             in_flight,
+            messages,
         }
     }
 }
@@ -54,7 +62,17 @@ impl Metrics {
                 ])
                 .clone()
         };
+        let messages = |d: &str| {
+            self.messages
+                .get_or_create(&vec![
+                    ("backend", name.to_owned()),
+                    ("direction", d.to_owned()),
+                ])
+                .clone()
+        };
         Counters {
+            received: messages("received"),
+            sent: messages("sent"),
             ok: outcome("ok"),
             error: outcome("error"),
             close: outcome("close"),
@@ -82,6 +100,10 @@ pub struct Counters {
     error: Counter,
     close: Counter,
     reset: Counter,
+    /// gRPC messages read from ping calls (every kind, unary too).
+    pub received: Counter,
+    /// gRPC messages answered on ping calls.
+    pub sent: Counter,
     /// Requests in progress.
     pub in_flight: Gauge,
 }

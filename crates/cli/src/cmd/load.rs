@@ -97,18 +97,27 @@ pub struct Args {
     /// :authority (HTTP/2), as in curl.
     #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
     headers: Vec<String>,
-    /// Request body, or @FILE to read it from a file; with --grpc, the request message as JSON.
+    /// Request body, or @FILE to read it from a file; with --grpc, the request message as JSON
+    /// (a client or bidirectional stream: an array, one element per message).
     #[arg(long)]
     data: Option<String>,
-    /// Make gRPC unary calls (HTTP/2: h2c on http://, ALPN on https://) instead of HTTP
-    /// requests; outcomes are counted by gRPC status.
+    /// Make gRPC calls (HTTP/2: h2c on http://, ALPN on https://) instead of HTTP requests;
+    /// outcomes are counted by gRPC status, one request per call.
     #[arg(long, conflicts_with_all = ["http1", "method"])]
     grpc: bool,
-    /// The gRPC method, package.Service/Method [default: grpc.health.v1.Health/Check]. Built in:
-    /// grpc.health.v1.Health/Check (alias health), tailguard.serve.v1.Ping/Ping (ping),
-    /// fgrpc.PingServer/Ping (fortio); others from --proto.
+    /// The gRPC method, package.Service/Method [default: grpc.health.v1.Health/Check], unary or
+    /// streaming. Built in: grpc.health.v1.Health/Check (alias health),
+    /// tailguard.serve.v1.Ping/{Ping,Stream,Collect,Echo} (ping: Ping), fgrpc.PingServer/Ping
+    /// (fortio); others from --proto, or without --proto from the server's reflection service.
     #[arg(long, requires = "grpc", value_name = "METHOD")]
     call: Option<String>,
+    /// Messages each client or bidirectional streaming call sends, cycling through --data's
+    /// array [default: each message of --data once].
+    #[arg(long, requires = "grpc", value_name = "N")]
+    stream_messages: Option<u32>,
+    /// The pause between two messages of a client or bidirectional streaming call.
+    #[arg(long, requires = "grpc", value_name = "DURATION", value_parser = tailguard_text::duration::parse_duration)]
+    stream_interval: Option<Duration>,
     /// A .proto file declaring the --call method, compiled at start (repeatable).
     #[arg(long, requires = "grpc", value_name = "FILE")]
     proto: Vec<PathBuf>,
@@ -503,12 +512,27 @@ fn set_request(cfg: &mut Config, args: &Args) -> anyhow::Result<()> {
             ),
             None => None,
         };
-        cfg.grpc = Some(tailguard_load::grpc::resolve(
-            args.call.as_deref(),
-            &args.proto,
-            &args.import_path,
-            data.as_deref(),
-        )?);
+        let call = args.call.as_deref();
+        let reflect =
+            args.proto.is_empty() && tailguard_load::grpc::needs_reflection(call).is_some();
+        cfg.grpc = Some(match cfg.targets.first() {
+            // Neither built in nor in a --proto file: the server says what it is.
+            Some(first) if reflect => tailguard_load::reflection::resolve(
+                first,
+                args.insecure,
+                args.timeout,
+                call,
+                data.as_deref(),
+            )?,
+            _ => tailguard_load::grpc::resolve(
+                call,
+                &args.proto,
+                &args.import_path,
+                data.as_deref(),
+            )?,
+        });
+        cfg.stream_messages = args.stream_messages;
+        cfg.stream_interval = args.stream_interval.unwrap_or_default();
     } else {
         cfg.body = body(args.data.as_deref())?;
     }

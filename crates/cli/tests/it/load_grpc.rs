@@ -8,11 +8,11 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 use tailguard_testsupport::{Deadline, TestServer};
 
-const DEADLINE: Duration = Duration::from_secs(15);
+pub(crate) const DEADLINE: Duration = Duration::from_secs(15);
 
 /// A `tailguard` child process, killed on drop.
-struct Running {
-    child: Child,
+pub(crate) struct Running {
+    pub(crate) child: Child,
 }
 
 impl Drop for Running {
@@ -24,7 +24,7 @@ impl Drop for Running {
 
 /// Starts `tailguard ARGS` and returns it with the first line (stdout, or stderr when
 /// `on_stderr`) that contains `marker`.
-fn start(args: &[&str], marker: &str, on_stderr: bool) -> (Running, String) {
+pub(crate) fn start(args: &[&str], marker: &str, on_stderr: bool) -> (Running, String) {
     let mut command = Command::new(env!("CARGO_BIN_EXE_tailguard"));
     command.args(args).stdin(Stdio::null());
     if on_stderr {
@@ -51,7 +51,7 @@ fn start(args: &[&str], marker: &str, on_stderr: bool) -> (Running, String) {
 }
 
 /// A one-backend `tailguard serve` on a free port; returns it and its address.
-fn serve(extra: &[&str]) -> (Running, SocketAddr) {
+pub(crate) fn serve(extra: &[&str]) -> (Running, SocketAddr) {
     let mut args = vec!["serve", "--listen", "127.0.0.1:0", "--no-control"];
     args.extend_from_slice(extra);
     let (running, line) = start(&args, "backend  http://", false);
@@ -64,7 +64,7 @@ fn serve(extra: &[&str]) -> (Running, SocketAddr) {
     (running, addr)
 }
 
-fn load(args: &[&str]) -> Output {
+pub(crate) fn load(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tailguard"))
         .arg("load")
         .args(args)
@@ -72,7 +72,7 @@ fn load(args: &[&str]) -> Output {
         .expect("run tailguard load")
 }
 
-fn json(out: &Output) -> serde_json::Value {
+pub(crate) fn json(out: &Output) -> serde_json::Value {
     assert!(
         out.status.success(),
         "{:?}: {}",

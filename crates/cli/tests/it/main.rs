@@ -12,6 +12,7 @@ mod k8s_cli;
 mod load_bounds;
 mod load_cli;
 mod load_grpc;
+mod load_grpc_streams;
 mod merge_bounds;
 mod merge_cli;
 mod proxy_config_files;

@@ -9,5 +9,6 @@ mod latency;
 mod preflight;
 mod protocols;
 mod records;
+mod reflection;
 mod replay;
 mod requests;

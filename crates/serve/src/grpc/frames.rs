@@ -74,6 +74,15 @@ impl Limits {
         stream: (4 << 20) + PREFIX,
         protobuf: None,
     };
+
+    /// A client stream (`Collect`, `Echo`) carries many pings: each within tonic's 4 MiB,
+    /// 64 MiB in all (a thousand messages of 64 KiB; a load test's stream of small ones
+    /// never comes near).
+    pub(crate) const STREAM: Limits = Limits {
+        message: 4 << 20,
+        stream: 64 << 20,
+        protobuf: None,
+    };
 }
 
 /// Whether `bytes` decode as a reflection request (v1 and v1alpha share the wire format).

@@ -178,7 +178,7 @@ async fn grpc_calls_feed_the_latency_estimate_too() {
             .await
             .unwrap();
         let codec = tonic_prost::ProstCodec::<PingRequest, PingResponse>::default();
-        let req = tonic::Request::new(PingRequest { payload: vec![] });
+        let req = tonic::Request::new(PingRequest::default());
         let path = http::uri::PathAndQuery::from_static(PING_PATH);
         tailguard_testsupport::bounded(client.unary(req, path, codec))
             .await

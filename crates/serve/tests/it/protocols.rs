@@ -90,6 +90,7 @@ async fn grpc_ping_follows_the_backend_and_health_serves() {
             let codec = tonic_prost::ProstCodec::<PingRequest, PingResponse>::default();
             let req = tonic::Request::new(PingRequest {
                 payload: b"hi".to_vec(),
+                count: 0,
             });
             client
                 .unary(req, http::uri::PathAndQuery::from_static(PING_PATH), codec)
@@ -281,4 +282,105 @@ async fn a_stream_broken_before_its_end_is_reset_not_answered() {
         "stream 1 was answered before it was reset"
     );
     assert_eq!(reset, Some(h2wire::PROTOCOL_ERROR));
+}
+
+/// Each streaming method answers as its `.proto` says: `Stream` `count` answers numbered from
+/// 1, `Collect` the number of messages read, `Echo` one answer per message in order; a
+/// failing backend fails each of them before any answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_streaming_methods_answer_each_kind() {
+    use tailguard_serve::grpc::{COLLECT_PATH, ECHO_PATH, STREAM_PATH};
+    let running =
+        serve("backends: [{name: g, latency: 1ms}, {name: bad, latency: 0s, fail: {error: 1.0}}]")
+            .await;
+    let client = |i: usize| {
+        let url = format!("http://{}", addr(&running, i));
+        async move {
+            let channel = tonic::transport::Endpoint::from_shared(url)
+                .unwrap()
+                .connect()
+                .await
+                .unwrap();
+            let mut client = tonic::client::Grpc::new(channel);
+            bounded(client.ready()).await.unwrap();
+            client
+        }
+    };
+    let codec = || tonic_prost::ProstCodec::<PingRequest, PingResponse>::default();
+    let ping = |payload: &[u8], count| PingRequest {
+        payload: payload.to_vec(),
+        count,
+    };
+    let path = |p: &'static str| http::uri::PathAndQuery::from_static(p);
+    let collect = |mut stream: tonic::Streaming<PingResponse>| async move {
+        let mut got = Vec::new();
+        while let Some(m) = bounded(stream.message()).await.unwrap() {
+            got.push((m.count, m.payload, m.backend));
+        }
+        got
+    };
+
+    let mut c = client(0).await;
+    let req = tonic::Request::new(ping(b"s", 3));
+    let answers = bounded(c.server_streaming(req, path(STREAM_PATH), codec()))
+        .await
+        .unwrap();
+    let got = collect(answers.into_inner()).await;
+    let want: Vec<_> = (1..=3)
+        .map(|n| (n, b"s".to_vec(), "g".to_string()))
+        .collect();
+    assert_eq!(got, want);
+    c.ready().await.unwrap();
+    let req = tonic::Request::new(ping(b"", 0));
+    let answers = bounded(c.server_streaming(req, path(STREAM_PATH), codec()))
+        .await
+        .unwrap();
+    assert_eq!(
+        collect(answers.into_inner()).await.len(),
+        10,
+        "0 asks for 10"
+    );
+
+    c.ready().await.unwrap();
+    let sent = futures_util::stream::iter((0..4u8).map(move |i| ping(&[i], 0)));
+    let req = tonic::Request::new(sent);
+    let one = bounded(c.client_streaming(req, path(COLLECT_PATH), codec()))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((one.count, one.payload), (4, vec![3]));
+
+    c.ready().await.unwrap();
+    let sent = futures_util::stream::iter((0..5u8).map(move |i| ping(&[i], 0)));
+    let answers = bounded(c.streaming(tonic::Request::new(sent), path(ECHO_PATH), codec()))
+        .await
+        .unwrap();
+    let got = collect(answers.into_inner()).await;
+    let want: Vec<_> = (0..5u8)
+        .map(|i| (u32::from(i) + 1, vec![i], "g".to_string()))
+        .collect();
+    assert_eq!(got, want);
+
+    let mut bad = client(1).await;
+    let req = tonic::Request::new(ping(b"", 2));
+    let failed = match bounded(bad.server_streaming(req, path(STREAM_PATH), codec())).await {
+        Ok(answers) => bounded(answers.into_inner().message()).await.unwrap_err(),
+        Err(status) => status,
+    };
+    assert_eq!(failed.code(), tonic::Code::Unavailable);
+    bad.ready().await.unwrap();
+    let sent = futures_util::stream::iter([ping(b"", 0)]);
+    let failed =
+        match bounded(bad.streaming(tonic::Request::new(sent), path(ECHO_PATH), codec())).await {
+            Ok(answers) => bounded(answers.into_inner().message()).await.unwrap_err(),
+            Err(status) => status,
+        };
+    assert_eq!(failed.code(), tonic::Code::Unavailable);
+    bad.ready().await.unwrap();
+    let sent = futures_util::stream::iter([ping(b"", 0)]);
+    let failed =
+        bounded(bad.client_streaming(tonic::Request::new(sent), path(COLLECT_PATH), codec()))
+            .await
+            .unwrap_err();
+    assert_eq!(failed.code(), tonic::Code::Unavailable);
 }
