@@ -69,7 +69,7 @@ pub(crate) async fn call(
         return Err(ErrorKind::Protocol);
     };
     // Send times of the messages not answered yet (bidirectional streams).
-    let unanswered: Mutex<VecDeque<Duration>> = Mutex::new(VecDeque::new());
+    let unanswered = Mutex::new(Unanswered::default());
     let (request, sending) = match plan.kind.client_streams() {
         true => {
             let (tx, rx) = tokio::sync::mpsc::channel(1);
@@ -93,7 +93,7 @@ pub(crate) async fn call(
             let at = clock.elapsed();
             first = first.or(Some(at));
             if plan.kind == CallKind::Bidi {
-                lock(&unanswered).push_back(at);
+                lock(&unanswered).sent(at);
             }
             if tx.send(message).await.is_err() {
                 // The call is over: its stream was dropped.
@@ -135,7 +135,7 @@ async fn read(
     kind: CallKind,
     clock: Clock,
     sent: Duration,
-    unanswered: &Mutex<VecDeque<Duration>>,
+    unanswered: &Mutex<Unanswered>,
     stats: &Mutex<Stats>,
 ) -> Result<Reply, ErrorKind> {
     let (parts, mut body) = response.into_parts();
@@ -164,7 +164,7 @@ async fn read(
                 m.received += 1;
                 match kind {
                     CallKind::Bidi => {
-                        if let Some(at) = lock(unanswered).pop_front() {
+                        if let Some(at) = lock(unanswered).answered() {
                             m.latency.record(now.saturating_sub(at));
                         }
                     }
@@ -193,6 +193,33 @@ async fn read(
         failed_check: None,
         spare,
     })
+}
+
+/// The most send times one bidirectional call keeps for replies to come (1 MiB): a server
+/// that reads and does not answer cannot make a call hold more.
+pub(crate) const MAX_UNANSWERED: usize = 1 << 16;
+
+/// The send times of a bidirectional call's messages not answered yet, oldest first. Past
+/// [`MAX_UNANSWERED`], later sends are not timed for the rest of the call (their replies are
+/// counted, not timed), so the n-th reply still meets the n-th send.
+#[derive(Debug, Default)]
+pub(crate) struct Unanswered {
+    times: VecDeque<Duration>,
+    full: bool,
+}
+
+impl Unanswered {
+    fn sent(&mut self, at: Duration) {
+        self.full |= self.times.len() >= MAX_UNANSWERED;
+        if !self.full {
+            self.times.push_back(at);
+        }
+    }
+
+    /// The send time of the message the next reply answers, if it was kept.
+    fn answered(&mut self) -> Option<Duration> {
+        self.times.pop_front()
+    }
 }
 
 /// Finds where gRPC messages end in a stream of data frames, holding no message: only the
@@ -266,6 +293,24 @@ mod tests {
         assert_eq!(s.feed(&wire[..7]), 0, "a prefix and two bytes of three");
         assert_eq!(s.feed(&wire[7..8]), 1);
         assert_eq!(s.feed(&wire[8..]), 2);
+    }
+
+    #[test]
+    fn past_the_bound_replies_are_counted_untimed_and_never_misread() {
+        let mut u = Unanswered::default();
+        let ms = Duration::from_millis;
+        for i in 0..(MAX_UNANSWERED as u64 + 10) {
+            u.sent(ms(i));
+        }
+        assert_eq!(u.answered(), Some(ms(0)));
+        // Room again, but the call's later sends stay untimed: reply n still meets send n.
+        u.sent(ms(999_999));
+        let mut last = None;
+        while let Some(at) = u.answered() {
+            last = Some(at);
+        }
+        assert_eq!(last, Some(ms(MAX_UNANSWERED as u64 - 1)));
+        assert_eq!(u.answered(), None);
     }
 
     proptest! {

@@ -16,24 +16,7 @@ pub const MAX_JSON_BYTES: u64 = 256 << 20;
 /// # Errors
 /// The OS error, or [`std::io::ErrorKind::InvalidData`] for a larger file.
 pub fn read_json_file(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
-    use std::io::Read as _;
-    let mut bytes = Vec::new();
-    if !std::fs::metadata(path)?.is_file() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a regular file (a pipe or a device would never end, or block)",
-        ));
-    }
-    std::fs::File::open(path)?
-        .take(MAX_JSON_BYTES + 1)
-        .read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > MAX_JSON_BYTES {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("larger than {MAX_JSON_BYTES} bytes"),
-        ));
-    }
-    Ok(bytes)
+    tailguard_text::files::read_limited(path, MAX_JSON_BYTES)
 }
 
 /// The figures shared by a whole run and each of its intervals.

@@ -7,5 +7,6 @@
 //!   types, with errors that say where: `fleet.yaml:7:14: backends[2].latency: ...`.
 
 pub mod duration;
+pub mod files;
 pub mod lines;
 pub mod yaml;

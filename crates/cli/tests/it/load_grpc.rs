@@ -291,3 +291,50 @@ fn service_times_at_the_delayed_ack_time_name_nagle() {
         );
     }
 }
+
+/// Body checks on gRPC answers of 150 KB (many HTTP/2 DATA frames): the echoed payload's text
+/// is found in each answer, a text that is not there fails each one.
+#[test]
+fn body_checks_read_large_grpc_answers_whole() {
+    use base64::Engine as _;
+    let (_serve, addr) = serve(&[]);
+    let mut payload = vec![b'x'; 75_000];
+    payload.extend_from_slice(b"needle-in-the-middle");
+    payload.extend(std::iter::repeat_n(b'y', 75_000));
+    let data = format!(
+        r#"{{"payload": "{}"}}"#,
+        base64::engine::general_purpose::STANDARD.encode(&payload)
+    );
+    let dir = std::env::temp_dir().join(format!("tg-grpc-big-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("data.json");
+    std::fs::write(&file, data).unwrap();
+    let at_file = format!("@{}", file.display());
+    let url = format!("http://{addr}");
+    for (needle, good) in [("needle-in-the-middle", 20), ("needle-absent", 0)] {
+        let out = load(&[
+            "--grpc",
+            "--call",
+            "ping",
+            "--data",
+            &at_file,
+            "-n",
+            "20",
+            "-c",
+            "4",
+            "-r",
+            "0",
+            "--no-preflight",
+            "--expect-body-contains",
+            needle,
+            "--json",
+            "-",
+            &url,
+        ]);
+        let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(run["good"], good, "{needle}: {run}");
+        assert_eq!(run["bad"], 20 - good, "{needle}: {run}");
+        assert!(run["bytes"].as_u64().unwrap() > 20 * 150_000, "{run}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -362,3 +362,37 @@ fn each_kind_counts_at_the_server_what_ghz_counts() {
         assert_eq!(by_load.0, calls, "{method}");
     }
 }
+
+/// A call the server ends early (here: failed before its first answer) stops sending: its
+/// thousand messages, 10 ms apart, are not sent into a finished call (nor waited for).
+#[test]
+fn a_call_the_server_ends_stops_sending() {
+    let (_serve, addr) = crate::load_grpc::serve(&["--error-rate", "100%"]);
+    let out = load(&[
+        "--grpc",
+        "--call",
+        "tailguard.serve.v1.Ping/Echo",
+        "--stream-messages",
+        "1000",
+        "--stream-interval",
+        "10ms",
+        "-n",
+        "4",
+        "-r",
+        "0",
+        "--timeout",
+        "30s",
+        "--no-preflight",
+        "--json",
+        "-",
+        &format!("http://{addr}"),
+    ]);
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(run["status_codes"]["UNAVAILABLE"], 4, "{run}");
+    let sent = run["messages"]["sent"].as_u64().unwrap();
+    assert!(
+        (4..=8).contains(&sent),
+        "sent {sent} messages into 4 failed calls"
+    );
+    assert_eq!(run["messages"]["received"], 0, "{run}");
+}

@@ -13,6 +13,7 @@ use std::time::Duration;
 use tailguard_load::check::{parse_sha256, BodyChecks};
 use tailguard_load::{Config, LoadError};
 use tailguard_record::Classifier;
+use tailguard_testsupport::TestServer;
 
 /// A keep-alive HTTP/1.1 server on 127.0.0.1 that answers the requests it receives, across
 /// its connections, with `answers` in turn (status, body; chunked when the body has a `|`, one
@@ -204,4 +205,45 @@ fn the_preflight_stops_on_a_5xx_only_when_every_try_gets_one() {
     allowed.classifier.expect = Some("5xx".parse().unwrap());
     let (report, _) = common::run(allowed);
     assert_eq!(report.summary.totals.good, 12);
+}
+
+/// Body checks over TLS, on HTTP/2 and HTTP/1.1, with a 150 KB body that arrives in many
+/// frames and records: the digest and the text are found across every cut, and a text that is
+/// not there fails each answer.
+#[test]
+fn body_checks_hold_over_tls_on_both_versions_with_a_large_body() {
+    // 150 KB: the text sits across the middle, far from any frame's start.
+    let mut body = "x".repeat(75_000);
+    body.push_str("needle-in-the-middle");
+    body.push_str(&"y".repeat(75_000));
+    let digest: [u8; 32] = ring::digest::digest(&ring::digest::SHA256, body.as_bytes())
+        .as_ref()
+        .try_into()
+        .unwrap();
+    let body: &'static str = Box::leak(body.into_boxed_str());
+    let server = TestServer::builder().tls().body(body).spawn();
+    for protocol in [
+        tailguard_load::Protocol::Http2,
+        tailguard_load::Protocol::Http1,
+    ] {
+        for (needle, good) in [(&b"needle-in-the-middle"[..], 20), (b"needle-absent", 0)] {
+            let mut cfg = twelve(&server.url("/"));
+            cfg.total_requests = Some(20);
+            cfg.concurrency = 4;
+            cfg.protocol = protocol;
+            cfg.insecure = true;
+            cfg.body_checks = BodyChecks {
+                sha256: Some(digest),
+                contains: Some(Bytes::copy_from_slice(needle)),
+            };
+            let (report, _) = common::run(cfg);
+            let t = &report.summary.totals;
+            assert_eq!(
+                (t.good, t.bad, t.failed),
+                (good, 20 - good, 0),
+                "{protocol:?}: {t:?}"
+            );
+            assert_eq!(t.bytes, 20 * body.len() as u64, "{protocol:?}");
+        }
+    }
 }
