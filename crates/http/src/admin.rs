@@ -229,6 +229,7 @@ where
             tokio::spawn(connection(conn, progress, limit, place));
         } else if lane.make_room() {
             // 3. The probe lane.
+            let fd = Some(std::os::fd::AsRawFd::as_raw_fd(&stream));
             let progress = Progress::default();
             let conn = lane::serve(
                 stream,
@@ -236,7 +237,7 @@ where
                 Arc::clone(&gates),
                 progress.clone(),
             );
-            lane.enter(progress, tokio::spawn(conn).abort_handle());
+            lane.enter(progress, tokio::spawn(conn).abort_handle(), fd);
             tokio::task::yield_now().await;
         }
         // 4. Neither: `stream` is dropped, closed unanswered.

@@ -8,7 +8,9 @@
 //! 1. With room in the lane, it enters. Without, the lane connection longest on an incomplete
 //!    head is closed to make room: the oldest that has sent part of its head, else the oldest
 //!    that has sent nothing; when every one is answering a health check, the new one is
-//!    closed at once (unanswered: it cost an accept).
+//!    closed at once (unanswered: it cost an accept). A connection whose task has not read
+//!    yet is judged by what waits in its socket (`MSG_PEEK`): a whole head counts as answering
+//!    (kept), part of one as a partial head.
 //! 2. Its head must arrive whole within [`Limits::probe_head_timeout`] (1 s; a probe's head
 //!    is one write), or the connection closes.
 //! 3. `GET` or `HEAD` of a [`Limits::health`] path is answered by the handler, within the
@@ -48,6 +50,7 @@ use hyper::{Request, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::collections::VecDeque;
 use std::future::Future;
+use std::os::fd::RawFd;
 use std::sync::Arc;
 use tokio::net::TcpStream;
 use tokio::sync::OwnedSemaphorePermit;
@@ -68,6 +71,8 @@ pub(crate) struct Lane {
 struct Entry {
     progress: Progress,
     task: AbortHandle,
+    /// The connection's socket, to look at what arrived before its task read it.
+    fd: Option<RawFd>,
 }
 
 impl Lane {
@@ -90,6 +95,20 @@ impl Lane {
         if stages().filter(|&s| s != Stage::Refusing).count() < self.room {
             return true;
         }
+        // A connection whose task has not read yet is judged by what waits in its socket: a
+        // whole head (a probe's, sent in one write) is kept as one being answered; part of
+        // one goes with the partial heads. The fd is open: its task has not finished, and
+        // this runs on the admin thread's only runtime thread, between its tasks' turns.
+        let stages = || {
+            self.entries.iter().map(|e| match (e.progress.get(), e.fd) {
+                (Stage::Waiting, Some(fd)) => match peek(fd) {
+                    Pending::Nothing => Stage::Waiting,
+                    Pending::Part => Stage::Partial,
+                    Pending::Head => Stage::Answering,
+                },
+                (stage, _) => stage,
+            })
+        };
         let Some(entry) = victim(stages()).and_then(|i| self.entries.remove(i)) else {
             return false;
         };
@@ -97,9 +116,34 @@ impl Lane {
         true
     }
 
-    /// Counts in the connection served by `task`, at `progress`.
-    pub(crate) fn enter(&mut self, progress: Progress, task: AbortHandle) {
-        self.entries.push_back(Entry { progress, task });
+    /// Counts in the connection served by `task`, at `progress`, on socket `fd`.
+    pub(crate) fn enter(&mut self, progress: Progress, task: AbortHandle, fd: Option<RawFd>) {
+        self.entries.push_back(Entry { progress, task, fd });
+    }
+}
+
+/// What waits, unread, in a connection's socket.
+#[derive(Debug, PartialEq, Eq)]
+enum Pending {
+    /// Nothing (or the socket cannot say).
+    Nothing,
+    /// Bytes without the end of a head.
+    Part,
+    /// A whole head, `\r\n\r\n` within the first [`PEEK_BYTES`].
+    Head,
+}
+
+/// How far a waiting connection's bytes are looked at: a probe's head is about 100 bytes.
+const PEEK_BYTES: usize = 1024;
+
+/// Looks at what waits in socket `fd` without taking it (`MSG_PEEK`, never blocking).
+fn peek(fd: RawFd) -> Pending {
+    use nix::sys::socket::{recv, MsgFlags};
+    let mut buf = [0u8; PEEK_BYTES];
+    match recv(fd, &mut buf, MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT) {
+        Ok(0) | Err(_) => Pending::Nothing,
+        Ok(n) if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") => Pending::Head,
+        Ok(_) => Pending::Part,
     }
 }
 
@@ -206,6 +250,45 @@ mod tests {
         }
     }
 
+    /// What waits unread is looked at, not taken: nothing, part of a head, a whole head.
+    #[tokio::test]
+    async fn peek_sees_what_waits_and_leaves_it() {
+        use std::os::fd::AsRawFd;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (mut server, _) = listener.accept().await.unwrap();
+        let fd = server.as_raw_fd();
+        assert_eq!(peek(fd), Pending::Nothing);
+        // Bounded polls: loopback delivers at once, but the test does not assume it.
+        let wait_for = |want: Pending| async move {
+            for _ in 0..1000 {
+                if peek(fd) == want {
+                    return;
+                }
+                tokio::task::yield_now().await;
+            }
+            panic!("never {want:?}");
+        };
+        client
+            .write_all(b"GET /ready HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+        wait_for(Pending::Part).await;
+        client.write_all(b"\r\n").await.unwrap();
+        wait_for(Pending::Head).await;
+        let want = b"GET /ready HTTP/1.1\r\nHost: x\r\n\r\n";
+        let mut got = vec![0u8; want.len()];
+        let read = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            server.read_exact(&mut got),
+        );
+        read.await.unwrap().unwrap();
+        assert_eq!(&got[..], want);
+    }
+
     /// A full lane closes its victim's task to make room; with every connection answering
     /// it has none to give; refusals and finished connections take no room.
     #[tokio::test]
@@ -215,13 +298,13 @@ mod tests {
         let (first, second, third) = (idle(), idle(), idle());
         let (p1, p3) = (Progress::default(), Progress::default());
         assert!(lane.make_room());
-        lane.enter(p1.clone(), first.abort_handle());
+        lane.enter(p1.clone(), first.abort_handle(), None);
         assert!(lane.make_room());
-        lane.enter(Progress::default(), second.abort_handle());
+        lane.enter(Progress::default(), second.abort_handle(), None);
         p1.set(Stage::Answering);
         assert!(lane.make_room(), "the second, silent, makes room");
         assert!(second.await.unwrap_err().is_cancelled());
-        lane.enter(p3.clone(), third.abort_handle());
+        lane.enter(p3.clone(), third.abort_handle(), None);
         p3.set(Stage::Answering);
         assert!(!lane.make_room(), "both answer: no room");
         p3.set(Stage::Refusing);

@@ -181,3 +181,39 @@ fn the_preflight_sends_each_origins_first_get_and_never_a_post() {
     let want = [("GET", "/second"), ("POST", "/first"), ("GET", "/second")];
     assert_eq!(paths, want.map(|(m, p)| (m.to_string(), p.to_string())));
 }
+
+/// Over HTTP/2 each origin has its own pool: `--h2-connections 1` is one connection to each
+/// server, carrying every stream of that server's requests, whatever their path or method.
+#[test]
+fn http2_pools_are_per_origin() {
+    let a = TestServer::builder().record().spawn();
+    let b = TestServer::builder().record().spawn();
+    let dir = Dir::new("h2-origins");
+    let http = format!(
+        "GET {}\n\nPOST {}\n@body.txt\n\nGET {}\n",
+        a.url("/one"),
+        a.url("/two"),
+        b.url("/three")
+    );
+    dir.file("body.txt", b"posted");
+    let path = dir.file("targets.http", http.as_bytes());
+    let targets = requests::read(&path, Format::Auto).unwrap();
+    let mut cfg = common::config(&targets[0].url, 0.0, Duration::from_secs(60));
+    cfg.targets = targets;
+    cfg.duration = None;
+    cfg.total_requests = Some(300);
+    cfg.concurrency = 8;
+    cfg.protocol = tailguard_load::Protocol::Http2;
+    cfg.h2_connections = 1;
+    let (report, _) = common::run(cfg);
+    assert_eq!(report.summary.totals.good, 300);
+    assert_eq!((a.connections(), b.connections()), (1, 1));
+    assert_eq!((a.h2_requests(), b.h2_requests()), (200, 100));
+    let posts = a.received().iter().filter(|r| r.method == "POST").count();
+    assert_eq!(posts, 100);
+    assert!(a
+        .received()
+        .iter()
+        .filter(|r| r.method == "POST")
+        .all(|r| r.body.as_ref() == b"posted"));
+}
