@@ -1,12 +1,15 @@
 //! Failure accrual, backoffs, retry budgets, hedging and outlier ejection: the state machines
 //! that stop a client from sending to broken endpoints, and bound what retrying may cost.
 //!
+//! - [`admission`]: who goes, waits or is refused under a concurrency limit (criticality,
+//!   deadlines).
 //! - [`accrual`]: per-endpoint failure accrual (consecutive failures, success rate over requests
 //!   or over time), a backoff, then exactly one probe (Finagle, Linkerd 1).
 //! - [`backoff`]: constant, exponential, equal-jittered and full-jittered backoffs.
 //! - [`budget`]: the retry budget (20% of requests plus 10/s over 10 s by default).
 //! - [`classify`]: which attempts succeeded and which failures may be retried.
 //! - [`hedge`]: backup requests after the live p95, under their own budget.
+//! - [`limit`]: adaptive concurrency limits (Gradient2, AIMD) learned from round trips.
 //! - [`outlier`]: latency outlier ejection (Envoy's outlier detection, on latency).
 //!
 //! Everything here is pure: time is a [`std::time::Duration`] since an epoch the caller fixes,
@@ -28,11 +31,13 @@
 #![warn(missing_docs)]
 
 pub mod accrual;
+pub mod admission;
 pub mod backoff;
 pub mod budget;
 pub mod classify;
 pub mod health;
 pub mod hedge;
+pub mod limit;
 pub mod outlier;
 pub mod rate;
 mod window;
