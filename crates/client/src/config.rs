@@ -90,6 +90,56 @@ pub struct ArmConfig {
     /// What a failed (or overloaded) attempt costs the load estimate at least, instead of
     /// its own round trip (`None`: its round trip, however short). See [`super::Client`].
     pub failure_penalty: Option<Duration>,
+    /// How many attempts may be in flight, and who waits past that (`None`: no bound).
+    pub admission: Option<AdmissionConfig>,
+}
+
+/// A service's bound on attempts in flight (first attempts, retries and backups alike): a
+/// hard cap, an adaptive limit under it, and a queue for first attempts past it (see
+/// [`tailguard_resilience::admission`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdmissionConfig {
+    /// The hard cap (`maxConcurrentRequests`), checked first.
+    pub max_in_flight: Option<u32>,
+    /// The adaptive limit (`concurrencyLimit`), under the cap.
+    pub limit: Option<tailguard_resilience::limit::LimitConfig>,
+    /// Who waits, and how long (a size of 0: nobody waits).
+    pub queue: tailguard_resilience::admission::QueueConfig,
+}
+
+/// The most requests a queue may hold.
+pub const MAX_QUEUE: u32 = 1_000_000;
+
+impl AdmissionConfig {
+    /// The limit at `now`: the adaptive one's (if any) under the cap (if any).
+    pub fn bound(&self, adaptive: Option<u32>) -> u32 {
+        let cap = self.max_in_flight.unwrap_or(u32::MAX);
+        adaptive.map_or(cap, |l| l.min(cap))
+    }
+
+    fn validate(&self) -> Result<(), ArmError> {
+        if self.max_in_flight == Some(0) {
+            return Err(ArmError::Admission(
+                "maxConcurrentRequests must be at least 1".into(),
+            ));
+        }
+        if let Some(l) = &self.limit {
+            l.validate()
+                .map_err(|e| ArmError::Admission(format!("concurrencyLimit: {e}")))?;
+        }
+        if self.queue.max_size > MAX_QUEUE {
+            return Err(ArmError::Admission(format!(
+                "queue: maxSize must be at most {MAX_QUEUE}, got {}",
+                self.queue.max_size
+            )));
+        }
+        if self.queue.max_wait > Duration::from_secs(3600) {
+            return Err(ArmError::Admission(
+                "queue: maxWaitMs must be at most 1h".into(),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// The default [`ArmConfig::failure_penalty`]: one second. Peak EWMA jumps to any larger
@@ -139,6 +189,9 @@ pub enum ArmError {
     /// A pushback cap above an hour would let one answer keep an endpoint out for good.
     #[error("pushback cap must be at most 1h")]
     PushbackMax,
+    /// The admission settings.
+    #[error("{0}")]
+    Admission(String),
 }
 
 impl ArmConfig {
@@ -158,6 +211,7 @@ impl ArmConfig {
             health_check: None,
             timeouts: Timeouts::default(),
             failure_penalty: Some(DEFAULT_FAILURE_PENALTY),
+            admission: None,
         }
     }
 
@@ -203,6 +257,9 @@ impl ArmConfig {
             .is_some_and(|d| d > Duration::from_secs(3600))
         {
             return Err(ArmError::PushbackMax);
+        }
+        if let Some(a) = &self.admission {
+            a.validate()?;
         }
         Ok(())
     }

@@ -79,7 +79,8 @@ mod config;
 pub mod spec;
 
 pub use config::{
-    ArmConfig, ArmError, RetryConfig, Timeouts, DEFAULT_FAILURE_PENALTY, DEFAULT_PUSHBACK_MAX,
+    AdmissionConfig, ArmConfig, ArmError, RetryConfig, Timeouts, DEFAULT_FAILURE_PENALTY,
+    DEFAULT_PUSHBACK_MAX, MAX_QUEUE,
 };
 pub use tailguard_resilience::accrual::Transition;
 

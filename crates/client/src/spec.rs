@@ -788,3 +788,128 @@ impl OutlierSpec {
 
 #[cfg(test)]
 mod tests;
+
+/// An adaptive concurrency limit (`service.concurrencyLimit`, a scenario arm's
+/// `concurrency_limit`): `kind: gradient` (Netflix's Gradient2) or `kind: aimd`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct LimitSpec {
+    kind: String,
+    #[serde(alias = "initial_limit")]
+    initial_limit: Option<u32>,
+    #[serde(alias = "min_limit")]
+    min_limit: Option<u32>,
+    #[serde(alias = "max_limit")]
+    max_limit: Option<u32>,
+    smoothing: Option<f64>,
+    #[serde(alias = "rtt_tolerance")]
+    rtt_tolerance: Option<f64>,
+    #[serde(alias = "long_window")]
+    long_window: Option<u32>,
+    #[serde(alias = "queue_size")]
+    queue_size: Option<u32>,
+    #[serde(alias = "backoff_ratio")]
+    backoff_ratio: Option<f64>,
+}
+
+impl LimitSpec {
+    /// The typed limit.
+    ///
+    /// # Errors
+    /// An unknown kind, a key of the other kind, a value out of range.
+    pub fn config(&self) -> Result<tailguard_resilience::limit::LimitConfig, SpecError> {
+        use tailguard_resilience::limit::{Algorithm, LimitConfig};
+        only(
+            &self.kind,
+            &[
+                ("smoothing", self.smoothing.is_some()),
+                ("rttTolerance", self.rtt_tolerance.is_some()),
+                ("longWindow", self.long_window.is_some()),
+                ("queueSize", self.queue_size.is_some()),
+                ("backoffRatio", self.backoff_ratio.is_some()),
+            ],
+            &[
+                ("smoothing", &["gradient"]),
+                ("rttTolerance", &["gradient"]),
+                ("longWindow", &["gradient"]),
+                ("queueSize", &["gradient"]),
+                ("backoffRatio", &["aimd"]),
+            ],
+        )?;
+        let base = match self.kind.as_str() {
+            "gradient" => LimitConfig::gradient(),
+            "aimd" => LimitConfig::aimd(),
+            other => {
+                return Err(SpecError::at(
+                    "kind",
+                    format!("unknown kind {other:?}: gradient or aimd"),
+                ))
+            }
+        };
+        let algorithm = match base.algorithm {
+            Algorithm::Gradient {
+                smoothing,
+                rtt_tolerance,
+                long_window,
+                queue,
+            } => Algorithm::Gradient {
+                smoothing: self.smoothing.unwrap_or(smoothing),
+                rtt_tolerance: self.rtt_tolerance.unwrap_or(rtt_tolerance),
+                long_window: self.long_window.unwrap_or(long_window),
+                queue: self.queue_size.unwrap_or(queue),
+            },
+            Algorithm::Aimd { backoff_ratio } => Algorithm::Aimd {
+                backoff_ratio: self.backoff_ratio.unwrap_or(backoff_ratio),
+            },
+        };
+        let config = LimitConfig {
+            initial: self.initial_limit.unwrap_or(base.initial),
+            min: self.min_limit.unwrap_or(base.min),
+            max: self.max_limit.unwrap_or(base.max),
+            algorithm,
+        };
+        config
+            .validate()
+            .map_err(|e| SpecError::at(e.field, e.to_string()))?;
+        Ok(config)
+    }
+}
+
+/// The admission queue (`service.queue`, a scenario arm's `queue`): `{maxSize, maxWaitMs}`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct QueueSpec {
+    #[serde(alias = "max_size")]
+    max_size: u32,
+    max_wait_ms: Option<u64>,
+    #[serde(rename = "max_wait")]
+    max_wait: Option<Dur>,
+}
+
+impl QueueSpec {
+    /// The typed queue settings.
+    ///
+    /// # Errors
+    /// A wait given twice or not at all, a size or wait out of range.
+    pub fn config(&self) -> Result<tailguard_resilience::admission::QueueConfig, SpecError> {
+        let max_wait = time(self.max_wait_ms, "maxWaitMs", self.max_wait, "max_wait")?
+            .ok_or_else(|| SpecError::at("maxWaitMs", "missing: how long a request may wait"))?;
+        if self.max_size > crate::config::MAX_QUEUE {
+            return Err(SpecError::at(
+                "maxSize",
+                format!(
+                    "at most {}, got {}",
+                    crate::config::MAX_QUEUE,
+                    self.max_size
+                ),
+            ));
+        }
+        if max_wait > Duration::from_secs(3600) {
+            return Err(SpecError::at("maxWaitMs", "at most 1h"));
+        }
+        Ok(tailguard_resilience::admission::QueueConfig {
+            max_size: self.max_size,
+            max_wait,
+        })
+    }
+}

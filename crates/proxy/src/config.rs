@@ -908,5 +908,8 @@ fn arm_key(e: &ArmError) -> &'static str {
         ArmError::PushbackMax => "client.pushbackMaxMs",
         ArmError::SlowStart(_) => "client.slowStart",
         ArmError::HealthCheck(_) => "client.healthCheck",
+        // The proxy does not set `ArmConfig::admission` yet (`maxConcurrentRequests` is its
+        // own semaphore); the key is the service's.
+        ArmError::Admission(_) => "service",
     }
 }

@@ -24,6 +24,9 @@ pub struct ArmResult {
     pub successes: u64,
     /// Requests that got a good response within the deadline.
     pub within_deadline: u64,
+    /// Requests the arm's admission refused (its queue full, or their wait over): counted in
+    /// `requests`, never sent, and kept out of `latency` (a refusal is not a fast answer).
+    pub refused: u64,
     /// Attempts sent to each endpoint, in fleet order.
     pub attempts: Vec<u64>,
     /// What retries, accrual and hedging did, summed over clients.

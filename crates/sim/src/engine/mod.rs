@@ -17,6 +17,7 @@
 //! same seeds (common random numbers), events at equal times run in scheduling order, and no
 //! output depends on hash iteration: the same seed gives the same report, byte for byte.
 
+mod gate;
 mod guard;
 mod queue;
 mod request;
@@ -26,6 +27,7 @@ mod slab;
 use crate::client::{Backup, Client, ClientStats};
 use crate::results::ArmResult;
 use crate::scenario::{LoadShape, Scenario};
+use gate::{Admitted, Gate};
 use guard::Guard;
 use queue::{Event, Queue};
 use rand::SeedableRng;
@@ -93,6 +95,10 @@ struct Engine<'a> {
     /// `clients x endpoints`: did this client ever send to this endpoint?
     used: Vec<bool>,
     guard: Guard,
+    /// Each client's admission, when the arm bounds attempts in flight.
+    gates: Vec<Option<Gate>>,
+    /// Requests admission lets go (or refuses) at once, reused.
+    go: Vec<Key>,
     /// Why the arm stopped early, if it did.
     runaway: Option<String>,
     out: ArmResult,
@@ -140,7 +146,12 @@ impl<'a> Engine<'a> {
             LoadShape::Closed { workers, .. } => workers as usize,
             LoadShape::Open { .. } => 0,
         };
+        let gates = (0..clients.len())
+            .map(|_| config.admission.map(|a| Gate::new(a, Duration::ZERO)))
+            .collect();
         Ok(Self {
+            gates,
+            go: Vec::new(),
             scenario,
             arm,
             now: Duration::ZERO,
@@ -183,6 +194,7 @@ impl<'a> Engine<'a> {
     fn dispatch(&mut self, event: Event) {
         match event {
             Event::Arrival => self.on_arrival(),
+            Event::QueueExpiry(c) => self.on_queue_expiry(c as usize),
             Event::WorkerSend(w) => self.on_worker_send(w),
             Event::Done {
                 attempt,
@@ -346,16 +358,104 @@ impl Engine<'_> {
             hedged: false,
             asked: false,
             last_endpoint: usize::MAX,
+            ticket: None,
         });
         if let Some(total) = self.arm_config().timeouts.total {
             self.queue
                 .push(self.now + total, Event::RequestTimeout(key));
         }
-        self.send_attempt(key, None);
+        let Some(gate) = self.gates[client].as_mut() else {
+            return self.send_attempt(key, None, false);
+        };
+        match gate.arrive(self.now, key) {
+            Admitted::Now => self.send_attempt(key, None, true),
+            Admitted::Waits(ticket, displaced) => {
+                self.requests.get_mut(key).expect("just made").ticket = Some(ticket);
+                if let Some(d) = displaced {
+                    self.refuse(d);
+                }
+                self.arm_expiry(client);
+            }
+            Admitted::Refused => self.refuse(key),
+        }
+    }
+
+    /// Admission refused request `key` (never sent): counted, kept out of the latencies.
+    fn refuse(&mut self, key: Key) {
+        let Some(req) = self.requests.remove(key) else {
+            return;
+        };
+        debug_assert!(req.head.is_none(), "a refused request was never sent");
+        self.out.requests += 1;
+        self.out.refused += 1;
+        if let Some(worker) = req.worker {
+            self.worker_next(worker);
+        }
+    }
+
+    /// Makes sure an expiry event is pending for `client`'s next queue wait to end.
+    fn arm_expiry(&mut self, client: usize) {
+        let Some(gate) = self.gates[client].as_mut() else {
+            return;
+        };
+        let Some(at) = gate.next_expiry() else {
+            return;
+        };
+        if gate.expiry_at.is_none_or(|pending| at < pending) {
+            gate.expiry_at = Some(at);
+            let who = u32::try_from(client).expect("fewer than 2^32 clients");
+            self.queue.push(at, Event::QueueExpiry(who));
+        }
+    }
+
+    fn on_queue_expiry(&mut self, client: usize) {
+        let mut refused = std::mem::take(&mut self.go);
+        if let Some(gate) = self.gates[client].as_mut() {
+            if gate.expiry_at.is_some_and(|at| at <= self.now) {
+                gate.expiry_at = None;
+            }
+            gate.expire(self.now, &mut refused);
+        }
+        for key in refused.drain(..) {
+            if let Some(req) = self.requests.get_mut(key) {
+                req.ticket = None;
+            }
+            self.refuse(key);
+        }
+        self.go = refused;
+        self.arm_expiry(client);
+    }
+
+    /// Sends the first attempts of the requests admission let go.
+    fn start_admitted(&mut self, mut go: Vec<Key>) {
+        for key in go.drain(..) {
+            if let Some(req) = self.requests.get_mut(key) {
+                req.ticket = None;
+                self.send_attempt(key, None, true);
+            }
+        }
+        self.go = go;
+    }
+
+    /// An attempt that held a place ended: the place goes to whoever waits.
+    fn release(&mut self, client: usize) {
+        let mut go = std::mem::take(&mut self.go);
+        if let Some(gate) = self.gates[client].as_mut() {
+            gate.release(&mut go);
+        }
+        self.start_admitted(go);
+    }
+
+    /// A retry or a backup of `client`'s: `Some(holds a place)` when it may go.
+    fn extra_place(&mut self, client: usize) -> Option<bool> {
+        match self.gates[client].as_mut() {
+            None => Some(false),
+            Some(gate) => gate.try_extra().then_some(true),
+        }
     }
 
     /// Step 2.
-    fn send_attempt(&mut self, key: Key, avoid: Option<usize>) {
+    fn send_attempt(&mut self, key: Key, avoid: Option<usize>, slot: bool) {
         let now = self.now;
         let attempt_timeout = self.arm_config().timeouts.attempt;
         let Some(req) = self.requests.get_mut(key) else {
@@ -388,6 +488,7 @@ impl Engine<'_> {
             live: true,
             previous: req.head,
             rif_at_arrival: 0,
+            slot,
         });
         req.head = Some(attempt);
         req.outstanding += 1;
@@ -424,13 +525,14 @@ impl Engine<'_> {
             return;
         };
         a.live = false;
-        let (key, endpoint, sent, handle) = (a.request, a.endpoint, a.sent, a.handle);
+        let (key, endpoint, sent, handle, slot) = (a.request, a.endpoint, a.sent, a.handle, a.slot);
         let Some(req) = self.requests.get_mut(key) else {
             return;
         };
         req.outstanding -= 1;
+        let client = req.client;
         let method = self.scenario.load.method;
-        let class = self.clients[req.client]
+        let class = self.clients[client]
             .on_complete(
                 endpoint,
                 handle,
@@ -441,6 +543,11 @@ impl Engine<'_> {
                 &mut self.rng,
             )
             .class;
+        if slot {
+            // The place first: a request waiting goes before this one's retry.
+            self.learn(client, sent, outcome);
+            self.release(client);
+        }
         if class.success {
             self.finish_request(key, true);
         } else if !(class.retryable && self.try_retry(key, endpoint)) {
@@ -465,14 +572,22 @@ impl Engine<'_> {
         if !self.clients[req.client].may_retry(self.now) {
             return false;
         }
+        let client = req.client;
+        if retry.backoff.is_none() {
+            // An immediate retry needs a place now (a later one asks when it is due).
+            let Some(slot) = self.extra_place(client) else {
+                return false;
+            };
+            self.requests.get_mut(key).expect("still open").retries += 1;
+            self.send_attempt(key, Some(failed), slot);
+            return true;
+        }
+        let req = self.requests.get_mut(key).expect("still open");
         req.retries += 1;
-        match retry.backoff {
-            Some(b) => {
-                req.pending_retries += 1;
-                let delay = b.delay(req.retries, &mut self.rng);
-                self.queue.push(self.now + delay, Event::Retry(key));
-            }
-            None => self.send_attempt(key, Some(failed)),
+        if let Some(b) = retry.backoff {
+            req.pending_retries += 1;
+            let delay = b.delay(req.retries, &mut self.rng);
+            self.queue.push(self.now + delay, Event::Retry(key));
         }
         true
     }
@@ -482,8 +597,17 @@ impl Engine<'_> {
             return;
         };
         req.pending_retries -= 1;
-        let avoid = req.last_endpoint;
-        self.send_attempt(key, Some(avoid));
+        let (avoid, client) = (req.last_endpoint, req.client);
+        match self.extra_place(client) {
+            Some(slot) => self.send_attempt(key, Some(avoid), slot),
+            // No place: the retry is not sent; the request ends if nothing else is out.
+            None => {
+                let req = self.requests.get(key).expect("still open");
+                if req.outstanding == 0 && req.pending_retries == 0 {
+                    self.finish_request(key, false);
+                }
+            }
+        }
     }
 
     /// Step 4.
@@ -507,12 +631,16 @@ impl Engine<'_> {
         match self.clients[client].may_backup(endpoint, first, self.now) {
             Backup::Hedge => {
                 req.hedged = true;
-                self.send_attempt(key, Some(endpoint));
+                if let Some(slot) = self.extra_place(client) {
+                    self.send_attempt(key, Some(endpoint), slot);
+                }
                 self.rearm_backup(key, client);
             }
             Backup::Rescue => {
-                req.retries += 1;
-                self.send_attempt(key, Some(endpoint));
+                if let Some(slot) = self.extra_place(client) {
+                    self.requests.get_mut(key).expect("still open").retries += 1;
+                    self.send_attempt(key, Some(endpoint), slot);
+                }
                 self.rearm_backup(key, client);
             }
             Backup::Wait(after) => self.queue.push(self.now + after, Event::Hedge(key)),
@@ -532,9 +660,17 @@ impl Engine<'_> {
     }
 
     fn on_request_timeout(&mut self, key: Key) {
-        if self.requests.get(key).is_some() {
-            self.finish_request(key, false);
+        let Some(req) = self.requests.get_mut(key) else {
+            return;
+        };
+        // Still waiting for admission: it leaves the queue.
+        if let Some(ticket) = req.ticket.take() {
+            let client = req.client;
+            if let Some(gate) = self.gates[client].as_mut() {
+                gate.cancel(ticket);
+            }
         }
+        self.finish_request(key, false);
     }
 
     /// Step 5.
@@ -550,6 +686,7 @@ impl Engine<'_> {
             }
         }
         let mut next = req.head;
+        let mut places = 0;
         while let Some(k) = next {
             let a = self
                 .attempts
@@ -557,12 +694,38 @@ impl Engine<'_> {
                 .expect("attempts live as long as their request");
             if a.live {
                 self.clients[req.client].on_cancel(a.endpoint, a.handle, self.now);
+                places += u32::from(a.slot);
             }
             next = a.previous;
+        }
+        for _ in 0..places {
+            self.release(req.client);
         }
         if let Some(worker) = req.worker {
             self.worker_next(worker);
         }
+    }
+
+    /// What an attempt that held a place says of the backend: a success's round trip, or a
+    /// timeout (a drop); a higher limit lets waiting requests go.
+    fn learn(&mut self, client: usize, sent: Duration, outcome: AttemptOutcome) {
+        let rtt = match outcome {
+            AttemptOutcome::Timeout => None,
+            o if self
+                .arm_config()
+                .classifier
+                .classify(self.scenario.load.method, o)
+                .success =>
+            {
+                Some(self.now.saturating_sub(sent))
+            }
+            _ => return,
+        };
+        let mut go = std::mem::take(&mut self.go);
+        if let Some(gate) = self.gates[client].as_mut() {
+            gate.learn(self.now, rtt, &mut go);
+        }
+        self.start_admitted(go);
     }
 
     /// Requests that can never end (an endpoint paused for good, and no timeout) fail when the
@@ -604,6 +767,7 @@ fn empty_result(scenario: &Scenario, arm: usize) -> ArmResult {
         requests: 0,
         successes: 0,
         within_deadline: 0,
+        refused: 0,
         attempts: vec![0; scenario.fleet.backends.len()],
         stats: ClientStats::default(),
         endpoints_per_client: 0.0,

@@ -9,6 +9,8 @@ use std::time::Duration;
 /// Something that happens at a virtual time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Event {
+    /// A client's admission queue has a wait ending now.
+    QueueExpiry(u32),
     /// Open loop: the next scheduled request arrives.
     Arrival,
     /// Closed loop: worker `w` sends its next request.

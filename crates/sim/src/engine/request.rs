@@ -23,6 +23,8 @@ pub(super) struct Request {
     /// A backup was asked for once (later asks are for a rescue only).
     pub(super) asked: bool,
     pub(super) last_endpoint: usize,
+    /// Waiting for admission under this ticket (not sent yet).
+    pub(super) ticket: Option<tailguard_resilience::admission::Ticket>,
 }
 
 /// One attempt of a request.
@@ -40,4 +42,6 @@ pub(super) struct Attempt {
     pub(super) previous: Option<Key>,
     /// Requests in flight at the endpoint when this one arrived (for its latency estimate).
     pub(super) rif_at_arrival: u32,
+    /// It holds a place under the client's admission bound, given back when it ends.
+    pub(super) slot: bool,
 }

@@ -15,6 +15,9 @@
 //!     slow_start: {window: 30s, aggression: 1, min_weight_percent: 10}
 //!     timeouts: {attempt: 1s, total: 3s}
 //!     failure_penalty: 1s                 # the default; 0s charges a failure its own rtt
+//!     max_concurrent_requests: 16         # attempts in flight at most (first, retries, backups)
+//!     concurrency_limit: {kind: gradient} # or aimd: an adaptive limit under the cap
+//!     queue: {max_size: 100, max_wait: 50ms}   # first attempts past the bound wait (else refused)
 //! ```
 //! The `balancer`, `accrual`, `retries`, `hedge` and `outlier` blocks are the proxy's
 //! (`client.loadBalancer`, `client.failureAccrual`, `service.retries`, `service.hedge`,
@@ -26,9 +29,10 @@
 //! the simulator.
 
 use crate::client::spec::{
-    AccrualSpec, BalancerSpec, HedgeSpec, OutlierSpec, RetriesSpec, SlowStartSpec, SpecError,
+    AccrualSpec, BalancerSpec, HedgeSpec, LimitSpec, OutlierSpec, QueueSpec, RetriesSpec,
+    SlowStartSpec, SpecError,
 };
-use crate::client::{ArmConfig, Timeouts};
+use crate::client::{AdmissionConfig, ArmConfig, Timeouts};
 use serde::Deserialize;
 use tailguard_resilience::Classifier;
 use tailguard_text::duration::Dur;
@@ -60,6 +64,12 @@ pub(crate) struct ArmSpec {
     timeouts: Option<TimeoutSpec>,
     #[serde(default)]
     failure_penalty: Option<Dur>,
+    #[serde(default, alias = "maxConcurrentRequests")]
+    max_concurrent_requests: Option<u32>,
+    #[serde(default, alias = "concurrencyLimit")]
+    concurrency_limit: Option<LimitSpec>,
+    #[serde(default)]
+    queue: Option<QueueSpec>,
 }
 
 #[derive(Clone, Copy, Debug, Deserialize)]
@@ -130,6 +140,33 @@ impl ArmSpec {
         });
         if let Some(p) = self.failure_penalty {
             arm.failure_penalty = Some(p.0).filter(|d| !d.is_zero());
+        }
+        let limit = self
+            .concurrency_limit
+            .as_ref()
+            .map(LimitSpec::config)
+            .transpose()
+            .map_err(block("concurrency_limit"))?;
+        let queue = self
+            .queue
+            .as_ref()
+            .map(QueueSpec::config)
+            .transpose()
+            .map_err(block("queue"))?;
+        if self.max_concurrent_requests.is_some() || limit.is_some() {
+            arm.admission = Some(AdmissionConfig {
+                max_in_flight: self.max_concurrent_requests,
+                limit,
+                queue: queue.unwrap_or(tailguard_resilience::admission::QueueConfig {
+                    max_size: 0,
+                    max_wait: std::time::Duration::ZERO,
+                }),
+            });
+        } else if queue.is_some() {
+            return Err(at(
+                "queue needs max_concurrent_requests or concurrency_limit: nothing to wait for"
+                    .into(),
+            ));
         }
         arm.validate().map_err(|e| at(e.to_string()))?;
         Ok(arm)
