@@ -27,6 +27,10 @@ pub struct ArmResult {
     /// Requests the arm's admission refused (its queue full, or their wait over): counted in
     /// `requests`, never sent, and kept out of `latency` (a refusal is not a fast answer).
     pub refused: u64,
+    /// Requests marked critical, and those of them answered well within the deadline.
+    pub critical: u64,
+    /// Critical requests that got a good response within the deadline.
+    pub critical_within_deadline: u64,
     /// Attempts sent to each endpoint, in fleet order.
     pub attempts: Vec<u64>,
     /// What retries, accrual and hedging did, summed over clients.

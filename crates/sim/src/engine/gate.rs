@@ -7,7 +7,7 @@ use super::slab::Key;
 use crate::client::AdmissionConfig;
 use std::collections::BTreeMap;
 use std::time::Duration;
-use tailguard_resilience::admission::{Admission, Arrival, Criticality, Ticket};
+use tailguard_resilience::admission::{Admission, Arrival, Criticality, Estimate, Ticket};
 use tailguard_resilience::limit::ConcurrencyLimit;
 
 /// One client's admission state.
@@ -19,6 +19,8 @@ pub(super) struct Gate {
     waiting: BTreeMap<Ticket, Key>,
     /// When a queue expiry event is pending for.
     pub(super) expiry_at: Option<Duration>,
+    /// The typical successful attempt: an exponential average of their round trips (1/10).
+    typical: Option<Duration>,
 }
 
 /// What became of an arriving request, in the engine's terms.
@@ -39,6 +41,7 @@ impl Gate {
             cfg,
             waiting: BTreeMap::new(),
             expiry_at: None,
+            typical: None,
         }
     }
 
@@ -48,13 +51,29 @@ impl Gate {
             .bound(self.limit.as_ref().map(ConcurrencyLimit::limit))
     }
 
-    /// Request `key` arrives at `now`.
-    pub(super) fn arrive(&mut self, now: Duration, key: Key) -> Admitted {
-        let bound = self.bound();
-        match self
-            .admission
-            .arrive(now, Criticality::Default, None, bound, None)
-        {
+    /// What a waiting request's expected wait is made of: the limiter's long-term round trip
+    /// (else the typical attempt's) per turn, and the typical attempt. `None` until an attempt
+    /// has succeeded: the deadline rule needs a figure.
+    fn estimate(&self) -> Option<Estimate> {
+        let typical = self.typical?;
+        let rtt = self
+            .limit
+            .as_ref()
+            .and_then(ConcurrencyLimit::long_rtt)
+            .unwrap_or(typical);
+        Some(Estimate { rtt, p50: typical })
+    }
+
+    /// Request `key` of `class`, due by `deadline`, arrives at `now`.
+    pub(super) fn arrive(
+        &mut self,
+        now: Duration,
+        key: Key,
+        class: Criticality,
+        deadline: Option<Duration>,
+    ) -> Admitted {
+        let (bound, estimate) = (self.bound(), self.estimate());
+        match self.admission.arrive(now, class, deadline, bound, estimate) {
             (Arrival::Admitted, _) => Admitted::Now,
             (Arrival::Queued(t), displaced) => {
                 self.waiting.insert(t, key);
@@ -71,17 +90,28 @@ impl Gate {
         self.admission.try_extra(bound)
     }
 
-    /// An attempt that held a place ended; the requests that go now are pushed to `go`.
-    pub(super) fn release(&mut self, go: &mut Vec<Key>) {
+    /// An attempt that held a place ended at `now`; the requests that go now are pushed to
+    /// `go`, and those whose deadline can no longer be met (or whose wait is over) to
+    /// `refused`.
+    pub(super) fn release(&mut self, now: Duration, go: &mut Vec<Key>, refused: &mut Vec<Key>) {
         let bound = self.bound();
         let mut tickets = Vec::new();
         self.admission.release(bound, &mut tickets);
         go.extend(tickets.iter().filter_map(|t| self.waiting.remove(t)));
+        if self.admission.waiting() > 0 {
+            self.expire(now, refused);
+        }
     }
 
-    /// A successful attempt's round trip, or a timeout (`None`), for the adaptive limit; the
-    /// requests a higher limit lets go are pushed to `go`.
+    /// A successful attempt's round trip, or a timeout (`None`), for the adaptive limit and
+    /// the typical attempt; the requests a higher limit lets go are pushed to `go`.
     pub(super) fn learn(&mut self, now: Duration, rtt: Option<Duration>, go: &mut Vec<Key>) {
+        if let Some(rtt) = rtt {
+            self.typical = Some(match self.typical {
+                None => rtt,
+                Some(t) => t.mul_f64(0.9) + rtt.mul_f64(0.1),
+            });
+        }
         let in_flight = self.admission.in_flight();
         let Some(limit) = &mut self.limit else {
             return;
@@ -96,11 +126,12 @@ impl Gate {
         go.extend(tickets.iter().filter_map(|t| self.waiting.remove(t)));
     }
 
-    /// The waiting requests whose wait ends at `now`, pushed to `refused`.
+    /// The waiting requests whose wait ends at `now` (`max_wait`, or a deadline that can no
+    /// longer be met), pushed to `refused`.
     pub(super) fn expire(&mut self, now: Duration, refused: &mut Vec<Key>) {
-        let bound = self.bound();
+        let (bound, estimate) = (self.bound(), self.estimate());
         let mut out = Vec::new();
-        self.admission.expire(now, bound, None, &mut out);
+        self.admission.expire(now, bound, estimate, &mut out);
         refused.extend(out.iter().filter_map(|(t, _)| self.waiting.remove(t)));
     }
 

@@ -38,6 +38,7 @@ use slab::{Key, Slab};
 use std::time::Duration;
 use tailguard_histogram::Histogram;
 use tailguard_pacing::Schedule;
+use tailguard_resilience::admission::Criticality;
 use tailguard_resilience::AttemptOutcome;
 
 /// A scenario that cannot run.
@@ -99,6 +100,8 @@ struct Engine<'a> {
     gates: Vec<Option<Gate>>,
     /// Requests admission lets go (or refuses) at once, reused.
     go: Vec<Key>,
+    /// Requests made so far (the next one's ordinal: its class depends on it alone).
+    made: u64,
     /// Why the arm stopped early, if it did.
     runaway: Option<String>,
     out: ArmResult,
@@ -152,6 +155,7 @@ impl<'a> Engine<'a> {
         Ok(Self {
             gates,
             go: Vec::new(),
+            made: 0,
             scenario,
             arm,
             now: Duration::ZERO,
@@ -347,7 +351,13 @@ impl Engine<'_> {
             return;
         }
         self.clients[client].on_request(self.now);
+        let class = self.class_of(self.made);
+        self.made += 1;
+        if class == Criticality::Critical {
+            self.out.critical += 1;
+        }
         let key = self.requests.insert(Request {
+            class,
             client,
             worker,
             scheduled: self.now,
@@ -360,14 +370,21 @@ impl Engine<'_> {
             last_endpoint: usize::MAX,
             ticket: None,
         });
-        if let Some(total) = self.arm_config().timeouts.total {
+        // The arm's total timeout, and the request's own deadline: the sooner ends it.
+        let own = self.scenario.load.request_deadline;
+        let total = match (self.arm_config().timeouts.total, own) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if let Some(total) = total {
             self.queue
                 .push(self.now + total, Event::RequestTimeout(key));
         }
+        let deadline = own.map(|d| self.now + d);
         let Some(gate) = self.gates[client].as_mut() else {
             return self.send_attempt(key, None, false);
         };
-        match gate.arrive(self.now, key) {
+        match gate.arrive(self.now, key, class, deadline) {
             Admitted::Now => self.send_attempt(key, None, true),
             Admitted::Waits(ticket, displaced) => {
                 self.requests.get_mut(key).expect("just made").ticket = Some(ticket);
@@ -437,13 +454,39 @@ impl Engine<'_> {
         self.go = go;
     }
 
-    /// An attempt that held a place ended: the place goes to whoever waits.
+    /// An attempt that held a place ended: the place goes to whoever waits, and those that
+    /// can no longer make their deadline are refused.
     fn release(&mut self, client: usize) {
         let mut go = std::mem::take(&mut self.go);
+        let mut refused = Vec::new();
         if let Some(gate) = self.gates[client].as_mut() {
-            gate.release(&mut go);
+            gate.release(self.now, &mut go, &mut refused);
+        }
+        for key in refused {
+            if let Some(req) = self.requests.get_mut(key) {
+                req.ticket = None;
+            }
+            self.refuse(key);
         }
         self.start_admitted(go);
+    }
+
+    /// The class of the `n`-th request of the run: the same for every arm (common random
+    /// numbers), drawn from the scenario's seed and `n` alone.
+    fn class_of(&self, n: u64) -> Criticality {
+        let load = &self.scenario.load;
+        if load.critical == 0.0 && load.sheddable == 0.0 {
+            return Criticality::Default;
+        }
+        let x = stream_seed(stream_seed(self.scenario.seed, 3), n);
+        let u = (x >> 11) as f64 / (1u64 << 53) as f64;
+        if u < load.critical {
+            Criticality::Critical
+        } else if u < load.critical + load.sheddable {
+            Criticality::Sheddable
+        } else {
+            Criticality::Default
+        }
     }
 
     /// A retry or a backup of `client`'s: `Some(holds a place)` when it may go.
@@ -683,6 +726,9 @@ impl Engine<'_> {
             self.out.successes += 1;
             if latency <= self.scenario.deadline {
                 self.out.within_deadline += 1;
+                if req.class == Criticality::Critical {
+                    self.out.critical_within_deadline += 1;
+                }
             }
         }
         let mut next = req.head;
@@ -768,6 +814,8 @@ fn empty_result(scenario: &Scenario, arm: usize) -> ArmResult {
         successes: 0,
         within_deadline: 0,
         refused: 0,
+        critical: 0,
+        critical_within_deadline: 0,
         attempts: vec![0; scenario.fleet.backends.len()],
         stats: ClientStats::default(),
         endpoints_per_client: 0.0,

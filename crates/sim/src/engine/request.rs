@@ -25,6 +25,8 @@ pub(super) struct Request {
     pub(super) last_endpoint: usize,
     /// Waiting for admission under this ticket (not sent yet).
     pub(super) ticket: Option<tailguard_resilience::admission::Ticket>,
+    /// How much it matters (the load's share of critical and sheddable requests).
+    pub(super) class: tailguard_resilience::admission::Criticality,
 }
 
 /// One attempt of a request.

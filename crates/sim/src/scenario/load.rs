@@ -10,6 +10,10 @@
 //!   duration: 60s
 //!   clients: 1            # independent client-side balancers (e.g. 50 proxies)
 //!   method: GET
+//!   critical: 0.2         # optional: this share of requests is critical (the rest default),
+//!   sheddable: 0.1        #   this share sheddable (admission serves critical first)
+//!   request_deadline: 100ms   # optional: each request's own deadline (the proxy's
+//!                         #   x-tailguard-timeout-ms): it fails at it, and admission knows it
 //! ---
 //! load:
 //!   loop: closed          # slow_cooker's loop: each worker sends, waits for the response,
@@ -59,6 +63,12 @@ pub struct Load {
     pub clients: u32,
     /// The request method (the classifier decides retries from it).
     pub method: Method,
+    /// The share of requests marked critical.
+    pub critical: f64,
+    /// The share of requests marked sheddable.
+    pub sheddable: f64,
+    /// Each request's own deadline, from its arrival.
+    pub request_deadline: Option<Duration>,
 }
 
 impl fmt::Display for Load {
@@ -90,7 +100,19 @@ impl fmt::Display for Load {
             )?,
         }
         let s = if self.clients == 1 { "" } else { "s" };
-        write!(f, ", {} client{s}, {}", self.clients, self.method)
+        write!(f, ", {} client{s}, {}", self.clients, self.method)?;
+        if self.critical > 0.0 || self.sheddable > 0.0 {
+            write!(
+                f,
+                ", {}% critical, {}% sheddable",
+                self.critical * 100.0,
+                self.sheddable * 100.0
+            )?;
+        }
+        match self.request_deadline {
+            Some(d) => write!(f, ", each request due within {}", format_duration(d)),
+            None => Ok(()),
+        }
     }
 }
 
@@ -124,6 +146,9 @@ pub(crate) struct LoadSpec {
     duration: Dur,
     clients: Option<u32>,
     method: Option<String>,
+    critical: Option<f64>,
+    sheddable: Option<f64>,
+    request_deadline: Option<Dur>,
 }
 
 /// `load.ramp:` as written.
@@ -165,7 +190,27 @@ impl LoadSpec {
         if clients == 0 {
             return Err("load: clients must be at least 1".into());
         }
+        let share = |v: Option<f64>, key: &str| match v.unwrap_or(0.0) {
+            x if (0.0..=1.0).contains(&x) => Ok(x),
+            x => Err(format!("load: {key} must be a share from 0 to 1, got {x}")),
+        };
+        let (critical, sheddable) = (
+            share(self.critical, "critical")?,
+            share(self.sheddable, "sheddable")?,
+        );
+        if critical + sheddable > 1.0 {
+            return Err(format!(
+                "load: critical and sheddable add up to {}, more than every request",
+                critical + sheddable
+            ));
+        }
+        if self.request_deadline.is_some_and(|d| d.0.is_zero()) {
+            return Err("load: request_deadline must be longer than zero".into());
+        }
         Ok(Load {
+            critical,
+            sheddable,
+            request_deadline: self.request_deadline.map(|d| d.0),
             shape,
             duration: self.duration.0,
             clients,
