@@ -38,7 +38,7 @@ pub mod results;
 pub mod scenario;
 
 pub use engine::{run_arm, RunError};
-pub use results::{ArmResult, Report};
+pub use results::{ArmResult, Report, Second, MAX_TIMELINE};
 pub use scenario::{Overrides, Scenario, ScenarioError};
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -91,7 +91,11 @@ pub fn run_on(scenario: &Scenario, threads: usize) -> Result<Report, RunError> {
         scenario: scenario.name.clone(),
         description: scenario.description.clone(),
         seed: scenario.seed,
-        load: scenario.load.to_string(),
+        load: match &scenario.stages {
+            None => scenario.load.to_string(),
+            // The stages set the rate: the load line says so rather than their peak.
+            Some(st) => format!("stages {st} (peak {} req/s); {}", st.peak(), scenario.load),
+        },
         deadline: scenario.deadline,
         endpoints: scenario
             .fleet

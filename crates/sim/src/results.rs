@@ -31,6 +31,9 @@ pub struct ArmResult {
     pub critical: u64,
     /// Critical requests that got a good response within the deadline.
     pub critical_within_deadline: u64,
+    /// Requests the caller sent again after a failure (`load.retry_after`), counted in
+    /// `requests` too.
+    pub caller_retries: u64,
     /// Attempts sent to each endpoint, in fleet order.
     pub attempts: Vec<u64>,
     /// What retries, accrual and hedging did, summed over clients.
@@ -39,9 +42,83 @@ pub struct ArmResult {
     pub endpoints_per_client: f64,
     /// How long the load ran (the denominator of the achieved rate).
     pub duration: Duration,
+    /// Each second of the run, by when its requests ended (at most [`MAX_TIMELINE`] seconds;
+    /// later ones count in the last).
+    pub timeline: Vec<Second>,
+}
+
+/// The longest timeline kept, in seconds.
+pub const MAX_TIMELINE: usize = 3600;
+
+/// The requests that ended in one second of a run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Second {
+    /// Requests that ended (answered, failed or refused).
+    pub ended: u64,
+    /// Good answers within the deadline.
+    pub within_deadline: u64,
+    /// Critical requests that ended, and those answered well within the deadline.
+    pub critical: u64,
+    /// Critical good answers within the deadline.
+    pub critical_within_deadline: u64,
+    /// Latency of the requests that were sent (refusals are not in it), compact.
+    pub latency: Histogram,
+}
+
+impl Second {
+    fn new() -> Self {
+        Second {
+            ended: 0,
+            within_deadline: 0,
+            critical: 0,
+            critical_within_deadline: 0,
+            latency: Histogram::compact(),
+        }
+    }
 }
 
 impl ArmResult {
+    /// The second `at` falls in, made when first reached.
+    pub fn second_mut(&mut self, at: Duration) -> &mut Second {
+        let i = (at.as_secs() as usize).min(MAX_TIMELINE - 1);
+        while self.timeline.len() <= i {
+            self.timeline.push(Second::new());
+        }
+        &mut self.timeline[i]
+    }
+
+    /// Good answers within the deadline per second from second `from` to `to` (excluded).
+    pub fn goodput(&self, from: usize, to: usize) -> f64 {
+        let secs = to.saturating_sub(from).max(1) as f64;
+        let good: u64 = self
+            .timeline
+            .iter()
+            .skip(from)
+            .take(to.saturating_sub(from))
+            .map(|s| s.within_deadline)
+            .sum();
+        good as f64 / secs
+    }
+
+    /// Seconds from second `from` until a second's p99 is within `bound` (and stays within it
+    /// for the rest of the timeline); `None` when it never is.
+    pub fn recovery(&self, from: usize, bound: Duration) -> Option<usize> {
+        let ok = |s: &Second| s.latency.is_empty() || s.latency.quantile(0.99) <= bound;
+        let last_bad = self
+            .timeline
+            .iter()
+            .enumerate()
+            .skip(from)
+            .filter(|(_, s)| !ok(s))
+            .map(|(i, _)| i)
+            .last();
+        match last_bad {
+            None => Some(0),
+            Some(i) if i + 1 < self.timeline.len() => Some(i + 1 - from),
+            Some(_) => None,
+        }
+    }
+
     /// Good responses over requests (1.0 when there were none).
     pub fn success_rate(&self) -> f64 {
         ratio(self.successes, self.requests)

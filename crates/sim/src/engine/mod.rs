@@ -199,6 +199,11 @@ impl<'a> Engine<'a> {
         match event {
             Event::Arrival => self.on_arrival(),
             Event::QueueExpiry(c) => self.on_queue_expiry(c as usize),
+            Event::CallerRetry { client, class } => {
+                let class = Criticality::ALL[usize::from(class).min(2)];
+                self.out.caller_retries += 1;
+                self.make_request(client as usize, None, class, true);
+            }
             Event::WorkerSend(w) => self.on_worker_send(w),
             Event::Done {
                 attempt,
@@ -346,18 +351,30 @@ impl<'a> Engine<'a> {
 impl Engine<'_> {
     /// Step 1.
     fn new_request(&mut self, client: usize, worker: Option<u32>) {
+        let class = self.class_of(self.made);
+        self.made += 1;
+        self.make_request(client, worker, class, false);
+    }
+
+    /// A request of `class` from `client` (a worker's, or a caller's second send when `again`).
+    fn make_request(
+        &mut self,
+        client: usize,
+        worker: Option<u32>,
+        class: Criticality,
+        again: bool,
+    ) {
         if let Err(reason) = self.guard.count(self.now) {
             self.runaway = Some(reason);
             return;
         }
         self.clients[client].on_request(self.now);
-        let class = self.class_of(self.made);
-        self.made += 1;
         if class == Criticality::Critical {
             self.out.critical += 1;
         }
         let key = self.requests.insert(Request {
             class,
+            again,
             client,
             worker,
             scheduled: self.now,
@@ -405,9 +422,28 @@ impl Engine<'_> {
         debug_assert!(req.head.is_none(), "a refused request was never sent");
         self.out.requests += 1;
         self.out.refused += 1;
+        let second = self.out.second_mut(self.now);
+        second.ended += 1;
+        second.critical += u64::from(req.class == Criticality::Critical);
+        self.send_again(&req);
         if let Some(worker) = req.worker {
             self.worker_next(worker);
         }
+    }
+
+    /// The caller sends a failed request once more, `load.retry_after` later (open loop; the
+    /// second send is never sent a third time).
+    fn send_again(&mut self, req: &Request) {
+        let Some(after) = self.scenario.load.retry_after else {
+            return;
+        };
+        if req.again || req.worker.is_some() {
+            return;
+        }
+        let client = u32::try_from(req.client).expect("fewer than 2^32 clients");
+        let class = req.class as u8;
+        self.queue
+            .push(self.now + after, Event::CallerRetry { client, class });
     }
 
     /// Makes sure an expiry event is pending for `client`'s next queue wait to end.
@@ -722,11 +758,22 @@ impl Engine<'_> {
         let latency = self.now.saturating_sub(req.scheduled);
         self.out.latency.record(latency);
         self.out.requests += 1;
+        if !success {
+            self.send_again(&req);
+        }
+        let critical = req.class == Criticality::Critical;
+        let in_time = success && latency <= self.scenario.deadline;
+        let second = self.out.second_mut(self.now);
+        second.ended += 1;
+        second.latency.record(latency);
+        second.critical += u64::from(critical);
+        second.within_deadline += u64::from(in_time);
+        second.critical_within_deadline += u64::from(in_time && critical);
         if success {
             self.out.successes += 1;
-            if latency <= self.scenario.deadline {
+            if in_time {
                 self.out.within_deadline += 1;
-                if req.class == Criticality::Critical {
+                if critical {
                     self.out.critical_within_deadline += 1;
                 }
             }
@@ -795,6 +842,11 @@ fn arrival_schedule(scenario: &Scenario) -> Result<Option<Schedule>, RunError> {
         return Ok(None);
     };
     let seed = stream_seed(scenario.seed, 2);
+    if let Some(stages) = &scenario.stages {
+        return Schedule::staged(arrivals, stages.clone(), seed)
+            .map(Some)
+            .map_err(|e| RunError::Pacing(e.to_string()));
+    }
     let schedule = Schedule::new(arrivals, rate, seed);
     match ramp {
         None => schedule,
@@ -816,6 +868,8 @@ fn empty_result(scenario: &Scenario, arm: usize) -> ArmResult {
         refused: 0,
         critical: 0,
         critical_within_deadline: 0,
+        caller_retries: 0,
+        timeline: Vec::new(),
         attempts: vec![0; scenario.fleet.backends.len()],
         stats: ClientStats::default(),
         endpoints_per_client: 0.0,

@@ -11,6 +11,8 @@ use std::time::Duration;
 pub(crate) enum Event {
     /// A client's admission queue has a wait ending now.
     QueueExpiry(u32),
+    /// The caller sends a failed request of `client`'s once more, of class `class`.
+    CallerRetry { client: u32, class: u8 },
     /// Open loop: the next scheduled request arrives.
     Arrival,
     /// Closed loop: worker `w` sends its next request.

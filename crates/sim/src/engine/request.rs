@@ -27,6 +27,8 @@ pub(super) struct Request {
     pub(super) ticket: Option<tailguard_resilience::admission::Ticket>,
     /// How much it matters (the load's share of critical and sheddable requests).
     pub(super) class: tailguard_resilience::admission::Criticality,
+    /// The caller's second send of a request that failed (never sent a third time).
+    pub(super) again: bool,
 }
 
 /// One attempt of a request.

@@ -7,6 +7,7 @@
 //!   rate: 1000            # requests per second, all clients together
 //!   ramp: {from: 500, over: 30s}   # optional: the rate climbs linearly from 500 to `rate`
 //!                         # over 30s, then holds (open loop only; a `from` above `rate` descends)
+//!   # stages: '30s:2400,30s:600'   # instead of `rate`: k6's stages, as `tailguard load --stages`
 //!   duration: 60s
 //!   clients: 1            # independent client-side balancers (e.g. 50 proxies)
 //!   method: GET
@@ -14,6 +15,8 @@
 //!   sheddable: 0.1        #   this share sheddable (admission serves critical first)
 //!   request_deadline: 100ms   # optional: each request's own deadline (the proxy's
 //!                         #   x-tailguard-timeout-ms): it fails at it, and admission knows it
+//!   retry_after: 100ms    # optional (open loop): the caller sends a failed, timed-out or
+//!                         #   refused request once more this long after (its class kept)
 //! ---
 //! load:
 //!   loop: closed          # slow_cooker's loop: each worker sends, waits for the response,
@@ -25,7 +28,7 @@
 use serde::Deserialize;
 use std::fmt;
 use std::time::Duration;
-use tailguard_pacing::{Arrivals, Ramp};
+use tailguard_pacing::{Arrivals, Ramp, Stages};
 use tailguard_resilience::Method;
 use tailguard_text::duration::format_duration;
 use tailguard_text::duration::Dur;
@@ -69,6 +72,8 @@ pub struct Load {
     pub sheddable: f64,
     /// Each request's own deadline, from its arrival.
     pub request_deadline: Option<Duration>,
+    /// Open loop: the caller sends a request that failed once more, this long after.
+    pub retry_after: Option<Duration>,
 }
 
 impl fmt::Display for Load {
@@ -109,8 +114,11 @@ impl fmt::Display for Load {
                 self.sheddable * 100.0
             )?;
         }
-        match self.request_deadline {
-            Some(d) => write!(f, ", each request due within {}", format_duration(d)),
+        if let Some(d) = self.request_deadline {
+            write!(f, ", each request due within {}", format_duration(d))?;
+        }
+        match self.retry_after {
+            Some(d) => write!(f, ", a failed one sent again {} later", format_duration(d)),
             None => Ok(()),
         }
     }
@@ -149,6 +157,8 @@ pub(crate) struct LoadSpec {
     critical: Option<f64>,
     sheddable: Option<f64>,
     request_deadline: Option<Dur>,
+    retry_after: Option<Dur>,
+    stages: Option<String>,
 }
 
 /// `load.ramp:` as written.
@@ -180,11 +190,34 @@ impl RampSpec {
 }
 
 impl LoadSpec {
-    /// The typed load; `Err` names the field that does not fit.
-    pub(crate) fn into_load(self) -> Result<Load, String> {
-        let shape = match self.kind {
-            LoopName::Open => self.open_shape()?,
-            LoopName::Closed => self.closed_shape()?,
+    /// The typed load and its stages, if any; `Err` names the field that does not fit.
+    pub(crate) fn into_load(self) -> Result<(Load, Option<Stages>), String> {
+        let stages = match &self.stages {
+            None => None,
+            Some(_) if self.kind == LoopName::Closed => {
+                return Err("load: `stages` needs `loop: open`".into())
+            }
+            Some(_) if self.rate.is_some() || self.ramp.is_some() => {
+                return Err(
+                    "load: `stages` and `rate` (or `ramp`) both shape the rate: give one".into(),
+                )
+            }
+            Some(text) => Some(
+                text.parse::<Stages>()
+                    .map_err(|e| format!("load: stages: {e}"))?,
+            ),
+        };
+        let shape = match (self.kind, &stages) {
+            (LoopName::Open, Some(st)) => LoadShape::Open {
+                arrivals: match self.arrivals.unwrap_or_default() {
+                    ArrivalsName::Constant => Arrivals::Constant,
+                    ArrivalsName::Poisson => Arrivals::Poisson,
+                },
+                rate: st.peak(),
+                ramp: None,
+            },
+            (LoopName::Open, None) => self.open_shape()?,
+            (LoopName::Closed, _) => self.closed_shape()?,
         };
         let clients = self.clients.unwrap_or(1);
         if clients == 0 {
@@ -207,7 +240,14 @@ impl LoadSpec {
         if self.request_deadline.is_some_and(|d| d.0.is_zero()) {
             return Err("load: request_deadline must be longer than zero".into());
         }
-        Ok(Load {
+        if self.retry_after.is_some() && self.kind == LoopName::Closed {
+            return Err(
+                "load: `retry_after` needs `loop: open` (a worker sends its next request itself)"
+                    .into(),
+            );
+        }
+        let load = Load {
+            retry_after: self.retry_after.map(|d| d.0),
             critical,
             sheddable,
             request_deadline: self.request_deadline.map(|d| d.0),
@@ -220,7 +260,8 @@ impl LoadSpec {
                 .unwrap_or("GET")
                 .parse()
                 .unwrap_or(Method::Other),
-        })
+        };
+        Ok((load, stages))
     }
 
     fn open_shape(&self) -> Result<LoadShape, String> {

@@ -107,6 +107,8 @@ pub struct Scenario {
     pub servers: Servers,
     /// The traffic.
     pub load: Load,
+    /// The offered rate's stages, in place of `load`'s rate (which is then their peak).
+    pub stages: Option<tailguard_pacing::Stages>,
     /// Success within this counts as success within the deadline.
     pub deadline: Duration,
     /// The arms to compare, in report order.
@@ -254,6 +256,7 @@ fn parse(text: &str, origin: &str, dir: Option<&Path>) -> Result<Scenario, Scena
         .as_ref()
         .and_then(|s| s.probe_delay)
         .map_or(DEFAULT_PROBE_DELAY, |d| d.0);
+    let (load, stages) = spec.load.into_load().map_err(invalid)?;
     let scenario = Scenario {
         name: spec.name.unwrap_or_else(|| origin.to_owned()),
         description: spec.description,
@@ -263,7 +266,8 @@ fn parse(text: &str, origin: &str, dir: Option<&Path>) -> Result<Scenario, Scena
             concurrency,
             probe_delay,
         },
-        load: spec.load.into_load().map_err(invalid)?,
+        load,
+        stages,
         deadline: spec.deadline.map_or(Duration::from_secs(1), |d| d.0),
         arms,
     };

@@ -60,6 +60,8 @@ impl Scenario {
                 rate,
                 ramp: None,
             };
+            // A constant rate replaces the stages too.
+            self.stages = None;
         } else if let (Some(a), LoadShape::Open { rate, ramp, .. }) = (o.arrivals, self.load.shape)
         {
             self.load.shape = LoadShape::Open {
