@@ -111,7 +111,7 @@ impl ArmResult {
             .skip(from)
             .filter(|(_, s)| !ok(s))
             .map(|(i, _)| i)
-            .last();
+            .next_back();
         match last_bad {
             None => Some(0),
             Some(i) if i + 1 < self.timeline.len() => Some(i + 1 - from),
