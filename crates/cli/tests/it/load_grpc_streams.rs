@@ -106,6 +106,36 @@ fn kinds() -> [Kind; 4] {
     ]
 }
 
+/// `load`'s arguments for `n` calls of `call` with `data` on 4 workers, closed loop, no
+/// pre-flight (its call would count at the server too), the summary as JSON on stdout.
+fn closed_loop_args<'a>(
+    call: &'a str,
+    data: &'a str,
+    n: &'a str,
+    extra: &[&'a str],
+    url: &'a str,
+) -> Vec<&'a str> {
+    let mut args = vec![
+        "--grpc",
+        "--call",
+        call,
+        "--data",
+        data,
+        "-n",
+        n,
+        "-c",
+        "4",
+        "-r",
+        "0",
+        "--no-preflight",
+        "--json",
+        "-",
+    ];
+    args.extend_from_slice(extra);
+    args.push(url);
+    args
+}
+
 #[test]
 fn each_streaming_kind_counts_its_calls_and_messages() {
     let (_serve, addr, control) = serve_counted(&["--latency", "1ms"]);
@@ -113,24 +143,7 @@ fn each_streaming_kind_counts_its_calls_and_messages() {
     for (method, data, extra, calls, out, back) in kinds() {
         let call = format!("tailguard.serve.v1.Ping/{method}");
         let n = calls.to_string();
-        let mut args = vec![
-            "--grpc",
-            "--call",
-            &call,
-            "--data",
-            data,
-            "-n",
-            &n,
-            "-c",
-            "4",
-            "-r",
-            "0",
-            "--no-preflight",
-            "--json",
-            "-",
-        ];
-        args.extend_from_slice(extra);
-        args.push(&url);
+        let args = closed_loop_args(&call, data, &n, extra, &url);
         let mut run = serde_json::Value::Null;
         let at_server = counted_during(control, || run = json(&load(&args)));
         assert_eq!(run["requests"], calls, "{method}: {run}");
@@ -334,24 +347,7 @@ fn each_kind_counts_at_the_server_what_ghz_counts() {
             ghz_args.extend(["--stream-call-count", count]);
         }
         let by_ghz = counted_during(control, || ghz(addr, &ghz_args));
-        let mut args = vec![
-            "--grpc",
-            "--call",
-            &call,
-            "--data",
-            data,
-            "-n",
-            &n,
-            "-c",
-            "4",
-            "-r",
-            "0",
-            "--no-preflight",
-            "--json",
-            "-",
-        ];
-        args.extend_from_slice(extra);
-        args.push(&url);
+        let args = closed_loop_args(&call, data, &n, extra, &url);
         let by_load = counted_during(control, || {
             json(&load(&args));
         });

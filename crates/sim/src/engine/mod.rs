@@ -144,7 +144,12 @@ impl<'a> Engine<'a> {
                 source,
             })?;
         let seeds = (0..n).map(|i| stream_seed(scenario.seed, scenario.fleet.backend_seed(i)));
-        let endpoints = Endpoints::new(seeds, &scenario.fleet, scenario.servers.concurrency);
+        let endpoints = Endpoints::new(
+            seeds,
+            &scenario.fleet,
+            scenario.servers.concurrency,
+            scenario.servers.serve_abandoned,
+        );
         let workers = match scenario.load.shape {
             LoadShape::Closed { workers, .. } => workers as usize,
             LoadShape::Open { .. } => 0,

@@ -5,7 +5,8 @@
 //! 2. with a capacity (the backend's own, `tailguard_fleet::capacity`, or the scenario's
 //!    `servers.concurrency` for backends without one) and every worker busy, the attempt waits
 //!    in the fleet's FIFO `Line`, and its service starts when a worker frees (attempts abandoned
-//!    while queued are skipped, as a server skips a request whose client hung up); when the
+//!    while queued are skipped, as a server skips a request whose client hung up, unless the
+//!    scenario says `servers: {abandoned: serve}`: a server that does not notice); when the
 //!    line is full it is rejected at once with the capacity's status;
 //! 3. service starting at `s`: if paused at `s`, it starts when the pause ends; the fleet's
 //!    `decide` gives the latency and outcome; a response falling due during a pause leaves
@@ -52,6 +53,8 @@ pub(super) struct Step<'e> {
 #[derive(Debug)]
 pub(super) struct Endpoints {
     servers: Vec<Server>,
+    /// Serve attempts abandoned while waiting in a line (else skip them).
+    serve_abandoned: bool,
 }
 
 impl Endpoints {
@@ -61,6 +64,7 @@ impl Endpoints {
         seeds: impl IntoIterator<Item = u64>,
         fleet: &Fleet,
         concurrency: Option<u32>,
+        serve_abandoned: bool,
     ) -> Self {
         let servers = seeds
             .into_iter()
@@ -73,7 +77,10 @@ impl Endpoints {
                 recent: Recent::default(),
             })
             .collect();
-        Self { servers }
+        Self {
+            servers,
+            serve_abandoned,
+        }
     }
 
     /// Endpoint `endpoint`'s workers at `now`, if it has a capacity.
@@ -104,7 +111,8 @@ impl Endpoints {
         // A raised capacity serves those already waiting first.
         let attempts = &*step.attempts;
         let line = &mut self.servers[endpoint].line;
-        let mut ready = line.admit(workers, |k| attempts.get(*k).is_some_and(|a| a.live));
+        let all = self.serve_abandoned;
+        let mut ready = line.admit(workers, |k| all || attempts.get(*k).is_some_and(|a| a.live));
         match line.arrive(&cap, workers, attempt) {
             Arrival::Start(a) => ready.push(a),
             Arrival::Wait => {}
@@ -189,9 +197,10 @@ impl Endpoints {
             .workers(endpoint, step.fleet, step.now)
             .unwrap_or(u32::MAX);
         let attempts = &*step.attempts;
+        let all = self.serve_abandoned;
         let ready = self.servers[endpoint]
             .line
-            .finish(workers, |k| attempts.get(*k).is_some_and(|a| a.live));
+            .finish(workers, |k| all || attempts.get(*k).is_some_and(|a| a.live));
         for a in ready {
             self.start_service(endpoint, a, &mut step);
         }

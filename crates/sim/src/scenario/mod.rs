@@ -86,6 +86,10 @@ pub struct Servers {
     pub concurrency: Option<u32>,
     /// A load probe's round trip (a probing balancer's; half to reach the endpoint, half back).
     pub probe_delay: Duration,
+    /// A request whose client hung up while it waited in an endpoint's line is served anyway
+    /// (`abandoned: serve`: a server that does not notice, the work the metastable failure is
+    /// made of), rather than skipped (`skip`, the default).
+    pub serve_abandoned: bool,
 }
 
 /// A load probe's round trip unless the scenario says otherwise: a small RPC on a data centre
@@ -152,6 +156,15 @@ impl<'de> Visitor<'de> for FleetRefVisitor {
 struct ServersSpec {
     concurrency: Option<u32>,
     probe_delay: Option<Dur>,
+    abandoned: Option<AbandonedName>,
+}
+
+/// `servers.abandoned:` as written.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+enum AbandonedName {
+    Skip,
+    Serve,
 }
 
 #[derive(Debug, Deserialize)]
@@ -265,6 +278,8 @@ fn parse(text: &str, origin: &str, dir: Option<&Path>) -> Result<Scenario, Scena
         servers: Servers {
             concurrency,
             probe_delay,
+            serve_abandoned: spec.servers.as_ref().and_then(|s| s.abandoned)
+                == Some(AbandonedName::Serve),
         },
         load,
         stages,

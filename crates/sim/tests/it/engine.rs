@@ -543,3 +543,55 @@ arms:
         );
     }
 }
+
+/// The metastable failure: the same overload against servers that serve what their clients
+/// abandoned (a server that does not notice a hung-up client). With no bound the lines the
+/// overload and its second sends built outlast it: at half the capacity afterwards nothing is
+/// answered in time for the rest of the run (0 a second, p99 at the 100 ms deadline); the
+/// gradient limit keeps the lines short, so there is nothing to outlast: 605 a second in time,
+/// back within twice the unloaded p99 one second after.
+#[test]
+fn served_abandoned_work_makes_the_unbounded_overload_outlast_its_demand() {
+    let report = sim("
+name: metastable
+fleet:
+  seed: 7
+  backends:
+    - {name: b, replicas: 3, latency: 10ms, capacity: 4}
+servers: {abandoned: serve}
+load:
+  loop: open
+  arrivals: poisson
+  stages: '15s:2400,15s:600'
+  duration: 30s
+  critical: 0.2
+  request_deadline: 100ms
+  retry_after: 100ms
+deadline: 100ms
+arms:
+  - {name: none, balancer: {kind: p2c, load: least-loaded}}
+  - name: gradient
+    balancer: {kind: p2c, load: least-loaded}
+    concurrency_limit: {kind: gradient}
+    queue: {max_size: 100, max_wait: 20ms}
+");
+    let none = arm(&report, "none");
+    let gradient = arm(&report, "gradient");
+    // No bound: nothing in time during the overload's second half of the run either, at
+    // half the capacity: the backlog of abandoned work never drains within the run.
+    assert!(none.goodput(17, 30) < 10.0, "{}", none.goodput(17, 30));
+    assert_eq!(none.recovery(15, Duration::from_millis(20)), None);
+    // The limit: goodput through the overload, every request after it, back in a second.
+    assert!(
+        gradient.goodput(0, 15) / 1200.0 > 0.95,
+        "{}",
+        gradient.goodput(0, 15)
+    );
+    assert!(
+        (590.0..620.0).contains(&gradient.goodput(17, 30)),
+        "{}",
+        gradient.goodput(17, 30)
+    );
+    assert_eq!(gradient.recovery(15, Duration::from_millis(20)), Some(1));
+    assert_eq!(gradient.critical_within_deadline, gradient.critical);
+}
