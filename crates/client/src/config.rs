@@ -105,6 +105,9 @@ pub struct AdmissionConfig {
     pub limit: Option<tailguard_resilience::limit::LimitConfig>,
     /// Who waits, and how long (a size of 0: nobody waits).
     pub queue: tailguard_resilience::admission::QueueConfig,
+    /// Requests' criticality is honoured (critical first, sheddable refused first); `false`:
+    /// every request is `default`.
+    pub criticality: bool,
 }
 
 /// The most requests a queue may hold.

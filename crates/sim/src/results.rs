@@ -55,6 +55,8 @@ pub const MAX_TIMELINE: usize = 3600;
 pub struct Second {
     /// Requests that ended (answered, failed or refused).
     pub ended: u64,
+    /// Of which refused by admission.
+    pub refused: u64,
     /// Good answers within the deadline.
     pub within_deadline: u64,
     /// Critical requests that ended, and those answered well within the deadline.
@@ -69,6 +71,7 @@ impl Second {
     fn new() -> Self {
         Second {
             ended: 0,
+            refused: 0,
             within_deadline: 0,
             critical: 0,
             critical_within_deadline: 0,

@@ -73,6 +73,10 @@ impl Gate {
         deadline: Option<Duration>,
     ) -> Admitted {
         let (bound, estimate) = (self.bound(), self.estimate());
+        let class = match self.cfg.criticality {
+            true => class,
+            false => Criticality::Default,
+        };
         match self.admission.arrive(now, class, deadline, bound, estimate) {
             (Arrival::Admitted, _) => Admitted::Now,
             (Arrival::Queued(t), displaced) => {

@@ -429,6 +429,7 @@ impl Engine<'_> {
         self.out.refused += 1;
         let second = self.out.second_mut(self.now);
         second.ended += 1;
+        second.refused += 1;
         second.critical += u64::from(req.class == Criticality::Critical);
         self.send_again(&req);
         if let Some(worker) = req.worker {

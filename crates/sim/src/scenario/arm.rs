@@ -18,6 +18,7 @@
 //!     max_concurrent_requests: 16         # attempts in flight at most (first, retries, backups)
 //!     concurrency_limit: {kind: gradient} # or aimd: an adaptive limit under the cap
 //!     queue: {max_size: 100, max_wait: 50ms}   # first attempts past the bound wait (else refused)
+//!     criticality: true                   # critical first, sheddable refused first (else all default)
 //! ```
 //! The `balancer`, `accrual`, `retries`, `hedge` and `outlier` blocks are the proxy's
 //! (`client.loadBalancer`, `client.failureAccrual`, `service.retries`, `service.hedge`,
@@ -70,6 +71,8 @@ pub(crate) struct ArmSpec {
     concurrency_limit: Option<LimitSpec>,
     #[serde(default)]
     queue: Option<QueueSpec>,
+    #[serde(default)]
+    criticality: bool,
 }
 
 #[derive(Clone, Copy, Debug, Deserialize)]
@@ -161,10 +164,11 @@ impl ArmSpec {
                     max_size: 0,
                     max_wait: std::time::Duration::ZERO,
                 }),
+                criticality: self.criticality,
             });
-        } else if queue.is_some() {
+        } else if queue.is_some() || self.criticality {
             return Err(at(
-                "queue needs max_concurrent_requests or concurrency_limit: nothing to wait for"
+                "queue and criticality need max_concurrent_requests or concurrency_limit: nothing to wait for"
                     .into(),
             ));
         }

@@ -15,6 +15,10 @@
 //!   of them for 10 s.
 //! - `stall`: three backends, one ten times slower and failing 20%, one paused for 4 s; the
 //!   proxy's defaults before and after the silence was priced and stalled requests rescued.
+//! - `overload`: three backends of 4 workers at 10 ms offered twice their capacity for 30 s,
+//!   then half for 30 s, 20% critical, 100 ms deadlines, failures sent again, abandoned work
+//!   served; no bound, a cap of 16, the gradient limit, and the gradient limit with criticality
+//!   (issue 48).
 
 /// Names of the built-in scenarios.
 pub(crate) const NAMES: &[&str] = &[
@@ -26,6 +30,7 @@ pub(crate) const NAMES: &[&str] = &[
     "capacity-ramp",
     "antagonist",
     "stall",
+    "overload",
 ];
 
 /// The YAML text of a built-in scenario.
@@ -39,6 +44,7 @@ pub(crate) fn yaml(name: &str) -> Option<&'static str> {
         "capacity-ramp" => Some(CAPACITY_RAMP),
         "antagonist" => Some(ANTAGONIST),
         "stall" => Some(STALL),
+        "overload" => Some(OVERLOAD),
         _ => None,
     }
 }
@@ -288,4 +294,41 @@ arms:
     accrual: {kind: io.l5d.consecutiveFailures}
     hedge: {max_extra_load: 0.05}
     rescue_stalled: true
+";
+
+const OVERLOAD: &str = "\
+name: overload
+description: >-
+  Three backends of 4 workers at 10 ms (1,200 req/s) offered 2,400 req/s for 30 s, then 600 for
+  30 s; 20% of requests critical, each due within 100 ms, every failure sent again 100 ms later;
+  the servers serve work whose client hung up
+fleet:
+  seed: 7
+  backends:
+    - {name: b, replicas: 3, latency: 10ms, capacity: 4}
+servers: {abandoned: serve}
+load:
+  loop: open
+  arrivals: poisson
+  stages: '30s:2400,30s:600'
+  duration: 60s
+  critical: 0.2
+  request_deadline: 100ms
+  retry_after: 100ms
+deadline: 100ms
+arms:
+  - {name: no-limit, balancer: {kind: p2c, load: peak-ewma}}
+  - name: max-16
+    balancer: {kind: p2c, load: peak-ewma}
+    max_concurrent_requests: 16
+    queue: {max_size: 100, max_wait: 20ms}
+  - name: gradient
+    balancer: {kind: p2c, load: peak-ewma}
+    concurrency_limit: {kind: gradient}
+    queue: {max_size: 100, max_wait: 20ms}
+  - name: gradient-criticality
+    balancer: {kind: p2c, load: peak-ewma}
+    concurrency_limit: {kind: gradient}
+    queue: {max_size: 100, max_wait: 20ms}
+    criticality: true
 ";
