@@ -664,3 +664,31 @@ fn the_overload_scenario_keeps_goodput_and_critical_requests_under_the_limit() {
     let ratio = gc.goodput(0, 30) / g.goodput(0, 30);
     assert!((0.95..1.05).contains(&ratio), "{ratio}");
 }
+
+/// Attack: every endpoint refusing at once (an instant 503). Nothing succeeds either way; the
+/// limit learns nothing from failures (only successes are samples) and refuses nothing, so it
+/// is no worse than no limit: the same requests, the same second sends, no refusals of its own.
+#[test]
+fn every_endpoint_refusing_costs_the_limited_arm_nothing_more() {
+    let report = sim("
+name: all-refuse
+fleet:
+  seed: 7
+  backends:
+    - {name: b, replicas: 3, latency: 1ms, capacity: 4, fail: {error: 1.0, status: 503}}
+load: {loop: open, arrivals: poisson, rate: 600, duration: 10s, critical: 0.2, request_deadline: 100ms, retry_after: 100ms}
+deadline: 100ms
+arms:
+  - {name: none, balancer: {kind: p2c, load: peak-ewma}}
+  - name: gradient
+    balancer: {kind: p2c, load: peak-ewma}
+    concurrency_limit: {kind: gradient}
+    queue: {max_size: 100, max_wait: 20ms}
+    criticality: true
+");
+    let (none, gradient) = (arm(&report, "none"), arm(&report, "gradient"));
+    assert_eq!((none.successes, gradient.successes), (0, 0));
+    assert_eq!(gradient.refused, 0);
+    assert_eq!(gradient.requests, none.requests);
+    assert_eq!(gradient.caller_retries, none.caller_retries);
+}
