@@ -316,36 +316,48 @@ impl Jaeger {
         );
         let stdout = String::from_utf8(out.stdout).unwrap();
         let bin = stdout.lines().last().unwrap().to_owned();
-        let (otlp, query, health) = (free_port(), free_port(), free_port());
-        let child = std::process::Command::new(&bin)
-            .arg("--config")
-            .arg(format!("{bin}.yaml"))
-            .env("JAEGER_OTLP_HTTP_PORT", otlp.to_string())
-            .env("JAEGER_QUERY_HTTP_PORT", query.to_string())
-            .env("JAEGER_HEALTH_PORT", health.to_string())
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let jaeger = Self {
-            child,
-            otlp: SocketAddr::from(([127, 0, 0, 1], otlp)),
-            query: SocketAddr::from(([127, 0, 0, 1], query)),
-        };
         let until = Deadline::after(Duration::from_secs(20));
-        loop {
-            let req = http::Request::get(format!("http://127.0.0.1:{health}/status"))
-                .body(Full::new(Bytes::new()))
+        // The ports are free when chosen, not reserved: another process may take one before
+        // Jaeger binds it (ephemeral client ports churn while tier-2 tests run), and Jaeger
+        // then exits at once. A Jaeger that exits is started again on fresh ports, within
+        // the same 20 s.
+        'start: for _ in 0..5 {
+            let (otlp, query, health) = (free_port(), free_port(), free_port());
+            let child = std::process::Command::new(&bin)
+                .arg("--config")
+                .arg(format!("{bin}.yaml"))
+                .env("JAEGER_OTLP_HTTP_PORT", otlp.to_string())
+                .env("JAEGER_QUERY_HTTP_PORT", query.to_string())
+                .env("JAEGER_HEALTH_PORT", health.to_string())
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
                 .unwrap();
-            if let Ok(Ok(r)) = tokio::time::timeout(Duration::from_secs(2), c.request(req)).await {
-                if r.status() == 200 {
-                    return jaeger;
+            let mut jaeger = Self {
+                child,
+                otlp: SocketAddr::from(([127, 0, 0, 1], otlp)),
+                query: SocketAddr::from(([127, 0, 0, 1], query)),
+            };
+            loop {
+                if let Ok(Some(_)) = jaeger.child.try_wait() {
+                    continue 'start;
                 }
+                let req = http::Request::get(format!("http://127.0.0.1:{health}/status"))
+                    .body(Full::new(Bytes::new()))
+                    .unwrap();
+                if let Ok(Ok(r)) =
+                    tokio::time::timeout(Duration::from_secs(2), c.request(req)).await
+                {
+                    if r.status() == 200 {
+                        return jaeger;
+                    }
+                }
+                assert!(!until.passed(), "Jaeger never became ready");
+                tokio::time::sleep(Duration::from_millis(50)).await;
             }
-            assert!(!until.passed(), "Jaeger never became ready");
-            tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        panic!("Jaeger exited at start five times (ports taken?)");
     }
 
     /// The trace `id` as Jaeger's query API returns it, once it holds `n` spans.
