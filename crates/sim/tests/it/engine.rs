@@ -492,29 +492,7 @@ arms:
 /// metastable case still needs).
 #[test]
 fn caller_retries_under_overload_and_the_recovery_after() {
-    let report = sim("
-name: metastable
-fleet:
-  seed: 7
-  backends:
-    - {name: b, replicas: 3, latency: 10ms, capacity: 4}
-load:
-  loop: open
-  arrivals: poisson
-  stages: '15s:2400,15s:600'
-  duration: 30s
-  critical: 0.2
-  request_deadline: 100ms
-  retry_after: 100ms
-deadline: 100ms
-arms:
-  - {name: none, balancer: {kind: p2c, load: least-loaded}}
-  - name: gradient
-    balancer: {kind: p2c, load: least-loaded}
-    concurrency_limit: {kind: gradient}
-    queue: {max_size: 100, max_wait: 20ms}
-    criticality: true
-");
+    let report = metastable("");
     let none = arm(&report, "none");
     let gradient = arm(&report, "gradient");
     assert!(none.caller_retries > 30_000, "{}", none.caller_retries);
@@ -555,30 +533,7 @@ arms:
 /// back within twice the unloaded p99 one second after.
 #[test]
 fn served_abandoned_work_makes_the_unbounded_overload_outlast_its_demand() {
-    let report = sim("
-name: metastable
-fleet:
-  seed: 7
-  backends:
-    - {name: b, replicas: 3, latency: 10ms, capacity: 4}
-servers: {abandoned: serve}
-load:
-  loop: open
-  arrivals: poisson
-  stages: '15s:2400,15s:600'
-  duration: 30s
-  critical: 0.2
-  request_deadline: 100ms
-  retry_after: 100ms
-deadline: 100ms
-arms:
-  - {name: none, balancer: {kind: p2c, load: least-loaded}}
-  - name: gradient
-    balancer: {kind: p2c, load: least-loaded}
-    concurrency_limit: {kind: gradient}
-    queue: {max_size: 100, max_wait: 20ms}
-    criticality: true
-");
+    let report = metastable("servers: {abandoned: serve}");
     let none = arm(&report, "none");
     let gradient = arm(&report, "gradient");
     // No bound: nothing in time during the overload's second half of the run either, at
@@ -691,4 +646,36 @@ arms:
     assert_eq!(gradient.refused, 0);
     assert_eq!(gradient.requests, none.requests);
     assert_eq!(gradient.caller_retries, none.caller_retries);
+}
+
+/// Twice the capacity for 15 s, then half, 20% critical, 100 ms deadlines, every failure sent
+/// again 100 ms later, with `servers` (a line of the scenario, or none); arms `none` and
+/// `gradient` (with a 20 ms queue and criticality).
+fn metastable(servers: &str) -> Report {
+    sim(&format!(
+        "
+name: metastable
+fleet:
+  seed: 7
+  backends:
+    - {{name: b, replicas: 3, latency: 10ms, capacity: 4}}
+{servers}
+load:
+  loop: open
+  arrivals: poisson
+  stages: '15s:2400,15s:600'
+  duration: 30s
+  critical: 0.2
+  request_deadline: 100ms
+  retry_after: 100ms
+deadline: 100ms
+arms:
+  - {{name: none, balancer: {{kind: p2c, load: least-loaded}}}}
+  - name: gradient
+    balancer: {{kind: p2c, load: least-loaded}}
+    concurrency_limit: {{kind: gradient}}
+    queue: {{max_size: 100, max_wait: 20ms}}
+    criticality: true
+"
+    ))
 }
