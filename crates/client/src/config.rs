@@ -114,6 +114,19 @@ pub struct AdmissionConfig {
 pub const MAX_QUEUE: u32 = 1_000_000;
 
 impl AdmissionConfig {
+    /// A hard cap of `max` attempts in flight alone: no adaptive limit, nobody waits.
+    pub fn cap(max: u32) -> Self {
+        AdmissionConfig {
+            max_in_flight: Some(max),
+            limit: None,
+            queue: tailguard_resilience::admission::QueueConfig {
+                max_size: 0,
+                max_wait: Duration::ZERO,
+            },
+            criticality: false,
+        }
+    }
+
     /// The limit at `now`: the adaptive one's (if any) under the cap (if any).
     pub fn bound(&self, adaptive: Option<u32>) -> u32 {
         let cap = self.max_in_flight.unwrap_or(u32::MAX);

@@ -76,6 +76,7 @@
 #![warn(missing_docs)]
 
 mod config;
+pub mod gate;
 pub mod spec;
 
 pub use config::{
@@ -110,6 +111,9 @@ pub enum Backup {
 
 /// The delay quantile of the rescue check when hedging is off: p99 of successful attempts.
 const RESCUE_QUANTILE_LOAD: f64 = 0.01;
+
+/// How long after a refusal by the concurrency limit the budgets' floors stay suspended.
+pub const OVERLOAD_MEMORY: Duration = Duration::from_secs(1);
 
 /// How an attempt ended, as [`Client::on_complete`] judged it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -187,6 +191,8 @@ pub struct Client {
     slow_start: Option<tailguard_balance::SlowStart>,
     classifier: Classifier,
     failure_penalty: Option<Duration>,
+    /// Until when the budgets' per-second floors are suspended ([`Client::on_overload`]).
+    floors_off_until: Duration,
     stats: ClientStats,
 }
 
@@ -245,6 +251,7 @@ impl Client {
             slow_start: arm.slow_start,
             classifier: arm.classifier,
             failure_penalty: arm.failure_penalty,
+            floors_off_until: Duration::ZERO,
             stats: ClientStats::default(),
         })
     }
@@ -695,13 +702,25 @@ impl Client {
 
     /// Step 4: may a failed attempt be retried at `now`? Charges the budget when it may.
     pub fn may_retry(&mut self, now: Duration) -> bool {
-        let granted = self.budget.as_mut().is_some_and(|b| b.try_withdraw(now));
+        let floor = now >= self.floors_off_until;
+        let granted = self
+            .budget
+            .as_mut()
+            .is_some_and(|b| b.try_withdraw_with(now, floor));
         if granted {
             self.stats.retries += 1;
         } else if self.budget.is_some() {
             self.stats.retries_refused += 1;
         }
         granted
+    }
+
+    /// The service's concurrency limit refused a request at `now`: for the next second the
+    /// retry and hedge budgets grant only what the share of requests earned, never their
+    /// per-second floors (a floor of retries into a saturated service adds load exactly when
+    /// it hurts; what requests earn still pays for the retries a failure deserves).
+    pub fn on_overload(&mut self, now: Duration) {
+        self.floors_off_until = self.floors_off_until.max(now + OVERLOAD_MEMORY);
     }
 
     /// How many retries the budget would grant at `now`, without charging it (`None`: retries
@@ -727,7 +746,11 @@ impl Client {
 
     /// Step 4: may a hedge be sent at `now`? Charges the hedge budget when it may.
     pub fn may_hedge(&mut self, now: Duration) -> bool {
-        let granted = self.hedger.as_mut().is_some_and(|h| h.try_hedge(now));
+        let floor = now >= self.floors_off_until;
+        let granted = self
+            .hedger
+            .as_mut()
+            .is_some_and(|h| h.try_hedge_with(now, floor));
         self.stats.hedges += u64::from(granted);
         granted
     }

@@ -106,7 +106,26 @@ fn refresh_gauges(shared: &Shared) {
     m.cost.clear();
     m.hedge_delay.clear();
     m.pool_entries.clear();
+    m.admission_limit.clear();
+    m.admission_in_flight.clear();
+    m.admission_waiting.clear();
     for service in shared.services().iter() {
+        if let Some(gate) = service.gate() {
+            let labels = crate::metrics::ServiceLabels {
+                service: service.config.name.clone(),
+            };
+            let (bound, in_flight, waiting) = gate.figures();
+            let gauge = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+            m.admission_limit
+                .get_or_create(&labels)
+                .set(gauge(u64::from(bound)));
+            m.admission_in_flight
+                .get_or_create(&labels)
+                .set(gauge(u64::from(in_flight)));
+            m.admission_waiting
+                .get_or_create(&labels)
+                .set(gauge(waiting as u64));
+        }
         for (pool, n) in service.upstreams.sizes() {
             let labels = crate::metrics::PoolLabels {
                 service: service.config.name.clone(),

@@ -33,6 +33,7 @@
 //! backoff would end within a millisecond of it is not started, and a backup whose delay would
 //! is not armed: the failure in hand is answered at once.
 
+use crate::admission::Place;
 use crate::body::{BoxError, ProxyBody};
 use crate::clock::Clock;
 use crate::deadline::Deadline;
@@ -140,6 +141,9 @@ pub struct Outgoing {
     pub trail: Option<std::sync::Arc<crate::access_log::Trail>>,
     /// The request's trace, when it is sampled: each attempt gets a CLIENT span.
     pub trace: Option<std::sync::Arc<crate::trace::Traced>>,
+    /// Its service's admission, and the place its first attempt holds (`None`: attempts in
+    /// flight are not bounded).
+    pub admission: Option<crate::admission::Entry>,
 }
 
 impl Outgoing {
@@ -161,6 +165,29 @@ impl Outgoing {
     /// the backup is due).
     fn hedgeable(&self) -> bool {
         self.hedge && self.body().available()
+    }
+
+    /// A place for a retry or a backup: `Err` when the service's admission has no room (or
+    /// someone waits), `Ok(None)` when attempts are not bounded.
+    fn extra_place(&self) -> Result<Option<Place>, ()> {
+        match &self.admission {
+            None => Ok(None),
+            Some(a) => a.extra().map(Some).ok_or(()),
+        }
+    }
+
+    /// What an attempt that ended (`done`, `took` from its start) teaches the concurrency
+    /// limit: a success's round trip when the request was unary (its whole body known: not a
+    /// stream), or a timeout's drop; nothing from other failures or cancelled attempts.
+    fn learn(&self, done: &Attempted, took: Duration) {
+        let Some(a) = &self.admission else {
+            return;
+        };
+        match &done.result {
+            Ok(_) if done.class.success && self.body().complete() => a.learn(Some(took)),
+            Err(Fault::Endpoint(f)) if matches!(f.failure, Failure::Timeout) => a.learn(None),
+            _ => {}
+        }
     }
 }
 
@@ -273,6 +300,9 @@ pub async fn run(
     };
     let rescue = arm.rescue && arm.retries.is_some();
     let max_retries = arm.retries.map_or(0, |r| r.max_retries);
+    // The place this round's attempt holds under the service's admission (the first
+    // attempt's from admission, a retry's taken when it was decided).
+    let mut place = request.admission.as_ref().and_then(|a| a.first());
     loop {
         let backup = match tries {
             0 => hedge,
@@ -287,15 +317,26 @@ pub async fn run(
             Some(delay) => {
                 // Rescues count as retries, within the limit.
                 let left = max_retries.saturating_sub(tries);
-                let (slot, done, rescues) = hedged(policy, next, request, turn, delay, left).await;
+                let round = Round {
+                    turn,
+                    delay,
+                    rescues_left: left,
+                    place: place.take(),
+                };
+                let (slot, done, rescues) = hedged(policy, next, request, round).await;
                 tries += rescues;
                 (slot, done)
             }
             None => {
+                let sent = clock.now();
                 let (slot, attempt) = next.attempt(request, turn);
-                (slot, attempt.await)
+                let done = attempt.await;
+                request.learn(&done, clock.now().saturating_sub(sent));
+                (slot, done)
             }
         };
+        // The attempt ended: its place goes to whoever waits.
+        drop(place.take());
         let class = done.class;
         let retryable = match request.retry {
             None => class.retryable,
@@ -332,6 +373,14 @@ pub async fn run(
         if !endpoints.may_retry(clock.now()) {
             handles.budget_exhausted.inc();
             return tell(slot, done.result, tries);
+        }
+        // A retry goes only with room under the service's admission and nobody waiting.
+        match request.extra_place() {
+            Ok(p) => place = p,
+            Err(()) => {
+                handles.admission_no_room.inc();
+                return tell(slot, done.result, tries);
+            }
         }
         if !request.body().retire() {
             return tell(slot, done.result, tries);
@@ -387,9 +436,7 @@ async fn hedged(
     policy: Policy<'_>,
     next: &dyn Balanced,
     request: &Outgoing,
-    turn: Turn,
-    delay: Duration,
-    mut rescues_left: u32,
+    round: Round,
 ) -> (usize, Attempted, u32) {
     let Policy {
         arm,
@@ -397,8 +444,17 @@ async fn hedged(
         handles,
         clock,
     } = policy;
+    let Round {
+        turn,
+        delay,
+        mut rescues_left,
+        place,
+    } = round;
+    let sent = clock.now();
     let (first_slot, mut first) = next.attempt(request, turn);
-    let mut backup: Option<(usize, BoxFuture<'_, Attempted>)> = None;
+    let mut first_place = place;
+    // The backup: its slot, the attempt, when it was sent, and its place.
+    let mut backup: Option<(usize, BoxFuture<'_, Attempted>, Duration, Option<Place>)> = None;
     // When to ask next (None: no more asking); a hedge only on the first ask of a first attempt.
     let (mut wait, mut asked, mut rescues) = (Some(delay), turn != Turn::First, 0u32);
     loop {
@@ -407,7 +463,7 @@ async fn hedged(
             done = &mut first => Event::First(done),
             done = async {
                 match backup.as_mut() {
-                    Some((_, b)) => b.await,
+                    Some((_, b, _, _)) => b.await,
                     None => std::future::pending().await,
                 }
             } => Event::Backup(done),
@@ -420,10 +476,14 @@ async fn hedged(
         };
         match event {
             Event::First(done) => {
-                let Some((slot, b)) = backup.take().filter(|_| !done.class.success) else {
+                request.learn(&done, clock.now().saturating_sub(sent));
+                drop(first_place.take());
+                let Some((slot, b, at, p)) = backup.take().filter(|_| !done.class.success) else {
                     return (first_slot, done, rescues);
                 };
                 let done = b.await;
+                request.learn(&done, clock.now().saturating_sub(at));
+                drop(p);
                 if done.class.success {
                     handles.hedge_wins.inc();
                     endpoints.hedge_won(slot);
@@ -431,7 +491,8 @@ async fn hedged(
                 return (slot, done, rescues);
             }
             Event::Backup(done) => {
-                let (slot, _) = backup.take().expect("a backup was out");
+                let (slot, _, at, _) = backup.take().expect("a backup was out");
+                request.learn(&done, clock.now().saturating_sub(at));
                 if done.class.success {
                     handles.hedge_wins.inc();
                     endpoints.hedge_won(slot);
@@ -446,6 +507,12 @@ async fn hedged(
                     wait = None;
                     continue;
                 }
+                // A backup goes only with room under the service's admission.
+                let Ok(backup_place) = request.extra_place() else {
+                    handles.admission_no_room.inc();
+                    wait = None;
+                    continue;
+                };
                 let answer = endpoints.may_backup(first_slot, !asked, clock.now());
                 if !asked && arm.hedge.is_some() && answer != Backup::Hedge {
                     handles.hedge_budget_exhausted.inc();
@@ -471,13 +538,23 @@ async fn hedged(
                         continue;
                     }
                 };
+                let at = clock.now();
                 let (slot, b) = next.attempt(request, Turn::Backup { beside: first_slot });
                 endpoints.hedged(slot);
-                backup = Some((slot, b));
+                backup = Some((slot, b, at, backup_place));
                 wait = Some(delay);
             }
         }
     }
+}
+
+/// One round of [`hedged`]: the attempt's turn, the backup delay, the rescues it may still
+/// send, and the place the attempt holds under the service's admission.
+struct Round {
+    turn: Turn,
+    delay: Duration,
+    rescues_left: u32,
+    place: Option<Place>,
 }
 
 /// What ended a wait in [`hedged`].

@@ -346,8 +346,6 @@ pub struct ServiceConfig {
     pub host_header: HostHeader,
     /// Largest request body buffered so that it can be retried; larger ones stream, unretried.
     pub retry_buffer: usize,
-    /// Requests in flight at most for this service; more get 503 (`None`: no limit).
-    pub max_in_flight: Option<usize>,
     /// Requests admitted a second at most, by a token bucket per process (`rateLimit`); more
     /// get 429 with `Retry-After` (`None`: no limit).
     pub rate_limit: Option<tailguard_resilience::rate::RateLimit>,
@@ -479,7 +477,6 @@ impl ServiceConfig {
             protocol: UpstreamProtocol::default(),
             host_header: HostHeader::default(),
             retry_buffer: 64 * 1024,
-            max_in_flight: None,
             rate_limit: None,
             routes: Vec::new(),
             pool: PoolConfig::default(),
@@ -881,9 +878,6 @@ fn validate_service(s: &ServiceConfig) -> Result<(), ConfigError> {
             "services[].client.hostConnectionPool.maxSize",
         ));
     }
-    if s.max_in_flight == Some(0) {
-        return Err(ConfigError::Zero("services[].maxConcurrentRequests"));
-    }
     if !s.probe_path.starts_with('/') || s.probe_path.parse::<http::Uri>().is_err() {
         return Err(ConfigError::ProbePath(name()));
     }
@@ -908,8 +902,7 @@ fn arm_key(e: &ArmError) -> &'static str {
         ArmError::PushbackMax => "client.pushbackMaxMs",
         ArmError::SlowStart(_) => "client.slowStart",
         ArmError::HealthCheck(_) => "client.healthCheck",
-        // The proxy does not set `ArmConfig::admission` yet (`maxConcurrentRequests` is its
-        // own semaphore); the key is the service's.
-        ArmError::Admission(_) => "service",
+        // The message names the key (maxConcurrentRequests, concurrencyLimit, queue).
+        ArmError::Admission(_) => "admission",
     }
 }

@@ -398,6 +398,12 @@ impl Endpoints {
         self.counters[i].pending.fetch_sub(1, Ordering::Relaxed);
     }
 
+    /// The service's admission refused a request at `now`: the budgets' per-second floors
+    /// pause for a second ([`tailguard_client::Client::on_overload`]).
+    pub fn on_overload(&self, now: Duration) {
+        self.lock().client.on_overload(now);
+    }
+
     /// May a failed attempt be retried? Charges the budget when it may.
     pub fn may_retry(&self, now: Duration) -> bool {
         self.lock().client.may_retry(now)

@@ -76,8 +76,18 @@ pub enum Reason {
     TotalTimeout,
     /// The endpoint's connection limit was reached and none was freed in time.
     ConnectionLimit,
-    /// The service's `maxConcurrentRequests` was reached.
+    /// The service's `maxConcurrentRequests` was reached (and nobody may wait).
     InFlightLimit,
+    /// The service's `concurrencyLimit` was reached (and nobody may wait).
+    ConcurrencyLimit,
+    /// The service's admission queue was full.
+    QueueFull,
+    /// A more critical request took this one's place in the full queue.
+    Displaced,
+    /// The request waited `queue.maxWaitMs` without a place.
+    QueueWait,
+    /// The request's deadline was too near for its expected wait in the queue.
+    QueueDeadline,
     /// The endpoint spoke badly: a malformed response, a TLS or HTTP/2 protocol failure.
     UpstreamProtocol,
     /// Every endpoint asked to be left alone (`Retry-After`) for a while yet.
@@ -98,6 +108,11 @@ impl Reason {
             Reason::TotalTimeout => "total timeout",
             Reason::ConnectionLimit => "connection limit",
             Reason::InFlightLimit => "over maxConcurrentRequests",
+            Reason::ConcurrencyLimit => "over concurrencyLimit",
+            Reason::QueueFull => "admission queue full",
+            Reason::Displaced => "displaced by a more critical request",
+            Reason::QueueWait => "waited queue.maxWaitMs",
+            Reason::QueueDeadline => "deadline too near to wait",
             Reason::UpstreamProtocol => "upstream protocol error",
             Reason::PushedBack => "every endpoint asked to wait (Retry-After)",
             Reason::RateLimited => "over rateLimit",
@@ -184,8 +199,16 @@ impl EndpointFault {
 pub enum ProxyFault {
     /// The service has no endpoints.
     NoEndpoints,
-    /// The service is at its in-flight limit.
-    InFlightLimit,
+    /// The service's admission refused the request (no room and no wait, a full queue, a
+    /// wait over, a deadline too near); `adaptive` when its bound is `concurrencyLimit`.
+    Overloaded {
+        /// Why.
+        why: tailguard_resilience::admission::Refusal,
+        /// The bound adapts (`concurrencyLimit`), rather than only `maxConcurrentRequests`.
+        adaptive: bool,
+        /// The queue has room for nobody (`queue` absent or `maxSize: 0`).
+        no_queue: bool,
+    },
     /// The endpoint is at its connection limit and none was freed in time (nothing sent).
     PoolExhausted {
         /// The endpoint.
@@ -206,8 +229,33 @@ impl ProxyFault {
         let unavailable = StatusCode::SERVICE_UNAVAILABLE;
         match (self, detail) {
             (ProxyFault::NoEndpoints, _) => reply.error(unavailable, Reason::NoEndpoint.as_str()),
-            (ProxyFault::InFlightLimit, _) => {
-                reply.error(unavailable, Reason::InFlightLimit.as_str())
+            // 503 (gRPC UNAVAILABLE) with `Retry-After: 1` (gRPC: a pushback of 1 s): the
+            // service is overloaded now; a caller that waits a moment is welcome back.
+            (
+                ProxyFault::Overloaded {
+                    why,
+                    adaptive,
+                    no_queue,
+                },
+                _,
+            ) => {
+                use tailguard_resilience::admission::Refusal;
+                let reason = match why {
+                    Refusal::QueueFull if *no_queue && *adaptive => Reason::ConcurrencyLimit,
+                    Refusal::QueueFull if *no_queue => Reason::InFlightLimit,
+                    Refusal::QueueFull => Reason::QueueFull,
+                    Refusal::Displaced => Reason::Displaced,
+                    Refusal::Waited => Reason::QueueWait,
+                    Refusal::Deadline => Reason::QueueDeadline,
+                };
+                let mut resp = reply.error(unavailable, reason.as_str());
+                let (name, value) = match reply {
+                    Reply::Http => ("retry-after", 1),
+                    Reply::Grpc => ("grpc-retry-pushback-ms", 1000),
+                };
+                resp.headers_mut()
+                    .insert(name, http::HeaderValue::from(value));
+                resp
             }
             (ProxyFault::PoolExhausted { .. }, ErrorDetail::Reason) => {
                 reply.error(unavailable, Reason::ConnectionLimit.as_str())
@@ -305,6 +353,26 @@ fn connect_failure(e: &(dyn std::error::Error + 'static)) -> (Reason, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tailguard_resilience::admission::Refusal;
+
+    fn overloaded(why: Refusal, adaptive: bool, no_queue: bool) -> ProxyFault {
+        ProxyFault::Overloaded {
+            why,
+            adaptive,
+            no_queue,
+        }
+    }
+
+    #[test]
+    fn an_overloaded_service_asks_to_come_back_in_a_second() {
+        let fault = Fault::Proxy(overloaded(Refusal::Waited, true, false));
+        let http = fault.answer(Reply::Http, ErrorDetail::Reason);
+        assert_eq!(http.status(), 503);
+        assert_eq!(http.headers()["retry-after"], "1");
+        let grpc = fault.answer(Reply::Grpc, ErrorDetail::Reason);
+        assert_eq!(grpc.headers()["grpc-status"], "14");
+        assert_eq!(grpc.headers()["grpc-retry-pushback-ms"], "1000");
+    }
 
     fn reason(resp: &Response<ProxyBody>) -> &str {
         resp.headers()[crate::response::ERROR_HEADER]
@@ -334,7 +402,14 @@ mod tests {
             ),
             (endpoint(Failure::Timeout), 504),
             (Fault::Proxy(ProxyFault::NoEndpoints), 503),
-            (Fault::Proxy(ProxyFault::InFlightLimit), 503),
+            (
+                Fault::Proxy(overloaded(Refusal::QueueFull, false, true)),
+                503,
+            ),
+            (
+                Fault::Proxy(overloaded(Refusal::Deadline, true, false)),
+                503,
+            ),
             (Fault::Proxy(ProxyFault::Deadline("grpc-timeout")), 504),
         ];
         for (fault, status) in cases {
@@ -383,8 +458,28 @@ mod tests {
             ),
             (Fault::Proxy(ProxyFault::NoEndpoints), "no endpoint"),
             (
-                Fault::Proxy(ProxyFault::InFlightLimit),
+                Fault::Proxy(overloaded(Refusal::QueueFull, false, true)),
                 "over maxConcurrentRequests",
+            ),
+            (
+                Fault::Proxy(overloaded(Refusal::QueueFull, true, true)),
+                "over concurrencyLimit",
+            ),
+            (
+                Fault::Proxy(overloaded(Refusal::QueueFull, true, false)),
+                "admission queue full",
+            ),
+            (
+                Fault::Proxy(overloaded(Refusal::Displaced, true, false)),
+                "displaced by a more critical request",
+            ),
+            (
+                Fault::Proxy(overloaded(Refusal::Waited, true, false)),
+                "waited queue.maxWaitMs",
+            ),
+            (
+                Fault::Proxy(overloaded(Refusal::Deadline, false, false)),
+                "deadline too near to wait",
             ),
             (
                 Fault::Proxy(ProxyFault::Deadline("total timeout")),

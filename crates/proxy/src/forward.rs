@@ -217,9 +217,10 @@ where
     if let Some(s) = &mut observed.span {
         s.route(route_name);
     }
-    // Admission, one order: the route's rate limit, the service's, then the in-flight limit;
-    // a request refused at one step takes nothing from the later ones, and none is an
-    // endpoint's fault.
+    // Admission, one order: the route's rate limit, the service's, then (in `forward`, once
+    // the request's deadline is known) the service's bound on attempts in flight and its
+    // queue; a request refused at one step takes nothing from the later ones, and none is
+    // an endpoint's fault.
     let admitted = match route {
         Some((i, _)) => service.route_admit(i, started),
         None => Ok(()),
@@ -235,27 +236,24 @@ where
                 .rate_limited(&service.config.name, route_name);
             Err(Fault::Proxy(ProxyFault::RateLimited(wait)))
         }
-        Ok(()) => match service.admit() {
-            None => Err(Fault::Proxy(ProxyFault::InFlightLimit)),
-            Some(_admitted) => {
-                let (index, leaf) = service.leaf();
-                (counted, leaf_index) = (leaf, index);
-                // No reference count changes per request: the service holds its figures.
-                let _in_flight = leaf.live(&shared.live).start();
-                let route = route.map(|(_, r)| r);
-                let taps = observed.line.map(|l| l.taps());
-                let traced = observed.span.map(|s| s.traced());
-                let to = To {
-                    service: &service,
-                    leaf,
-                    route,
-                    handles: service.handles(&shared.metrics, route_index, index),
-                    taps,
-                    traced,
-                };
-                forward(&shared, to, peer, req, reply, next).await
-            }
-        },
+        Ok(()) => {
+            let (index, leaf) = service.leaf();
+            (counted, leaf_index) = (leaf, index);
+            // No reference count changes per request: the service holds its figures.
+            let _in_flight = leaf.live(&shared.live).start();
+            let route = route.map(|(_, r)| r);
+            let taps = observed.line.map(|l| l.taps());
+            let traced = observed.span.map(|s| s.traced());
+            let to = To {
+                service: &service,
+                leaf,
+                route,
+                handles: service.handles(&shared.metrics, route_index, index),
+                taps,
+                traced,
+            };
+            forward(&shared, to, peer, req, reply, next).await
+        }
     };
     let mut resp = result.unwrap_or_else(|fault| {
         if let Fault::Client(f) = &fault {
@@ -332,6 +330,7 @@ where
     let config = &leaf.config;
     let (mut parts, body) = req.into_parts();
     let caller = deadline::Caller::read(&mut parts.headers);
+    let class = crate::admission::criticality(&parts.headers);
     let method: Method = parts.method.as_str().parse().unwrap_or(Method::Other);
     let h2 = forwarded_head(&mut parts, peer, config, reply);
     let retry = route.and_then(|r| r.retryable);
@@ -356,6 +355,12 @@ where
         .or(config.arm.timeouts.total);
     let deadline = deadline_of(total, caller)?;
     let run = async {
+        // The service's bound on attempts in flight: a place for the first attempt, at once
+        // or after a wait in the queue (within the deadline, which the wait counts toward).
+        let admission = match service.gate() {
+            None => None,
+            Some(gate) => Some(admit(shared, service, leaf, gate, class, deadline).await?),
+        };
         let (body, fault) = prepare_body(body, may_replay, config.retry_buffer, rules, req_bytes);
         let sent = Outgoing {
             parts,
@@ -369,6 +374,7 @@ where
             retry,
             trail,
             trace: traced,
+            admission,
         };
         next.attempts(shared, leaf, handles, &sent).await
     };
@@ -378,6 +384,43 @@ where
             Ok(result) => result,
             Err(_) => Err(Fault::Proxy(ProxyFault::Deadline(d.why))),
         },
+    }
+}
+
+/// A place for a request's first attempt under `service`'s admission (`gate`), waiting in its
+/// queue if need be; a refusal is the proxy's fault (503, `Retry-After`), counted by reason,
+/// and pauses the budgets' per-second floors of `leaf`'s endpoints.
+async fn admit(
+    shared: &Arc<Shared>,
+    service: &Arc<Service>,
+    leaf: &Arc<Service>,
+    gate: &Arc<crate::admission::Gated>,
+    class: tailguard_resilience::admission::Criticality,
+    deadline: Option<Deadline>,
+) -> Result<crate::admission::Entry, Fault> {
+    // The deadline on the proxy's clock, which the gate runs on.
+    let due = deadline.map(|d| {
+        let left = d.at.saturating_duration_since(tokio::time::Instant::now());
+        shared.clock.now() + left
+    });
+    match gate.enter(class, due).await {
+        Ok(place) => Ok(crate::admission::Entry::new(Arc::clone(gate), place)),
+        Err(why) => {
+            shared
+                .metrics
+                .admission_refused(&service.config.name, why.name());
+            leaf.endpoints().on_overload(shared.clock.now());
+            let no_queue = service
+                .config
+                .arm
+                .admission
+                .is_none_or(|a| a.queue.max_size == 0);
+            Err(Fault::Proxy(ProxyFault::Overloaded {
+                why,
+                adaptive: gate.adaptive(),
+                no_queue,
+            }))
+        }
     }
 }
 

@@ -35,6 +35,7 @@
 
 mod access_log;
 mod admin;
+mod admission;
 mod attempts;
 mod balanced;
 mod body;

@@ -32,6 +32,15 @@ pub struct RouteLabels {
     pub route: String,
 }
 
+/// Labels of a refusal by a service's admission.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AdmissionLabels {
+    /// The service name.
+    pub service: String,
+    /// Why: `queue-full` (or no queue), `displaced`, `waited`, `deadline`.
+    pub reason: String,
+}
+
 /// Labels of a per-route series split by response class (`2xx` .. `5xx`, `error`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ClassLabels {
@@ -128,6 +137,16 @@ pub struct Metrics {
     pub rescues: Family<RouteLabels, Counter>,
     /// Requests refused by a rate limit, by service and route.
     pub rate_limited: Family<RouteLabels, Counter>,
+    /// Requests the service's admission refused, by reason.
+    pub admission_refused: Family<AdmissionLabels, Counter>,
+    /// Retries and backups not sent for want of room under the service's admission.
+    pub admission_extra_refused: Family<RouteLabels, Counter>,
+    /// The bound on attempts in flight per service (set when scraped).
+    pub admission_limit: Family<ServiceLabels, Gauge>,
+    /// Attempts holding a place per service (set when scraped).
+    pub admission_in_flight: Family<ServiceLabels, Gauge>,
+    /// Requests waiting in the admission queue per service (set when scraped).
+    pub admission_waiting: Family<ServiceLabels, Gauge>,
     /// The current hedge delay per service (set when scraped; absent until it has data).
     pub hedge_delay: Family<ServiceLabels, Gauge<f64, AtomicU64>>,
     /// How late the event loop ran a timer due every 10 ms ([`crate::lag`]).
@@ -196,6 +215,11 @@ impl Metrics {
             rescues: Family::default(),
             rate_limited: Family::default(),
             hedge_delay: Family::default(),
+            admission_refused: Family::default(),
+            admission_extra_refused: Family::default(),
+            admission_limit: Family::default(),
+            admission_in_flight: Family::default(),
+            admission_waiting: Family::default(),
             event_loop_delay: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
             pool_entries: Family::default(),
             access_log_dropped: Counter::default(),
@@ -229,6 +253,11 @@ impl Metrics {
             "hedge_budget_exhausted", "Backup requests refused by the hedge budget", hedge_budget_exhausted;
             "rate_limited", "Requests answered 429 by a rate limit (rateLimit), by service and route", rate_limited;
             "rescues", "Backup requests for an attempt whose endpoint had answered nothing for the backup delay and ten times its own mean latency (a stall), charged to the retry budget and also counted in retries", rescues;
+            "admission_refused", "Requests refused by the service's admission (503, gRPC UNAVAILABLE, Retry-After: 1; never an endpoint's fault), by reason: queue-full (no room and the queue full or absent), displaced (by a more critical request), waited (maxWaitMs), deadline (too near for the expected wait)", admission_refused;
+            "admission_extra_refused", "Retries and backups not sent: no room under the service's admission, or requests waiting", admission_extra_refused;
+            "admission_limit", "The bound on attempts in flight (the adaptive concurrencyLimit under maxConcurrentRequests)", admission_limit;
+            "admission_in_flight", "Attempts holding a place under the service's admission", admission_in_flight;
+            "admission_waiting", "Requests waiting in the service's admission queue", admission_waiting;
             "hedge_delay_seconds", "How long a hedged request waits before its backup (the live quantile of attempt latency)", hedge_delay;
             "endpoint_cost", "Balancer cost (pending requests, or peak EWMA nanoseconds x (pending + 1))", cost;
             "event_loop_delay_seconds", "How late the event loop ran a timer due every 10 ms (a stalled loop delays every request on it; includes 1 ms of timer rounding)", event_loop_delay;
@@ -396,6 +425,15 @@ impl Metrics {
         self.client_errors.get_or_create(&labels).inc();
     }
 
+    /// Counts a request `service`'s admission refused, and why.
+    pub fn admission_refused(&self, service: &str, reason: &str) {
+        let labels = AdmissionLabels {
+            service: service.to_owned(),
+            reason: reason.to_owned(),
+        };
+        self.admission_refused.get_or_create(&labels).inc();
+    }
+
     /// Counts a request `service`'s rate limit refused on `route`.
     pub fn rate_limited(&self, service: &str, route: &str) {
         let labels = RouteLabels {
@@ -474,6 +512,8 @@ pub struct ServiceHandles {
     pub hedge_budget_exhausted: Counter,
     /// Backups that rescued an attempt at a silent endpoint.
     pub rescues: Counter,
+    /// Retries and backups not sent for want of room under the service's admission.
+    pub admission_no_room: Counter,
 }
 
 impl ServiceHandles {
@@ -492,6 +532,7 @@ impl ServiceHandles {
             hedge_wins: m.hedge_wins.get_or_create(&labels).clone(),
             hedge_budget_exhausted: m.hedge_budget_exhausted.get_or_create(&labels).clone(),
             rescues: m.rescues.get_or_create(&labels).clone(),
+            admission_no_room: m.admission_extra_refused.get_or_create(&labels).clone(),
             requests: PerClass::default(),
             labels,
         }

@@ -6,9 +6,10 @@
 // and every attempt of it stays there. A reload that changes only weights keeps the leaves
 // (`crate::start` keeps every service whose settings did not change).
 
-//! A running service: its configuration, its current [`Endpoints`] generation, its in-flight
-//! limit, and routing of requests to services by host and path prefix.
+//! A running service: its configuration, its current [`Endpoints`] generation, its admission
+//! (`maxConcurrentRequests`, `concurrencyLimit`, `queue`: [`crate::admission`]), and routing of requests to services by host and path prefix.
 
+use crate::admission::Gated;
 use crate::clock::Clock;
 use crate::config::{ServiceConfig, Upstream};
 use crate::endpoints::Endpoints;
@@ -20,7 +21,6 @@ use tailguard_balance::split::{SmoothWeighted, SplitError};
 use tailguard_client::ArmError;
 use tailguard_record::live::{Board, Live};
 use tailguard_resilience::rate::TokenBucket;
-use tokio::sync::Semaphore;
 
 /// One named service, running.
 #[derive(Debug)]
@@ -30,7 +30,8 @@ pub struct Service {
     /// Its upstream connection pools (kept across discovery updates, new on reload).
     pub upstreams: Upstreams,
     current: RwLock<Arc<Endpoints>>,
-    limit: Option<Arc<Semaphore>>,
+    /// Its bound on attempts in flight and its queue, one per process (`None`: unbounded).
+    gate: Option<Arc<Gated>>,
     /// The rate limit's bucket, one per process (every serving thread takes from it).
     rate: Option<std::sync::Mutex<TokenBucket>>,
     /// Each route's rate limit bucket, by route index (`None`: no limit on that route).
@@ -79,7 +80,7 @@ impl Service {
         pools: Upstreams,
     ) -> Result<Self, ArmError> {
         let endpoints = Endpoints::new(upstreams, &config.arm, clock.now(), seed)?;
-        let limit = config.max_in_flight.map(|n| Arc::new(Semaphore::new(n)));
+        let gate = config.arm.admission.map(|a| Arc::new(Gated::new(a, clock)));
         let slots = config.routes.len() + 1;
         let handles = (0..slots).map(|_| OnceLock::new()).collect();
         let route_live = match config.routes.len() {
@@ -103,7 +104,7 @@ impl Service {
             upstreams: pools,
             config,
             current: RwLock::new(Arc::new(endpoints)),
-            limit,
+            gate,
             rate,
             route_rates,
             handles,
@@ -240,15 +241,9 @@ impl Service {
         take(self.route_rates.get(route).and_then(Option::as_ref), now)
     }
 
-    /// A place for one more request in flight, or `None` when the service is at its limit.
-    pub fn admit(&self) -> Option<Admitted> {
-        match &self.limit {
-            None => Some(Admitted { _place: None }),
-            Some(s) => Arc::clone(s)
-                .try_acquire_owned()
-                .ok()
-                .map(|p| Admitted { _place: Some(p) }),
-        }
+    /// The service's admission (`None`: attempts in flight are not bounded).
+    pub fn gate(&self) -> Option<&Arc<Gated>> {
+        self.gate.as_ref()
     }
 
     /// True when this service takes a request for `host` (no port) and `path`.
@@ -276,12 +271,6 @@ fn take(
         None => Ok(()),
         Some(b) => b.lock().unwrap_or_else(|p| p.into_inner()).take(now),
     }
-}
-
-/// A request admitted under its service's in-flight limit; the place frees when it drops.
-#[derive(Debug)]
-pub struct Admitted {
-    _place: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 // A weighted split (`split: [{service, weight}]`): a service with no endpoints of its own

@@ -127,7 +127,15 @@ impl RetryBudget {
 
     /// Step 2: asks for one retry at `now`; true (and charged) when the budget allows it.
     pub fn try_withdraw(&mut self, now: Duration) -> bool {
-        if self.balance_milli(now) < self.withdraw {
+        self.try_withdraw_with(now, true)
+    }
+
+    /// Asks for one retry at `now`, counting the per-second floor (`min_per_sec`) only when
+    /// `floor` is true: while a concurrency limit refuses requests, retries come only from
+    /// the share of requests, never from the floor (see `tailguard_client::Client::on_overload`).
+    pub fn try_withdraw_with(&mut self, now: Duration, floor: bool) -> bool {
+        let reserve = if floor { 0 } else { self.reserve };
+        if self.balance_milli(now) - reserve < self.withdraw {
             return false;
         }
         self.window.add(now, [-self.withdraw]);

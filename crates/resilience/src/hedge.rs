@@ -260,6 +260,11 @@ impl Hedger {
         self.budget.try_withdraw(now)
     }
 
+    /// [`Hedger::try_hedge`], the budget's per-second floor counted only when `floor` is true.
+    pub fn try_hedge_with(&mut self, now: Duration, floor: bool) -> bool {
+        self.budget.try_withdraw_with(now, floor)
+    }
+
     /// Step 1: start a new window when the current one is over.
     fn rotate(&mut self, now: Duration) {
         if now < self.next_rotation {

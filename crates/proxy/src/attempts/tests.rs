@@ -158,6 +158,7 @@ fn request(body: AttemptBody) -> Outgoing {
         retry: None,
         trail: None,
         trace: None,
+        admission: None,
     }
 }
 
@@ -611,4 +612,50 @@ async fn a_failed_rescue_is_followed_by_another_within_the_retry_limit() {
     assert_eq!(status(&result), 200);
     assert!(started.elapsed() >= Duration::from_secs(5));
     assert_eq!(limited.handles.rescues.get(), 1);
+}
+
+/// Under the service's admission, a retry goes only with room and nobody waiting: the first
+/// attempt's place goes to the request that waited, and the failure in hand is answered
+/// rather than retried; a success's round trip is what the limit learns.
+#[tokio::test(start_paused = true)]
+async fn a_retry_finding_no_room_is_not_sent() {
+    use crate::admission::{Entry, Gated};
+    use std::sync::Arc;
+    use tailguard_resilience::admission::{Criticality, QueueConfig};
+    let service = Service::new(retrying(2));
+    let mut cfg = tailguard_client::AdmissionConfig::cap(1);
+    cfg.queue = QueueConfig {
+        max_size: 1,
+        max_wait: Duration::from_secs(10),
+    };
+    let gate = Arc::new(Gated::new(cfg, service.clock));
+    let place = gate.enter(Criticality::Default, None).await.unwrap();
+    let waiter = {
+        let gate = Arc::clone(&gate);
+        tokio::spawn(async move { gate.enter(Criticality::Default, None).await.is_ok() })
+    };
+    while gate.figures().2 == 0 {
+        tokio::task::yield_now().await;
+    }
+    let mut req = request(AttemptBody::Empty);
+    req.admission = Some(Entry::new(Arc::clone(&gate), place));
+    let next = Scripted::new(3, &[(10, End::Status(503)), (10, End::Status(200))]);
+    let result = run(service.policy(), &next, &req).await;
+    assert_eq!(status(&result), 503, "the failure in hand");
+    assert_eq!(next.seen().len(), 1, "no retry was sent");
+    assert_eq!(service.handles.admission_no_room.get(), 1);
+    assert!(waiter.await.unwrap(), "the waiting request took the place");
+    // With room, the retry goes, holding its own place while it runs.
+    let gate = Arc::new(Gated::new(
+        tailguard_client::AdmissionConfig::cap(1),
+        service.clock,
+    ));
+    let place = gate.enter(Criticality::Default, None).await.unwrap();
+    let mut req = request(AttemptBody::Empty);
+    req.admission = Some(Entry::new(Arc::clone(&gate), place));
+    let next = Scripted::new(3, &[(10, End::Status(503)), (10, End::Status(200))]);
+    let result = run(service.policy(), &next, &req).await;
+    assert_eq!(status(&result), 200);
+    assert_eq!(next.seen().len(), 2);
+    assert_eq!(gate.figures(), (1, 0, 0), "every place came back");
 }

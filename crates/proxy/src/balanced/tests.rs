@@ -129,6 +129,7 @@ fn request(reply: Reply, fault: Option<FaultCell>) -> Outgoing {
         retry: None,
         trail: None,
         trace: None,
+        admission: None,
     }
 }
 

@@ -256,7 +256,7 @@ async fn the_total_timeout_or_a_sooner_grpc_deadline_ends_the_attempts() {
 
 #[tokio::test(start_paused = true)]
 async fn over_the_in_flight_limit_is_503_and_nothing_goes_below() {
-    let shared = shared(|c| c.max_in_flight = Some(1));
+    let shared = shared(|c| c.arm.admission = Some(tailguard_client::AdmissionConfig::cap(1)));
     let below = Arc::new(Standin::new(Below::Hang));
     let held = {
         let (shared, below) = (Arc::clone(&shared), Arc::clone(&below));

@@ -2,7 +2,7 @@
 //! naming its key.
 
 use super::error::YamlError;
-use super::file::{BalancerSpec, File, Kind, Namer, ServiceSpec};
+use super::file::{BalancerSpec, File, Kind, LimitSpec, Namer, QueueSpec, ServiceSpec};
 use crate::config::{
     ClientAuth, Config, Discovery, ErrorDetail, EscapedSlashes, H1Server, HostHeader, Limits,
     PortRef, ServiceConfig, TlsConfig, UpstreamProtocol, UpstreamTls,
@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 use tailguard_balance::{LoadKind, Policy};
 use tailguard_client::spec::SpecError;
-use tailguard_client::{ArmConfig, RetryConfig, Timeouts};
+use tailguard_client::{AdmissionConfig, ArmConfig, RetryConfig, Timeouts};
 use tailguard_resilience::{AccrualConfig, Classifier};
 
 fn err(key: impl Into<String>, message: impl Into<String>) -> YamlError {
@@ -203,7 +203,6 @@ fn service(spec: ServiceSpec, leaf: bool) -> Result<ServiceConfig, YamlError> {
         s.host_header = HostHeader::Rewrite(h.clone());
     }
     s.retry_buffer = spec.retry_buffer_bytes.unwrap_or(s.retry_buffer);
-    s.max_in_flight = spec.max_concurrent_requests;
     if let Some(r) = &spec.rate_limit {
         s.rate_limit = Some(rate_limit(r, &|k| key(&format!("rateLimit.{k}")))?);
     }
@@ -223,6 +222,7 @@ fn service(spec: ServiceSpec, leaf: bool) -> Result<ServiceConfig, YamlError> {
         ..b
     };
     s.arm = arm(&spec, &key)?;
+    s.arm.admission = admission(&spec, &key)?;
     if let Some(names) = spec
         .service
         .hedge
@@ -397,6 +397,48 @@ fn namer(n: &Namer, key: &dyn Fn(&str) -> String) -> Result<Discovery, YamlError
             format!("`{o}`: expected io.l5d.fs, io.l5d.dns, io.l5d.dnssrv or io.l5d.k8s"),
         )),
     }
+}
+
+/// `maxConcurrentRequests` (the hard cap), `concurrencyLimit` (the adaptive limit under it),
+/// `queue` and `criticality` as one admission (`None`: no bound on attempts in flight).
+fn admission(
+    spec: &ServiceSpec,
+    key: &dyn Fn(&str) -> String,
+) -> Result<Option<AdmissionConfig>, YamlError> {
+    let limit = spec
+        .concurrency_limit
+        .as_ref()
+        .map(LimitSpec::config)
+        .transpose()
+        .map_err(spec_err(&key("concurrencyLimit")))?;
+    let queue = spec
+        .queue
+        .as_ref()
+        .map(QueueSpec::config)
+        .transpose()
+        .map_err(spec_err(&key("queue")))?;
+    if spec.max_concurrent_requests == Some(0) {
+        return Err(err(key("maxConcurrentRequests"), "must be at least 1"));
+    }
+    if spec.max_concurrent_requests.is_none() && limit.is_none() {
+        return match (&queue, spec.criticality) {
+            (Some(_), _) => Err(err(
+                key("queue"),
+                "needs maxConcurrentRequests or concurrencyLimit: nothing to wait for",
+            )),
+            (None, Some(true)) => Err(err(
+                key("criticality"),
+                "needs maxConcurrentRequests or concurrencyLimit: nothing to order",
+            )),
+            _ => Ok(None),
+        };
+    }
+    let mut a = AdmissionConfig::cap(1);
+    a.max_in_flight = spec.max_concurrent_requests;
+    a.limit = limit;
+    a.queue = queue.unwrap_or(a.queue);
+    a.criticality = spec.criticality.unwrap_or(false);
+    Ok(Some(a))
 }
 
 fn arm(spec: &ServiceSpec, key: &dyn Fn(&str) -> String) -> Result<ArmConfig, YamlError> {

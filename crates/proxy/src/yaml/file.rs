@@ -3,7 +3,7 @@
 
 use serde::Deserialize;
 pub(super) use tailguard_client::spec::{
-    AccrualSpec, BalancerSpec, HedgeSpec, OutlierSpec, RetriesSpec,
+    AccrualSpec, BalancerSpec, HedgeSpec, LimitSpec, OutlierSpec, QueueSpec, RetriesSpec,
 };
 
 /// The file as written.
@@ -86,7 +86,10 @@ pub(super) struct ServiceSpec {
     pub(super) protocol: Option<String>,
     pub(super) rewrite_host: Option<String>,
     pub(super) retry_buffer_bytes: Option<usize>,
-    pub(super) max_concurrent_requests: Option<usize>,
+    pub(super) max_concurrent_requests: Option<u32>,
+    pub(super) concurrency_limit: Option<LimitSpec>,
+    pub(super) queue: Option<QueueSpec>,
+    pub(super) criticality: Option<bool>,
     pub(super) rate_limit: Option<RateLimitSpec>,
     #[serde(default)]
     pub(super) routes: Vec<RouteSpec>,

@@ -470,6 +470,60 @@ fn a_rate_limit_is_read_and_checked() {
 }
 
 #[test]
+fn admission_is_read_and_checked() {
+    use tailguard_resilience::limit::Algorithm;
+    let with = |line: &str| GOOD.replace("    client:\n", &format!("    {line}\n    client:\n"));
+    let s = &parse(&with(
+        "concurrencyLimit: {kind: gradient, minLimit: 8}\n    queue: {maxSize: 100, maxWaitMs: 20}\n    criticality: true\n    maxConcurrentRequests: 64",
+    ))
+    .unwrap()
+    .services[0];
+    let a = s.arm.admission.unwrap();
+    assert_eq!(a.max_in_flight, Some(64));
+    let l = a.limit.unwrap();
+    assert_eq!((l.initial, l.min, l.max), (20, 8, 1000));
+    assert!(matches!(l.algorithm, Algorithm::Gradient { .. }));
+    assert_eq!(a.queue.max_size, 100);
+    assert_eq!(a.queue.max_wait, Duration::from_millis(20));
+    assert!(a.criticality);
+    let aimd = parse(&with("concurrencyLimit: {kind: aimd, backoffRatio: 0.5}")).unwrap();
+    let a = aimd.services[0].arm.admission.unwrap();
+    assert_eq!(a.max_in_flight, None);
+    assert_eq!(a.queue.max_size, 0, "nobody waits without a queue");
+    assert!(!a.criticality, "criticality is opt-in");
+    assert_eq!(parse(GOOD).unwrap().services[0].arm.admission, None);
+    for (bad, key) in [
+        ("concurrencyLimit: {kind: vegas}", "concurrencyLimit.kind"),
+        (
+            "concurrencyLimit: {kind: aimd, smoothing: 0.5}",
+            "concurrencyLimit.smoothing",
+        ),
+        (
+            "concurrencyLimit: {kind: gradient, minLimit: 0}",
+            "concurrencyLimit.minLimit",
+        ),
+        (
+            "concurrencyLimit: {kind: gradient, minLimit: 50, initialLimit: 20}",
+            "concurrencyLimit",
+        ),
+        ("maxConcurrentRequests: 0", "maxConcurrentRequests"),
+        ("queue: {maxSize: 10, maxWaitMs: 5}", "queue"),
+        ("criticality: true", "criticality"),
+        (
+            "maxConcurrentRequests: 4\n    queue: {maxSize: 10}",
+            "queue.maxWaitMs",
+        ),
+        (
+            "maxConcurrentRequests: 4\n    queue: {maxSize: 2000000, maxWaitMs: 5}",
+            "queue.maxSize",
+        ),
+    ] {
+        let e = error_of(&with(bad));
+        assert!(e.contains(&format!("services[web].{key}")), "{bad}: {e}");
+    }
+}
+
+#[test]
 fn routes_are_read_and_checked() {
     let with = |block: &str| GOOD.replace("    client:\n", &format!("    {block}\n    client:\n"));
     let config = parse(&with(

@@ -30,6 +30,7 @@ mod hostile;
 mod hostile_round3;
 mod k8s;
 mod outlier;
+mod overload;
 mod pool_limit;
 mod pool_reuse;
 mod probing;

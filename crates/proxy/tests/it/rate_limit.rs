@@ -84,7 +84,7 @@ async fn the_rate_limit_is_checked_before_the_in_flight_limit() {
     let backend = TestServer::start().await;
     backend.set_delay(Duration::from_secs(5));
     let mut s = limited(&backend, 1.0, 1);
-    s.max_in_flight = Some(1);
+    s.arm.admission = Some(tailguard_client::AdmissionConfig::cap(1));
     let proxy = start(s).await;
     let addr = proxy.addr();
     let slow = tokio::spawn(async move { send(&client(false), addr, "GET", "/").await.0 });

@@ -108,3 +108,19 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn without_the_floor_only_the_share_of_requests_pays() {
+    // A floor of 10 a second over 10 s (100 retries) and 20% of requests: 10 requests earn 2.
+    let mut b = RetryBudget::new(config(10, 0.2));
+    for _ in 0..10 {
+        b.deposit(Duration::ZERO);
+    }
+    let now = Duration::from_millis(1);
+    assert!(b.try_withdraw_with(now, false));
+    assert!(b.try_withdraw_with(now, false));
+    assert!(!b.try_withdraw_with(now, false), "the floor was spent");
+    // With the floor counted again, its 100 are there.
+    assert_eq!(b.balance(now), 100);
+    assert!(b.try_withdraw_with(now, true));
+}

@@ -17,7 +17,6 @@
 //! same seeds (common random numbers), events at equal times run in scheduling order, and no
 //! output depends on hash iteration: the same seed gives the same report, byte for byte.
 
-mod gate;
 mod guard;
 mod queue;
 mod request;
@@ -27,7 +26,6 @@ mod slab;
 use crate::client::{Backup, Client, ClientStats};
 use crate::results::ArmResult;
 use crate::scenario::{LoadShape, Scenario};
-use gate::{Admitted, Gate};
 use guard::Guard;
 use queue::{Event, Queue};
 use rand::SeedableRng;
@@ -36,6 +34,7 @@ use request::{Attempt, Request};
 use server::{Endpoints, Step};
 use slab::{Key, Slab};
 use std::time::Duration;
+use tailguard_client::gate::{Admitted, Gate};
 use tailguard_histogram::Histogram;
 use tailguard_pacing::Schedule;
 use tailguard_resilience::admission::Criticality;
@@ -97,7 +96,7 @@ struct Engine<'a> {
     used: Vec<bool>,
     guard: Guard,
     /// Each client's admission, when the arm bounds attempts in flight.
-    gates: Vec<Option<Gate>>,
+    gates: Vec<Option<Gate<Key>>>,
     /// Requests admission lets go (or refuses) at once, reused.
     go: Vec<Key>,
     /// Requests made so far (the next one's ordinal: its class depends on it alone).
@@ -415,7 +414,7 @@ impl Engine<'_> {
                 }
                 self.arm_expiry(client);
             }
-            Admitted::Refused => self.refuse(key),
+            Admitted::Refused(_) => self.refuse(key),
         }
     }
 
@@ -425,6 +424,8 @@ impl Engine<'_> {
             return;
         };
         debug_assert!(req.head.is_none(), "a refused request was never sent");
+        // The limit refuses: the budgets' floors pause (what requests earn still pays).
+        self.clients[req.client].on_overload(self.now);
         self.out.requests += 1;
         self.out.refused += 1;
         let second = self.out.second_mut(self.now);
@@ -473,7 +474,9 @@ impl Engine<'_> {
             if gate.expiry_at.is_some_and(|at| at <= self.now) {
                 gate.expiry_at = None;
             }
-            gate.expire(self.now, &mut refused);
+            let mut out = Vec::new();
+            gate.expire(self.now, &mut out);
+            refused.extend(out.into_iter().map(|(key, _)| key));
         }
         for key in refused.drain(..) {
             if let Some(req) = self.requests.get_mut(key) {
@@ -504,7 +507,7 @@ impl Engine<'_> {
         if let Some(gate) = self.gates[client].as_mut() {
             gate.release(self.now, &mut go, &mut refused);
         }
-        for key in refused {
+        for (key, _) in refused {
             if let Some(req) = self.requests.get_mut(key) {
                 req.ticket = None;
             }
