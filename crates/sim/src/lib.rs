@@ -38,7 +38,7 @@ pub mod results;
 pub mod scenario;
 
 pub use engine::{run_arm, RunError};
-pub use results::{ArmResult, Report, Second, MAX_TIMELINE};
+pub use results::{ArmResult, Overload, OverloadFigures, Report, Second, MAX_TIMELINE};
 pub use scenario::{Overrides, Scenario, ScenarioError};
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -104,5 +104,18 @@ pub fn run_on(scenario: &Scenario, threads: usize) -> Result<Report, RunError> {
             .map(|b| b.name.clone())
             .collect(),
         arms: arms.into_iter().collect::<Result<Vec<_>, _>>()?,
+        overload: scenario.overload.map(|o| {
+            let seconds = scenario.load.duration.as_secs_f64().ceil() as usize;
+            // A closed loop offers what its workers send: never "over capacity" by rate.
+            let steady = match scenario.load.shape {
+                scenario::LoadShape::Open { rate, .. } => rate,
+                scenario::LoadShape::Closed { .. } => 0.0,
+            };
+            let rate_at = |t: f64| match &scenario.stages {
+                Some(s) => s.rate_at(std::time::Duration::from_secs_f64(t)),
+                None => steady,
+            };
+            (o, results::overload_window(seconds, o.capacity, rate_at))
+        }),
     })
 }

@@ -47,6 +47,43 @@ pub struct ArmResult {
     pub timeline: Vec<Second>,
 }
 
+/// What an overload scenario's figures are measured against (`overload:` in a scenario).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Overload {
+    /// What the backends serve, requests per second.
+    pub capacity: f64,
+    /// Their p99 unloaded: recovery is a p99 within twice this.
+    pub unloaded_p99: Duration,
+}
+
+/// An arm's figures under overload (issue 48's).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OverloadFigures {
+    /// The seconds of the run offered more than capacity, `from..to`.
+    pub window: (usize, usize),
+    /// Good answers within the deadline per second during the overload, over capacity.
+    pub goodput_ratio: f64,
+    /// Critical requests that ended during the overload answered well within the deadline,
+    /// as a fraction (1.0 when there were none).
+    pub critical_success: f64,
+    /// Seconds after the overload until every later second's p99 is within twice the
+    /// unloaded p99 (`None`: never within the run).
+    pub recovery_s: Option<usize>,
+}
+
+/// The seconds of a run whose offered rate is above `capacity`: from the first such second
+/// to the first one after it that is not (`rate_at` gives the rate at a time in seconds).
+pub fn overload_window(
+    seconds: usize,
+    capacity: f64,
+    rate_at: impl Fn(f64) -> f64,
+) -> (usize, usize) {
+    let over = |s: usize| rate_at(s as f64 + 0.5) > capacity;
+    let from = (0..seconds).find(|&s| over(s)).unwrap_or(seconds);
+    let to = (from..seconds).find(|&s| !over(s)).unwrap_or(seconds);
+    (from, to)
+}
+
 /// The longest timeline kept, in seconds.
 pub const MAX_TIMELINE: usize = 3600;
 
@@ -122,6 +159,25 @@ impl ArmResult {
         }
     }
 
+    /// The overload figures over `window` (seconds `from..to`) against `o`.
+    pub fn overload(&self, o: &Overload, window: (usize, usize)) -> OverloadFigures {
+        let (from, to) = window;
+        let seconds = || {
+            self.timeline
+                .iter()
+                .skip(from)
+                .take(to.saturating_sub(from))
+        };
+        let critical: u64 = seconds().map(|s| s.critical).sum();
+        let critical_ok: u64 = seconds().map(|s| s.critical_within_deadline).sum();
+        OverloadFigures {
+            window,
+            goodput_ratio: self.goodput(from, to) / o.capacity,
+            critical_success: ratio(critical_ok, critical),
+            recovery_s: self.recovery(to, o.unloaded_p99 * 2),
+        }
+    }
+
     /// Good responses over requests (1.0 when there were none).
     pub fn success_rate(&self) -> f64 {
         ratio(self.successes, self.requests)
@@ -174,4 +230,6 @@ pub struct Report {
     pub endpoints: Vec<String>,
     /// One result per arm, in scenario order.
     pub arms: Vec<ArmResult>,
+    /// The overload figures' reference and window, for an overload scenario.
+    pub overload: Option<(Overload, (usize, usize))>,
 }

@@ -1,7 +1,9 @@
 //! The JSON report: `{"scenario", "seed", "load", "deadline_us", "arms": [...]}`, each arm with
 //! `name`, `latency_us` {p50, p90, p95, p99, p999, p9999, max}, `success_rate`,
 //! `success_within_deadline`, `achieved_rate` and `endpoint_share` (endpoint name to share of
-//! attempts, in fleet order), plus what retries, hedging and accrual did.
+//! attempts, in fleet order), plus what retries, hedging and accrual did; an overload
+//! scenario's arms add `goodput_ratio`, `critical_success` and `recovery_s` (null: never),
+//! and the report `overload: {capacity, unloaded_p99_us, from_s, to_s}`.
 
 use super::Report;
 use crate::ArmResult;
@@ -16,7 +18,17 @@ struct JsonReport<'a> {
     seed: u64,
     load: &'a str,
     deadline_us: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    overload: Option<JsonOverload>,
     arms: Vec<JsonArm<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonOverload {
+    capacity: f64,
+    unloaded_p99_us: u64,
+    from_s: usize,
+    to_s: usize,
 }
 
 #[derive(Serialize)]
@@ -48,6 +60,15 @@ struct JsonArm<'a> {
     probes_distrusted: u64,
     accrual_trips: u64,
     endpoints_per_client: f64,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    overload: Option<ArmOverload>,
+}
+
+#[derive(Serialize)]
+struct ArmOverload {
+    goodput_ratio: f64,
+    critical_success: f64,
+    recovery_s: Option<usize>,
 }
 
 /// Endpoint name to share, serialized as an object in fleet order.
@@ -96,6 +117,14 @@ fn arm<'a>(report: &'a Report, a: &'a ArmResult) -> JsonArm<'a> {
         probes_distrusted: a.stats.probes_distrusted,
         accrual_trips: a.stats.trips,
         endpoints_per_client: a.endpoints_per_client,
+        overload: report.overload.map(|(o, window)| {
+            let f = a.overload(&o, window);
+            ArmOverload {
+                goodput_ratio: f.goodput_ratio,
+                critical_success: f.critical_success,
+                recovery_s: f.recovery_s,
+            }
+        }),
     }
 }
 
@@ -107,6 +136,12 @@ pub fn json(report: &Report) -> String {
         seed: report.seed,
         load: &report.load,
         deadline_us: duration_us(report.deadline),
+        overload: report.overload.map(|(o, (from_s, to_s))| JsonOverload {
+            capacity: o.capacity,
+            unloaded_p99_us: duration_us(o.unloaded_p99),
+            from_s,
+            to_s,
+        }),
         arms: report.arms.iter().map(|a| arm(report, a)).collect(),
     };
     let mut text = serde_json::to_string_pretty(&doc).expect("plain data serializes");

@@ -29,6 +29,7 @@ pub fn text(report: &Report) -> String {
     );
     latency_table(&mut out, report);
     out.push('\n');
+    overload_table(&mut out, report);
     resilience_table(&mut out, report);
     out.push('\n');
     if report.endpoints.len() <= SHARE_TABLE_MAX {
@@ -41,6 +42,36 @@ pub fn text(report: &Report) -> String {
         let _ = writeln!(out, "# {}: {}", arm.name, arm.description);
     }
     out
+}
+
+/// An overload scenario's figures per arm: goodput over capacity and critical success during
+/// the overload, recovery after it.
+fn overload_table(out: &mut String, report: &Report) {
+    let Some((o, window)) = report.overload else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "overload: seconds {}-{} offered over {} req/s; recovery: p99 within 2 x {}",
+        window.0,
+        window.1,
+        o.capacity,
+        format_duration(o.unloaded_p99)
+    );
+    let width = name_width(report);
+    let heads = ["goodput", "critical", "recovery"].map(String::from);
+    row(out, width, "arm", &heads, 10);
+    for arm in &report.arms {
+        let f = arm.overload(&o, window);
+        let cells = [
+            format!("{:.3}", f.goodput_ratio),
+            format!("{:.4}", f.critical_success),
+            f.recovery_s
+                .map_or_else(|| "never".into(), |s| format!("{s}s")),
+        ];
+        row(out, width, &arm.name, &cells, 10);
+    }
+    out.push('\n');
 }
 
 /// Left-aligned first column, right-aligned others.

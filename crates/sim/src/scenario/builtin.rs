@@ -316,6 +316,7 @@ load:
   request_deadline: 100ms
   retry_after: 100ms
 deadline: 100ms
+overload: {capacity: 1200, unloaded_p99: 10ms}
 arms:
   - {name: no-limit, balancer: {kind: p2c, load: peak-ewma}}
   - name: max-16

@@ -117,6 +117,16 @@ pub struct Scenario {
     pub deadline: Duration,
     /// The arms to compare, in report order.
     pub arms: Vec<ArmConfig>,
+    /// What the backends serve, for the overload figures (`None`: not an overload scenario).
+    pub overload: Option<crate::results::Overload>,
+}
+
+/// `overload:` as written: the fleet's capacity and its unloaded p99.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OverloadSpec {
+    capacity: f64,
+    unloaded_p99: Dur,
 }
 
 /// `fleet:` as written: a name (built-in or file) or an inline fleet.
@@ -179,6 +189,7 @@ struct ScenarioSpec {
     load: load::LoadSpec,
     deadline: Option<Dur>,
     arms: Vec<arm::ArmSpec>,
+    overload: Option<OverloadSpec>,
 }
 
 impl Scenario {
@@ -270,6 +281,22 @@ fn parse(text: &str, origin: &str, dir: Option<&Path>) -> Result<Scenario, Scena
         .and_then(|s| s.probe_delay)
         .map_or(DEFAULT_PROBE_DELAY, |d| d.0);
     let (load, stages) = spec.load.into_load().map_err(invalid)?;
+    let overload = match spec.overload {
+        None => None,
+        Some(o) if !(o.capacity.is_finite() && o.capacity > 0.0) => {
+            return Err(invalid(format!(
+                "overload: capacity must be a positive rate (req/s), got {}",
+                o.capacity
+            )))
+        }
+        Some(o) if o.unloaded_p99.0.is_zero() => {
+            return Err(invalid("overload: unloaded_p99 must be above zero".into()))
+        }
+        Some(o) => Some(crate::results::Overload {
+            capacity: o.capacity,
+            unloaded_p99: o.unloaded_p99.0,
+        }),
+    };
     let scenario = Scenario {
         name: spec.name.unwrap_or_else(|| origin.to_owned()),
         description: spec.description,
@@ -285,6 +312,7 @@ fn parse(text: &str, origin: &str, dir: Option<&Path>) -> Result<Scenario, Scena
         stages,
         deadline: spec.deadline.map_or(Duration::from_secs(1), |d| d.0),
         arms,
+        overload,
     };
     let backends = scenario.fleet.backends.len();
     limits::check(scenario.arms.len(), backends, &scenario.load).map_err(invalid)?;

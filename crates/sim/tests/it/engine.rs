@@ -603,6 +603,25 @@ fn the_overload_scenario_keeps_goodput_and_critical_requests_under_the_limit() {
     }
     let gc = by_name("gradient-criticality");
     assert!(critical_success(gc) > 0.99, "{}", critical_success(gc));
+    // The report's own figures (the JSON's `goodput_ratio`, `critical_success`, `recovery_s`)
+    // say the same: the overload is seconds 0-30, measured against 1,200 req/s.
+    let (o, window) = report.overload.expect("an overload scenario");
+    assert_eq!(window, (0, 30));
+    let f = gc.overload(&o, window);
+    assert!(
+        f.goodput_ratio >= 0.90 && f.critical_success >= 0.99,
+        "{f:?}"
+    );
+    assert_eq!(f.recovery_s, Some(1));
+    assert_eq!(none.overload(&o, window).recovery_s, None);
+    let json: serde_json::Value =
+        serde_json::from_str(&tailguard_sim::render::json(&report)).unwrap();
+    let best = &json["arms"][3];
+    assert_eq!(best["name"], "gradient-criticality");
+    assert_eq!(best["recovery_s"], 1);
+    assert!(best["goodput_ratio"].as_f64().unwrap() >= 0.9);
+    assert!(json["arms"][0]["recovery_s"].is_null());
+    assert_eq!(json["overload"]["to_s"], 30);
     assert!(
         critical_success(by_name("gradient")) < 0.6,
         "without criticality"
