@@ -69,6 +69,9 @@ pub struct OverloadFigures {
     /// Seconds after the overload until every later second's p99 is within twice the
     /// unloaded p99 (`None`: never within the run).
     pub recovery_s: Option<usize>,
+    /// The p99 of the requests sent (admitted) that ended during the overload (refusals are
+    /// not in it; compact histograms, 2 significant digits).
+    pub admitted_p99: Duration,
 }
 
 /// The seconds of a run whose offered rate is above `capacity`: from the first such second
@@ -170,7 +173,12 @@ impl ArmResult {
         };
         let critical: u64 = seconds().map(|s| s.critical).sum();
         let critical_ok: u64 = seconds().map(|s| s.critical_within_deadline).sum();
+        let mut admitted = Histogram::compact();
+        for s in seconds() {
+            admitted.merge(&s.latency);
+        }
         OverloadFigures {
+            admitted_p99: admitted.quantile(0.99),
             window,
             goodput_ratio: self.goodput(from, to) / o.capacity,
             critical_success: ratio(critical_ok, critical),

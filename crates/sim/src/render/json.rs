@@ -2,7 +2,8 @@
 //! `name`, `latency_us` {p50, p90, p95, p99, p999, p9999, max}, `success_rate`,
 //! `success_within_deadline`, `achieved_rate` and `endpoint_share` (endpoint name to share of
 //! attempts, in fleet order), plus what retries, hedging and accrual did; an overload
-//! scenario's arms add `goodput_ratio`, `critical_success` and `recovery_s` (null: never),
+//! scenario's arms add `goodput_ratio`, `critical_success`, `recovery_s` (null: never) and
+//! `admitted_p99_us` (the requests sent that ended during the overload),
 //! and the report `overload: {capacity, unloaded_p99_us, from_s, to_s}`.
 
 use super::Report;
@@ -69,6 +70,7 @@ struct ArmOverload {
     goodput_ratio: f64,
     critical_success: f64,
     recovery_s: Option<usize>,
+    admitted_p99_us: u64,
 }
 
 /// Endpoint name to share, serialized as an object in fleet order.
@@ -123,6 +125,7 @@ fn arm<'a>(report: &'a Report, a: &'a ArmResult) -> JsonArm<'a> {
                 goodput_ratio: f.goodput_ratio,
                 critical_success: f.critical_success,
                 recovery_s: f.recovery_s,
+                admitted_p99_us: duration_us(f.admitted_p99),
             }
         }),
     }

@@ -59,7 +59,7 @@ fn overload_table(out: &mut String, report: &Report) {
         format_duration(o.unloaded_p99)
     );
     let width = name_width(report);
-    let heads = ["goodput", "critical", "recovery"].map(String::from);
+    let heads = ["goodput", "critical", "recovery", "p99 sent"].map(String::from);
     row(out, width, "arm", &heads, 10);
     for arm in &report.arms {
         let f = arm.overload(&o, window);
@@ -68,6 +68,7 @@ fn overload_table(out: &mut String, report: &Report) {
             format!("{:.4}", f.critical_success),
             f.recovery_s
                 .map_or_else(|| "never".into(), |s| format!("{s}s")),
+            Unit::Auto.format(tailguard_histogram::duration_us(f.admitted_p99)),
         ];
         row(out, width, &arm.name, &cells, 10);
     }

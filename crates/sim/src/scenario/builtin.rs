@@ -322,14 +322,14 @@ arms:
   - name: max-16
     balancer: {kind: p2c, load: peak-ewma}
     max_concurrent_requests: 16
-    queue: {max_size: 100, max_wait: 20ms}
+    queue: {max_size: 100, max_wait: 10ms}
   - name: gradient
     balancer: {kind: p2c, load: peak-ewma}
-    concurrency_limit: {kind: gradient}
-    queue: {max_size: 100, max_wait: 20ms}
+    concurrency_limit: {kind: gradient, rtt_tolerance: 1.0, queue_size: 1}
+    queue: {max_size: 100, max_wait: 10ms}
   - name: gradient-criticality
     balancer: {kind: p2c, load: peak-ewma}
-    concurrency_limit: {kind: gradient}
-    queue: {max_size: 100, max_wait: 20ms}
+    concurrency_limit: {kind: gradient, rtt_tolerance: 1.0, queue_size: 1}
+    queue: {max_size: 100, max_wait: 10ms}
     criticality: true
 ";

@@ -593,10 +593,10 @@ fn the_overload_scenario_keeps_goodput_and_critical_requests_under_the_limit() {
         // No refusals at half the capacity once recovered.
         let refused_after: u64 = a.timeline.iter().skip(32).map(|s| s.refused).sum();
         assert_eq!(refused_after, 0, "{name}");
-        // Admitted p99 during the overload: 20 ms of queue and the limit's line (the issue
-        // asks for three times the unloaded 10 ms: not met).
+        // Admitted p99 during the overload: at most 10 ms in the queue, and the limit keeps
+        // the backends' lines short: within three times the unloaded 10 ms.
         assert!(
-            admitted_p99(a) < Duration::from_millis(60),
+            admitted_p99(a) <= Duration::from_millis(30),
             "{name}: {:?}",
             admitted_p99(a)
         );
@@ -613,6 +613,7 @@ fn the_overload_scenario_keeps_goodput_and_critical_requests_under_the_limit() {
         "{f:?}"
     );
     assert_eq!(f.recovery_s, Some(1));
+    assert!(f.admitted_p99 <= Duration::from_millis(30), "{f:?}");
     assert_eq!(none.overload(&o, window).recovery_s, None);
     let json: serde_json::Value =
         serde_json::from_str(&tailguard_sim::render::json(&report)).unwrap();
