@@ -52,6 +52,7 @@ mod tests {
             nagle: false,
             overrides: false,
             precise: false,
+            serve_abandoned: false,
         };
         let counters = Metrics::default().backend("t");
         let addr = "127.0.0.1:0".parse().unwrap();

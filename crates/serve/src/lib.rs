@@ -107,6 +107,11 @@ pub struct ServeOptions {
     /// slack). Off: tokio's timer all the way (1 ms granularity), so that a test on tokio's
     /// paused clock drives every wait.
     pub precise_timer: bool,
+    /// A backend with a capacity serves a request whose client hung up to its end, holding
+    /// its worker (the simulator's `servers: {abandoned: serve}`): work nobody waits for any
+    /// more still costs capacity, as in a server that does not notice its client left. Off:
+    /// the request leaves the line (or frees its worker) when its connection or stream does.
+    pub serve_abandoned: bool,
 }
 
 impl ServeOptions {
@@ -121,6 +126,7 @@ impl ServeOptions {
             nagle: false,
             overrides: false,
             precise_timer: true,
+            serve_abandoned: false,
         }
     }
 }
@@ -253,6 +259,7 @@ pub async fn start(options: ServeOptions) -> Result<Running, ServeError> {
         nagle: options.nagle,
         overrides: options.overrides,
         precise: options.precise_timer,
+        serve_abandoned: options.serve_abandoned,
     };
     let metrics = Arc::new(Metrics::default());
     let mut running = Running {

@@ -243,6 +243,11 @@ impl BackendService {
     /// `arrival`.
     pub(crate) fn answer(&self, req: Request<Incoming>, arrival: Instant) -> RespFuture {
         if self.backend.spec().capacity.is_some() {
+            if self.backend.shared.serve_abandoned {
+                return RespFuture::Waiting(Box::pin(
+                    self.clone().in_turn_regardless(req, arrival),
+                ));
+            }
             return RespFuture::Waiting(Box::pin(self.clone().in_turn(req, arrival)));
         }
         let plan = match self.plan(&req, arrival) {
@@ -287,6 +292,26 @@ impl BackendService {
         self.backend.served(rif, arrival.elapsed());
         drop(worker);
         resp
+    }
+
+    /// [`BackendService::in_turn`] on a task of its own, so a client that hangs up leaves the
+    /// work (its place in line, then its worker) to run to its end; the answer goes nowhere.
+    async fn in_turn_regardless(
+        self,
+        req: Request<Incoming>,
+        arrival: Instant,
+    ) -> Response<RespBody> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let resp = self.in_turn(req, arrival).await;
+            let _ = tx.send(resp);
+        });
+        rx.await.unwrap_or_else(|_| {
+            // Only when the runtime is shutting down (the task was dropped).
+            let mut resp = Response::new(Either::Left(Full::new(Bytes::new())));
+            *resp.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+            resp
+        })
     }
 
     /// The answer to a request the full line turned away, counted as the failure it is.

@@ -39,6 +39,8 @@ pub struct Shared {
     /// Finish latency waits on the precise timer thread ([`crate::timer`]); off only under a
     /// paused test clock ([`crate::ServeOptions::precise_timer`]).
     pub precise: bool,
+    /// Serve to the end what a client left behind ([`crate::ServeOptions::serve_abandoned`]).
+    pub serve_abandoned: bool,
 }
 
 /// One live backend.

@@ -61,6 +61,10 @@ pub struct Args {
     /// Turn TCP_NODELAY off and write responses in two parts, to show the Nagle + delayed-ACK trap.
     #[arg(long)]
     nagle: bool,
+    /// A backend with a capacity serves to the end a request whose client hung up, holding its
+    /// worker (as a server that does not notice; `sim`'s `servers: {abandoned: serve}`).
+    #[arg(long)]
+    serve_abandoned: bool,
     /// Runtime worker threads. One is the default: a test backend shares the machine with the
     /// load generator (and the proxy under test), and on loopback one thread already answers as
     /// fast as one nginx worker (bench/serve).
@@ -86,6 +90,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     });
     options.nagle = args.nagle;
     options.overrides = args.overrides;
+    options.serve_abandoned = args.serve_abandoned;
     tailguard_serve::run(options, args.threads)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -111,6 +111,50 @@ async fn a_client_that_hangs_up_while_waiting_gives_its_turn_away() {
     );
 }
 
+/// With `serve_abandoned`, the same quitter's work is served to its end: the last request
+/// waits for the first and for the quitter's 200 ms, as behind a server that does not notice
+/// its client left (the overload scenario's metastable case).
+#[tokio::test(start_paused = true)]
+async fn serve_abandoned_keeps_a_quitters_work_in_line() {
+    let running = common::serve_with("backends: [{latency: 200ms, capacity: 1}]", |o| {
+        o.precise_timer = false;
+        o.serve_abandoned = true;
+    })
+    .await;
+    let target = addr(&running, 0);
+    let start = Instant::now();
+    let first = tokio::spawn(timed(target, start));
+    let mut waited = 0;
+    while backend(&running, 0)["capacity"]["busy"] != 1 {
+        waited += 1;
+        assert!(waited < 200, "the first request never took the worker");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let quitter = tokio::spawn(raw_get(target));
+    let mut waited = 0;
+    while backend(&running, 0)["capacity"]["waiting"] != 1 {
+        waited += 1;
+        assert!(waited < 200, "the quitter never queued");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    quitter.abort();
+    let _ = quitter.await;
+    let last = tokio::spawn(timed(target, start));
+    let (first, first_at) = first.await.unwrap();
+    let (last, last_at) = last.await.unwrap();
+    assert_eq!((first, last), (Raw::Status(200), Raw::Status(200)));
+    assert!(
+        last_at >= first_at + Duration::from_millis(400),
+        "first {first_at:?}, last {last_at:?}"
+    );
+    let json = backend(&running, 0);
+    assert_eq!(
+        json["requests"]["ok"], 3,
+        "the quitter's request was served"
+    );
+    assert_eq!(json["capacity"]["busy"], 0);
+}
+
 /// GET the probe path, as (rif, latency_us).
 async fn probe(running: &tailguard_serve::Running, i: usize) -> (u64, u64) {
     let (status, body, _) =
