@@ -219,6 +219,9 @@ pub struct Config {
     pub preflight: bool,
     /// Called with every record (off by default: it runs on the hot path).
     pub on_record: Option<RecordHook>,
+    /// Open loop: a request that failed is sent once more, this long after it ended
+    /// (`--retry-after`, [`crate::resend`]); `None`: never.
+    pub retry_after: Option<Duration>,
 }
 
 /// The most messages one streaming call may send.
@@ -258,6 +261,7 @@ impl std::fmt::Debug for Config {
         f.debug_struct("Config")
             .field("targets", &self.targets)
             .field("method", &self.method)
+            .field("retry_after", &self.retry_after)
             .field("rate", &self.rate)
             .field("ramp", &self.ramp)
             .field("stages", &self.stages.as_ref().map(ToString::to_string))
@@ -307,6 +311,9 @@ pub enum ConfigError {
     /// gRPC over HTTP/1.1.
     #[error("gRPC needs HTTP/2: drop --http1")]
     GrpcOverHttp1,
+    /// `--retry-after` outside an open loop, with a replay, or out of range.
+    #[error("--retry-after {0}")]
+    RetryAfter(&'static str),
     /// A stream flag for a call that sends one message.
     #[error(
         "{0} applies to client and bidirectional streaming calls; --call {1} sends one message"
@@ -401,6 +408,7 @@ impl Config {
             stream_interval: Duration::ZERO,
             replay: None,
             on_record: None,
+            retry_after: None,
         }
     }
 
@@ -469,6 +477,22 @@ impl Config {
         }
         if !self.part.is_whole() && !self.open_loop() {
             return Err(ConfigError::ShardClosedLoop);
+        }
+        match self.retry_after {
+            Some(d) if d.is_zero() || d > Duration::from_secs(3600) => {
+                return Err(ConfigError::RetryAfter("must be from 1ms to 1h"))
+            }
+            Some(_) if !self.open_loop() => {
+                return Err(ConfigError::RetryAfter(
+                    "needs an open loop (--rate): a closed loop's worker sends again itself",
+                ))
+            }
+            Some(_) if self.replay.is_some() => {
+                return Err(ConfigError::RetryAfter(
+                    "does not go with --replay (the file says what was sent)",
+                ))
+            }
+            _ => {}
         }
         if !self.busy_poll.is_zero() && !self.open_loop() {
             return Err(ConfigError::BusyPollClosedLoop);

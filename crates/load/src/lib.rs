@@ -43,6 +43,7 @@ pub mod replay;
 mod reporter;
 mod request;
 pub mod requests;
+mod resend;
 mod run;
 mod selfcheck;
 pub mod slo;

@@ -69,6 +69,11 @@ pub(crate) trait Source {
     async fn next_due(&mut self) -> Option<(u64, Duration)>;
     /// Takes the request [`next_due`](Self::next_due) gave, released at `now`.
     fn release(&mut self, now: Duration) -> Job;
+    /// Notified when a request may have become due sooner than the pacer planned for (a
+    /// second send: [`crate::resend`]); `None` when the source's times are all known ahead.
+    fn woken(&self) -> Option<&tokio::sync::Notify> {
+        None
+    }
 }
 
 impl Source for Shard {
@@ -84,6 +89,7 @@ impl Source for Shard {
             scheduled: due,
             released: now,
             request: None,
+            again: false,
         }
     }
 }
@@ -147,7 +153,16 @@ pub(crate) async fn run(
             }
             continue;
         }
-        alarm.sleep((wait - busy_poll).min(MAX_SLEEP)).await;
+        let nap = (wait - busy_poll).min(MAX_SLEEP);
+        match source.woken() {
+            None => alarm.sleep(nap).await,
+            Some(woken) => {
+                tokio::select! {
+                    () = alarm.sleep(nap) => {}
+                    () = woken.notified() => {}
+                }
+            }
+        }
     }
     // The thread's workers take what is queued, then stop.
     jobs.close();

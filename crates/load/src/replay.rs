@@ -304,6 +304,7 @@ impl Source for Stream {
             scheduled: item.due,
             released: now,
             request: Some(item.request),
+            again: false,
         }
     }
 }

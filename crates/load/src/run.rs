@@ -430,6 +430,11 @@ fn start_load(
         state: state.clone(),
         queues: (0..threads).map(|_| async_channel::unbounded()).collect(),
         streams,
+        resends: cfg.retry_after.map(|after| {
+            (0..threads)
+                .map(|_| Arc::new(crate::resend::Resends::new(after)))
+                .collect()
+        }),
     });
     let jobs = open.queues.iter().map(|(_, rx)| rx.clone()).collect();
     let (workers, stats) =

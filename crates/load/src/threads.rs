@@ -41,6 +41,8 @@ pub(crate) struct OpenLoop {
     /// A replay's streams, one per thread, each taken by its thread's pacer (`None`: the
     /// pacers follow `schedule`).
     pub streams: Option<Vec<Mutex<Option<tokio::sync::mpsc::Receiver<crate::replay::Batch>>>>>,
+    /// Each thread's failed requests waiting to be sent again (`--retry-after`; `None`: off).
+    pub resends: Option<Vec<Arc<crate::resend::Resends>>>,
 }
 
 /// The running worker threads.
@@ -145,19 +147,29 @@ fn run_thread(
                 let rx = s[thread].lock().expect("never poisoned").take();
                 crate::replay::Stream::new(rx.expect("one stream per thread"))
             });
+            let resends = open.resends.as_ref().map(|r| r[thread].clone());
             let open = open.clone();
             set.spawn(async move {
                 let (limits, clock, state) = (open.limits, open.clock, &open.state);
-                match stream {
-                    Some(s) => pacer::run(s, limits, open.busy_poll, clock, tx, state).await,
-                    None => pacer::run(shard, limits, open.busy_poll, clock, tx, state).await,
+                match (stream, resends) {
+                    (Some(s), _) => pacer::run(s, limits, open.busy_poll, clock, tx, state).await,
+                    (None, Some(r)) => {
+                        let source = crate::resend::WithResends::new(shard, r);
+                        pacer::run(source, limits, open.busy_poll, clock, tx, state).await
+                    }
+                    (None, None) => {
+                        pacer::run(shard, limits, open.busy_poll, clock, tx, state).await
+                    }
                 }
             });
         }
         for id in ids {
             let worker = Worker::new(id, shared.clone(), stats.clone());
             match &feed {
-                Feed::Open(open) => set.spawn(worker.run_open(open.queues[thread].1.clone())),
+                Feed::Open(open) => {
+                    let resends = open.resends.as_ref().map(|r| r[thread].clone());
+                    set.spawn(worker.run_open(open.queues[thread].1.clone(), resends))
+                }
                 Feed::Closed(ctl) => set.spawn(worker.run_closed(ctl.clone())),
             };
         }

@@ -24,6 +24,8 @@ pub(crate) struct Job {
     pub released: Duration,
     /// A replay's request (others are the run's own: `pick` says which).
     pub request: Option<Box<Replayed>>,
+    /// A second send of a request that failed (`--retry-after`): never sent a third time.
+    pub again: bool,
 }
 
 /// A request of the replay, ready for a worker: its template and its origin (also the index
@@ -243,11 +245,20 @@ impl Worker {
         }
     }
 
-    /// Open loop: sends queued jobs until the queue is closed and empty.
-    pub(crate) async fn run_open(mut self, jobs: async_channel::Receiver<crate::worker::Job>) {
+    /// Open loop: sends queued jobs until the queue is closed and empty; a failed one goes to
+    /// `resends` (`--retry-after`) unless it was a second send already.
+    pub(crate) async fn run_open(
+        mut self,
+        jobs: async_channel::Receiver<crate::worker::Job>,
+        resends: Option<Arc<crate::resend::Resends>>,
+    ) {
         while let Ok(job) = jobs.recv().await {
             let start = self.shared.clock.elapsed();
-            self.execute(job, start).await;
+            let (index, again) = (job.index, job.again);
+            let ended = self.execute(job, start).await;
+            if let (Some(r), Some(ended), false) = (&resends, ended, again) {
+                r.push(index, ended);
+            }
         }
     }
 
@@ -271,14 +282,16 @@ impl Worker {
                 scheduled,
                 released: scheduled,
                 request: None,
+                again: false,
             };
             self.execute(job, scheduled).await;
         }
     }
 
     /// Sends `job`, picked up at `start` (its due time in a closed loop, so the clock is read
-    /// three times per request: due, sent, completed).
-    async fn execute(&mut self, job: Job, start: Duration) {
+    /// three times per request: due, sent, completed). Returns when it ended if it failed (not
+    /// a good answer).
+    async fn execute(&mut self, job: Job, start: Duration) -> Option<Duration> {
         // The request: a replay's own, or the run's target its index picks. Its figures count
         // under the target (a replay's: its origin).
         let (t, o) = match &job.request {
@@ -323,6 +336,8 @@ impl Worker {
         if start.saturating_sub(job.released) > tailguard_record::LATE_AFTER {
             stats.queued += 1;
         }
+        stats.resent += u64::from(job.again);
+        (class != Class::Good).then_some(record.completed)
     }
 
     /// A request picked up at `start` that was due at `scheduled` is not sent: no connection

@@ -258,6 +258,7 @@ fn add_counts(acc: &mut Totals, t: &Totals) {
     add(&mut acc.bad, t.bad);
     add(&mut acc.failed, t.failed);
     add(&mut acc.late_sends, t.late_sends);
+    add(&mut acc.resent, t.resent);
     add(&mut acc.bytes, t.bytes);
     for (k, v) in &t.status_codes {
         add(acc.status_codes.entry(k.clone()).or_insert(0), *v);

@@ -38,6 +38,9 @@ pub struct Stats {
     /// Requests that waited more than [`LATE_AFTER`] for a free worker after they were due
     /// (every worker busy: the `--concurrency` cap); the worker adds these, not [`record`](Self::record).
     pub queued: u64,
+    /// Second sends of failed requests (`load --retry-after`), counted in the requests too;
+    /// the worker adds these.
+    pub resent: u64,
     /// Response body bytes.
     pub bytes: u64,
     /// The latest actual send time of any request, on the run's clock.
@@ -100,6 +103,7 @@ impl Stats {
             failed: 0,
             late: 0,
             queued: 0,
+            resent: 0,
             bytes: 0,
             last_sent: Duration::ZERO,
             status: vec![0; STATUS_SLOTS],
@@ -209,6 +213,7 @@ impl Stats {
         self.failed += other.failed;
         self.late += other.late;
         self.queued += other.queued;
+        self.resent += other.resent;
         self.bytes += other.bytes;
         self.last_sent = self.last_sent.max(other.last_sent);
         for (a, b) in self.status.iter_mut().zip(&other.status) {
@@ -248,6 +253,7 @@ impl Stats {
         self.send_lag.reset();
         (self.good, self.bad, self.failed, self.late, self.bytes) = (0, 0, 0, 0, 0);
         self.queued = 0;
+        self.resent = 0;
         self.status.iter_mut().for_each(|c| *c = 0);
         self.errors = [0; ErrorKind::ALL.len()];
         self.grpc = [0; GRPC_SLOTS];

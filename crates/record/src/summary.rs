@@ -44,6 +44,9 @@ pub struct Totals {
     pub send_lag_us: Option<Percentiles>,
     /// Requests sent more than 1 ms late.
     pub late_sends: u64,
+    /// Of the requests, second sends of failed ones (`load --retry-after`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub resent: u64,
     /// Response body bytes read.
     pub bytes: u64,
     /// Responses per status code.
@@ -147,6 +150,7 @@ impl Totals {
             service_time_us: measured(&stats.service),
             send_lag_us: measured(&stats.send_lag),
             late_sends: stats.late,
+            resent: stats.resent,
             bytes: stats.bytes,
             // HTTP statuses by number, gRPC statuses by name (`OK`, `UNAVAILABLE`).
             status_codes: stats
@@ -323,4 +327,9 @@ pub struct RunSummary {
     /// drain limit); not in `requests`.
     #[serde(default)]
     pub unsent: u64,
+}
+
+/// For serde: leave a zero count out of the JSON.
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

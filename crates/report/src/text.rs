@@ -150,6 +150,13 @@ fn totals(out: &mut String, run: &RunSummary) {
         t.send_lag_us
             .map_or("-".to_string(), |l| Unit::Auto.format(l.p99))
     );
+    if t.resent > 0 {
+        let _ = writeln!(
+            out,
+            "# of the requests, {} were failed ones sent again (--retry-after)",
+            t.resent
+        );
+    }
     if run.interrupted {
         let planned = run.planned_duration_s.map_or(String::new(), |d| {
             format!(" of a planned {}s", trim_float(d))

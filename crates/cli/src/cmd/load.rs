@@ -115,6 +115,11 @@ pub struct Args {
     /// array [default: each message of --data once].
     #[arg(long, requires = "grpc", value_name = "N")]
     stream_messages: Option<u32>,
+    /// Open loop: send a request that failed (not a good answer) once more, this long after it
+    /// ended, as a client that retries would (`sim`'s `retry_after`); a second send that fails
+    /// is not sent again. Shows how retries turn an overload into a lasting one.
+    #[arg(long, value_name = "DURATION", value_parser = tailguard_text::duration::parse_duration)]
+    retry_after: Option<Duration>,
     /// The pause between two messages of a client or bidirectional streaming call.
     #[arg(long, requires = "grpc", value_name = "DURATION", value_parser = tailguard_text::duration::parse_duration)]
     stream_interval: Option<Duration>,
@@ -451,6 +456,7 @@ fn config(args: Args) -> anyhow::Result<Config> {
         _ => Protocol::Auto,
     };
     cfg.busy_poll = args.busy_poll;
+    cfg.retry_after = args.retry_after;
     cfg.h1_client = if args.h1_client == "hyper" {
         tailguard_load::H1Client::Hyper
     } else {

@@ -393,3 +393,72 @@ fn staged_shards_merge_into_the_one_schedule() {
     }
     assert_eq!(server.hits(), sent);
 }
+
+/// `--retry-after 100ms` against a backend failing every request: each failure is sent once
+/// more 100 ms after it ended, as a request due then (its latency counts from then), never a
+/// third time; none goes after the run's second; a backend that answers well gets none.
+#[test]
+fn a_failed_request_is_sent_once_more_after_the_wait() {
+    let server = TestServer::builder().status(503).spawn();
+    let mut cfg = common::config(&server.url("/"), 100.0, Duration::from_secs(1));
+    cfg.retry_after = Some(Duration::from_millis(100));
+    cfg.threads = 2;
+    let records = common::keep_records(&mut cfg);
+    let (report, _) = common::run(cfg);
+    let t = &report.summary.totals;
+    // 100 scheduled; request i ends a little after i x 10 ms, so its second send is due
+    // before the second ends for i < 90 (give or take the one at the edge).
+    assert!((88..=90).contains(&t.resent), "resent {}", t.resent);
+    assert_eq!(t.requests, 100 + t.resent);
+    assert_eq!(server.hits(), t.requests);
+    let records = records.lock().unwrap();
+    let mut firsts: Vec<Duration> = records
+        .iter()
+        .map(|r| r.scheduled)
+        .filter(|s| s.as_micros() % 10_000 == 0)
+        .collect();
+    firsts.sort();
+    assert_eq!(firsts.len(), 100, "the schedule's own, on its 10 ms grid");
+    let again: Vec<&tailguard_record::Record> = records
+        .iter()
+        .filter(|r| r.scheduled.as_micros() % 10_000 != 0)
+        .collect();
+    assert_eq!(again.len() as u64, t.resent);
+    for r in &again {
+        assert!(r.scheduled < Duration::from_secs(1));
+        assert!(r.sent >= r.scheduled, "never before it is due");
+        // Due 100 ms after a first send (on the 10 ms grid) ended, a few ms after its due time.
+        let past_grid = r
+            .scheduled
+            .saturating_sub(Duration::from_millis(100))
+            .as_micros()
+            % 10_000;
+        assert!(
+            r.scheduled >= Duration::from_millis(100) && past_grid < 5_000,
+            "due {:?}",
+            r.scheduled
+        );
+    }
+
+    let good = TestServer::builder().spawn();
+    let mut cfg = common::config(&good.url("/"), 100.0, Duration::from_millis(500));
+    cfg.retry_after = Some(Duration::from_millis(100));
+    let (report, _) = common::run(cfg);
+    assert_eq!(report.summary.totals.resent, 0);
+    assert_eq!(report.summary.totals.requests, 50);
+}
+
+#[test]
+fn retry_after_is_refused_outside_an_open_loop() {
+    let mut cfg = common::config("http://127.0.0.1:9/", 0.0, Duration::from_secs(1));
+    cfg.retry_after = Some(Duration::from_millis(100));
+    let e = cfg.validate().unwrap_err().to_string();
+    assert!(e.contains("--retry-after needs an open loop"), "{e}");
+    cfg.rate = 10.0;
+    cfg.retry_after = Some(Duration::ZERO);
+    assert!(cfg
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .contains("from 1ms to 1h"));
+}
