@@ -100,7 +100,18 @@ fn traffic(scenario: &Scenario, opts: &Options) -> Traffic {
         drain_limit: Some(DRAIN_LIMIT),
         grpc: false,
         clients: usize::try_from(scenario.load.clients).unwrap_or(usize::MAX),
+        callers: crate::live::Callers {
+            stages: scenario.stages.clone(),
+            critical: scenario.load.critical,
+            request_deadline: scenario.load.request_deadline,
+            retry_after: scenario.load.retry_after,
+            per_second: scenario.overload.is_some(),
+        },
     };
+    if let Some(st) = &scenario.stages {
+        // The stages set the length (a --duration does not cut them).
+        t.duration = st.total();
+    }
     match scenario.load.shape {
         LoadShape::Open {
             arrivals,
@@ -139,6 +150,7 @@ pub(crate) fn run(
     let fleet = FleetSpec {
         fleet: scenario.fleet.clone(),
         nagle: false,
+        serve_abandoned: scenario.servers.serve_abandoned,
     };
     describe_load(scenario, &traffic, run);
     let together = opts.together && arms.len() > 1;
@@ -150,7 +162,14 @@ pub(crate) fn run(
         );
     }
     let prediction = opts.predict.then(|| predict(scenario, &arms, &traffic));
-    let plans = plan_arms(scenario, &arms, &fleet, &traffic, together);
+    let overload = match scenario.overload {
+        None => None,
+        Some(_) => match measure_capacity(scenario, &fleet, &traffic, rts, run)? {
+            Some(o) => Some(o),
+            None => return Ok(()),
+        },
+    };
+    let plans = plan_arms(scenario, &arms, &fleet, &traffic, together, overload);
     if together {
         run_together(rts, run, &plans, prediction.as_ref())?;
     } else {
@@ -162,6 +181,76 @@ pub(crate) fn run(
             .push(format!("no simulator prediction: {e}"));
     }
     Ok(())
+}
+
+/// An overload scenario's reference (capacity, unloaded p99) and the seconds offered over it.
+type Reference = (tailguard_sim::Overload, (usize, usize));
+
+/// How long the capacity run lasts.
+const CAPACITY_RUN: Duration = Duration::from_secs(5);
+
+/// An overload scenario's reference, measured in the same run before the arms: its fleet
+/// driven direct (client round robin), closed loop, with one request in flight per worker
+/// (every backend's `capacity.workers`, 12 for three of 4): the achieved rate is the
+/// capacity, its p99 the unloaded p99. Recorded as its own row; `None` when the run was
+/// stopped.
+fn measure_capacity(
+    scenario: &Scenario,
+    fleet: &FleetSpec,
+    traffic: &Traffic,
+    rts: &Runtimes,
+    run: &mut Run<'_>,
+) -> Result<Option<Reference>, BenchError> {
+    if run.halt() {
+        return Ok(None);
+    }
+    let workers: u32 = scenario
+        .fleet
+        .backends
+        .iter()
+        .map(|b| b.capacity.map_or(1, |c| c.workers))
+        .sum();
+    let mut t = traffic.clone();
+    t.rate = 0.0;
+    t.ramp = None;
+    t.closed_interval = None;
+    t.concurrency = workers.max(1) as usize;
+    t.duration = CAPACITY_RUN;
+    t.callers = crate::live::Callers::default();
+    let plan = ArmPlan {
+        name: "capacity".to_owned(),
+        group: "capacity".to_owned(),
+        path: Path::ClientRoundRobin,
+        fleet,
+        traffic: t,
+        prefix: String::new(),
+        overload: None,
+    };
+    let done = live::run_arm(rts, run.console, &plan)?;
+    let capacity = done.arm.achieved_rate;
+    let unloaded = Duration::from_micros(done.arm.latency_us.p99.max(1));
+    run.report.notes.push(format!(
+        "capacity measured first: {} in flight, direct, closed loop for {}s: {capacity:.0} req/s, \
+         p99 {} (the overload figures are against these)",
+        plan.traffic.concurrency,
+        CAPACITY_RUN.as_secs(),
+        tailguard_report::Unit::Auto.format(done.arm.latency_us.p99)
+    ));
+    if run.record(done) {
+        run.report.interrupted = true;
+        return Ok(None);
+    }
+    let o = tailguard_sim::Overload {
+        capacity,
+        unloaded_p99: unloaded,
+    };
+    let seconds = traffic.duration.as_secs_f64().ceil() as usize;
+    let rate_at = |t: f64| match &scenario.stages {
+        Some(s) => s.rate_at(Duration::from_secs_f64(t)),
+        None => traffic.rate,
+    };
+    let window = tailguard_sim::results::overload_window(seconds, capacity, rate_at);
+    Ok(Some((o, window)))
 }
 
 /// Puts the load, the deadline and how many clients it models in the report.
@@ -206,6 +295,7 @@ fn plan_arms<'a>(
     fleet: &'a FleetSpec,
     traffic: &Traffic,
     together: bool,
+    overload: Option<Reference>,
 ) -> Vec<ArmPlan<'a>> {
     arms.iter()
         .map(|arm| ArmPlan {
@@ -223,6 +313,7 @@ fn plan_arms<'a>(
             } else {
                 String::new()
             },
+            overload,
         })
         .collect()
 }
@@ -371,6 +462,9 @@ fn predict(scenario: &Scenario, arms: &[ArmConfig], t: &Traffic) -> Prediction {
         .arms
         .iter()
         .map(|a| {
+            let overload = report
+                .overload
+                .map(|(o, window)| crate::results::OverloadRun::of(&a.timeline, &o, window));
             (
                 a.name.clone(),
                 SimPrediction {
@@ -378,6 +472,7 @@ fn predict(scenario: &Scenario, arms: &[ArmConfig], t: &Traffic) -> Prediction {
                     achieved_rate: a.achieved_rate(),
                     success_rate: a.success_rate(),
                     within_deadline_rate: a.within_deadline_rate(),
+                    overload,
                 },
             )
         })

@@ -55,11 +55,33 @@ pub(crate) struct Traffic {
     /// Independent clients: a proxy arm runs this many proxies, each with its own balancer, and
     /// the load goes to them round robin (the scenario's `clients`, at most [`MAX_PROXIES`]).
     pub clients: usize,
+    /// What the callers do beyond the rate (stages, criticality, deadlines, their own retry).
+    pub callers: Callers,
+}
+
+/// The callers of an overload scenario: the offered rate's stages, the share of requests
+/// marked critical, each request's deadline, and the caller's own retry of a failure.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Callers {
+    /// The offered rate follows these (in place of `rate`, which is then their peak).
+    pub stages: Option<tailguard_pacing::Stages>,
+    /// The share of requests sent with `x-tailguard-criticality: critical` (the rest
+    /// `default`); 0: no header.
+    pub critical: f64,
+    /// Each request carries `x-tailguard-timeout-ms` of this.
+    pub request_deadline: Option<Duration>,
+    /// A failed request is sent once more this long after it ended (`load --retry-after`).
+    pub retry_after: Option<Duration>,
+    /// Keep each second's figures (for the overload figures).
+    pub per_second: bool,
 }
 
 impl Traffic {
     /// The requests an open loop offers over its duration (a real number; 0 for a closed loop).
     pub(crate) fn offered(&self) -> f64 {
+        if let Some(st) = &self.callers.stages {
+            return st.offered(st.total());
+        }
         match self.ramp {
             Some(r) if self.rate > 0.0 => r.offered(self.rate, self.duration),
             _ => self.rate * self.duration.as_secs_f64(),
@@ -68,6 +90,9 @@ impl Traffic {
 
     /// The offered rate: `rate`, or with a ramp its mean over the duration.
     pub(crate) fn mean_rate(&self) -> f64 {
+        if self.callers.stages.is_some() && !self.duration.is_zero() {
+            return self.offered() / self.duration.as_secs_f64();
+        }
         match self.ramp {
             Some(_) if self.rate > 0.0 && !self.duration.is_zero() => {
                 self.offered() / self.duration.as_secs_f64()
@@ -112,6 +137,8 @@ pub(crate) struct FleetSpec {
     pub fleet: Fleet,
     /// Seed 001: TCP_NODELAY off and two-part writes.
     pub nagle: bool,
+    /// Backends with a capacity serve work whose client hung up (`serve --serve-abandoned`).
+    pub serve_abandoned: bool,
 }
 
 /// Runtimes that outlive arms: the fleet's (which also runs the live page and its ticker) and
@@ -198,6 +225,37 @@ struct Tally {
     latency: Mutex<Histogram>,
     good: AtomicU64,
     within_deadline: AtomicU64,
+    /// Each second of the run by when its requests ended, as `sim` keeps them (for the
+    /// overload figures).
+    seconds: Mutex<Vec<tailguard_sim::Second>>,
+    /// The run's last second: requests that end in the drain after it count in it (a few
+    /// stragglers alone are no second of their own).
+    last_second: usize,
+}
+
+impl Tally {
+    /// Counts `r` (ended with `class`, within the deadline or not, critical or not) in the
+    /// second it ended. A 503 is the proxy's refusal (the overload fleets never answer one):
+    /// counted, kept out of the latency, as `sim` keeps refusals out.
+    fn second(&self, r: &Record, good: bool, in_time: bool, critical: bool) {
+        let i = (r.completed.as_secs() as usize)
+            .min(self.last_second)
+            .min(tailguard_sim::MAX_TIMELINE - 1);
+        let mut seconds = self.seconds.lock().expect("tally lock is never poisoned");
+        if seconds.len() <= i {
+            seconds.resize_with(i + 1, tailguard_sim::Second::new);
+        }
+        let s = &mut seconds[i];
+        s.ended += 1;
+        s.critical += u64::from(critical);
+        s.within_deadline += u64::from(good && in_time);
+        s.critical_within_deadline += u64::from(critical && good && in_time);
+        if r.outcome == tailguard_record::Outcome::Status(503) {
+            s.refused += 1;
+        } else {
+            s.latency.record_us(duration_us(r.latency()));
+        }
+    }
 }
 
 /// One arm to run.
@@ -210,6 +268,9 @@ pub(crate) struct ArmPlan<'a> {
     pub traffic: Traffic,
     /// Put before each of the load generator's lines (arms that run at the same time).
     pub prefix: String,
+    /// An overload scenario's reference and window: the arm's overload figures are measured
+    /// against them.
+    pub overload: Option<(tailguard_sim::Overload, (usize, usize))>,
 }
 
 /// What running an arm gave.
@@ -261,6 +322,7 @@ fn start_fleet(rts: &Runtimes, spec: &FleetSpec) -> Result<tailguard_serve::Runn
         opts.listen = SocketAddr::from(([127, 0, 0, 1], 0));
         opts.control = None;
         opts.nagle = spec.nagle;
+        opts.serve_abandoned = spec.serve_abandoned;
         tailguard_serve::start(opts).await
     })?;
     Ok(fleet)
@@ -444,7 +506,10 @@ fn send_load(
     live: Arc<Arm>,
 ) -> Result<Sent, BenchError> {
     let cpu_before = path.cpu_ticks();
-    let tally = Arc::new(Tally::default());
+    let tally = Arc::new(Tally {
+        last_second: (plan.traffic.duration.as_secs_f64().ceil() as usize).saturating_sub(1),
+        ..Tally::default()
+    });
     let cfg = load_config(&plan.traffic, &path.targets, tally.clone(), live)?;
     let scheduled = cfg.scheduled();
     let mut lines = LoadLines::new(console, &plan.prefix, plan.traffic.interval);
@@ -490,6 +555,10 @@ fn arm_run(
         }
     };
     let intervals = IntervalPoint::of_run(&summary);
+    let overload = plan.overload.map(|(o, window)| {
+        let seconds = tally.seconds.lock().expect("tally lock is never poisoned");
+        crate::results::OverloadRun::of(&seconds, &o, window)
+    });
     ArmRun {
         name: plan.name.clone(),
         group: plan.group.clone(),
@@ -512,6 +581,7 @@ fn arm_run(
         sim: None,
         load: summary,
         seconds: Vec::new(),
+        overload,
     }
 }
 
@@ -541,11 +611,7 @@ fn load_config(
     tally: Arc<Tally>,
     live: Arc<Arm>,
 ) -> Result<LoadConfig, BenchError> {
-    let targets = targets
-        .iter()
-        .map(|a| Target::parse(&format!("http://{a}/")))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| BenchError::Invalid(e.to_string()))?;
+    let (targets, critical) = callers_targets(traffic, targets)?;
     // Each load worker may hold a connection to every target, and the in-process fleet holds
     // the other end of each: keep workers x targets x 2 inside the file descriptor limit.
     let per_worker = 2 * targets.len() as u64 + 2;
@@ -556,12 +622,23 @@ fn load_config(
         .parse()
         .map_err(|_| BenchError::Invalid(format!("bad method {:?}", traffic.method)))?;
     cfg.rate = traffic.rate;
+    let callers = &traffic.callers;
+    if let Some(d) = callers.request_deadline {
+        let ms = http::HeaderValue::from(d.as_millis().max(1) as u64);
+        cfg.headers
+            .insert(http::HeaderName::from_static("x-tailguard-timeout-ms"), ms);
+    }
+    cfg.retry_after = callers.retry_after;
     cfg.closed_interval = traffic.closed_interval;
     cfg.drain_limit = traffic.drain_limit;
     cfg.concurrency = traffic.concurrency.min(workers_fit);
     cfg.arrivals = traffic.arrivals;
     cfg.ramp = traffic.ramp;
     cfg.duration = Some(traffic.duration);
+    if let Some(stages) = &callers.stages {
+        // The stages set the rate (their peak) and the length (their total).
+        cfg.set_stages(stages.clone());
+    }
     cfg.interval = traffic.interval;
     cfg.timeout = traffic.timeout;
     cfg.unit = traffic.unit;
@@ -578,10 +655,15 @@ fn load_config(
     }
     let classifier = Classifier::default();
     let deadline_us = duration_us(traffic.deadline);
+    let per_second = callers.per_second;
     cfg.on_record = Some(Arc::new(move |r: &Record| {
         let us = duration_us(r.latency());
         let good = classifier.classify(r.outcome) == Class::Good;
         live.record(r.latency(), good);
+        if per_second {
+            let is_critical = critical.get(r.target as usize).copied().unwrap_or(false);
+            tally.second(r, good, us <= deadline_us, is_critical);
+        }
         tally
             .latency
             .lock()
@@ -595,6 +677,58 @@ fn load_config(
         }
     }));
     Ok(cfg)
+}
+
+/// The load's targets over `addrs`: one per address, or with a critical share, two (a
+/// `critical` and a `default` request, weighted by the share, named so the report splits them);
+/// and which targets are critical.
+fn callers_targets(
+    traffic: &Traffic,
+    addrs: &[SocketAddr],
+) -> Result<(Vec<Target>, Arc<[bool]>), BenchError> {
+    let parse = |a: &SocketAddr| {
+        Target::parse(&format!("http://{a}/")).map_err(|e| BenchError::Invalid(e.to_string()))
+    };
+    let share = traffic.callers.critical;
+    if share <= 0.0 {
+        let targets = addrs.iter().map(parse).collect::<Result<Vec<_>, _>>()?;
+        let critical = vec![false; targets.len()].into();
+        return Ok((targets, critical));
+    }
+    // Weights in hundredths: 20% critical is 20 of every 100 requests, spread evenly.
+    let critical_weight = ((share * 100.0).round() as u32).clamp(1, 100);
+    let method: http::Method = traffic
+        .method
+        .parse()
+        .map_err(|_| BenchError::Invalid(format!("bad method {:?}", traffic.method)))?;
+    let mut targets = Vec::new();
+    let mut critical = Vec::new();
+    for a in addrs {
+        for (class, weight) in [
+            ("critical", critical_weight),
+            ("default", 100 - critical_weight),
+        ] {
+            if weight == 0 {
+                continue;
+            }
+            let mut t = parse(a)?;
+            let mut headers = http::HeaderMap::new();
+            headers.insert(
+                http::HeaderName::from_static("x-tailguard-criticality"),
+                http::HeaderValue::from_static(class),
+            );
+            t.spec = Some(Arc::new(tailguard_load::target::RequestSpec {
+                method: method.clone(),
+                headers,
+                body: bytes::Bytes::new(),
+                name: class.to_owned(),
+                weight,
+            }));
+            targets.push(t);
+            critical.push(class == "critical");
+        }
+    }
+    Ok((targets, critical.into()))
 }
 
 /// The soft limit on open files, raised to the hard limit first (once a run holds a fleet, a

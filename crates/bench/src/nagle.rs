@@ -50,6 +50,7 @@ pub(crate) fn run(opts: &Options, rts: &Runtimes, run: &mut Run<'_>) -> Result<(
                 fleet,
                 traffic: traffic(opts, grpc, rate, len),
                 prefix: String::new(),
+                overload: None,
             };
             if run.halt() {
                 return Ok(());
@@ -90,6 +91,7 @@ fn arms() -> [(&'static str, FleetSpec); 2] {
             FleetSpec {
                 fleet: echo.clone(),
                 nagle: false,
+                serve_abandoned: false,
             },
         ),
         (
@@ -97,6 +99,7 @@ fn arms() -> [(&'static str, FleetSpec); 2] {
             FleetSpec {
                 fleet: echo,
                 nagle: true,
+                serve_abandoned: false,
             },
         ),
     ]
@@ -134,5 +137,6 @@ fn traffic(opts: &Options, grpc: bool, rate: f64, len: Duration) -> Traffic {
         drain_limit: Some(Duration::from_secs(3)),
         grpc,
         clients: 1,
+        callers: Default::default(),
     }
 }

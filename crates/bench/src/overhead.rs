@@ -18,6 +18,7 @@ pub(crate) fn run(opts: &Options, rts: &Runtimes, run: &mut Run<'_>) -> Result<(
     let fleet = FleetSpec {
         fleet: Fleet::builtin("echo").expect("echo is built in"),
         nagle: false,
+        serve_abandoned: false,
     };
     let paths = paths(opts, run);
     let max_len = opts.duration.unwrap_or(Duration::from_secs(10));
@@ -110,6 +111,7 @@ fn max_rate_traffic(opts: &Options, duration: Duration) -> Traffic {
         drain_limit: Some(Duration::from_secs(15)),
         grpc: opts.grpc,
         clients: 1,
+        callers: Default::default(),
     }
 }
 
@@ -185,6 +187,7 @@ impl Rounds<'_> {
                     fleet: self.fleet,
                     traffic: traffic.clone(),
                     prefix: String::new(),
+                    overload: None,
                 };
                 let outcome = live::run_arm(self.rts, run.console, &plan)?;
                 let interrupted = outcome.interrupted;

@@ -79,6 +79,9 @@ pub struct ArmRun {
     /// existed).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub seconds: Vec<SecondPoint>,
+    /// The overload figures, for an overload scenario.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overload: Option<OverloadRun>,
 }
 
 /// One second of an arm, as the live page draws it.
@@ -181,6 +184,54 @@ pub struct SimPrediction {
     pub success_rate: f64,
     /// Good within the deadline over requests.
     pub within_deadline_rate: f64,
+    /// The overload figures, for an overload scenario (against the scenario's nominal
+    /// capacity and unloaded p99).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overload: Option<OverloadRun>,
+}
+
+/// An arm's figures under overload (issue 48): measured against a capacity and an unloaded
+/// p99 (live: measured in the same run, closed loop, direct), over the seconds offered more.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct OverloadRun {
+    /// What the backends serve, requests per second.
+    pub capacity: f64,
+    /// Their p99 unloaded, microseconds.
+    pub unloaded_p99_us: u64,
+    /// The seconds offered over capacity: `from_s..to_s`.
+    pub from_s: usize,
+    /// See `from_s`.
+    pub to_s: usize,
+    /// Good answers within the deadline per second during the overload, over capacity.
+    pub goodput_ratio: f64,
+    /// Critical requests that ended during the overload answered well within the deadline.
+    pub critical_success: f64,
+    /// Seconds after the overload until every later second's p99 is within twice the
+    /// unloaded p99 (`null`: never in the run).
+    pub recovery_s: Option<usize>,
+    /// The p99 of the requests admitted (not refused) that ended during the overload, µs.
+    pub admitted_p99_us: u64,
+}
+
+impl OverloadRun {
+    /// The figures of `timeline` against `o` over `window`.
+    pub fn of(
+        timeline: &[tailguard_sim::Second],
+        o: &tailguard_sim::Overload,
+        window: (usize, usize),
+    ) -> Self {
+        let f = tailguard_sim::results::overload_figures(timeline, o, window);
+        OverloadRun {
+            capacity: o.capacity,
+            unloaded_p99_us: tailguard_histogram::duration_us(o.unloaded_p99),
+            from_s: window.0,
+            to_s: window.1,
+            goodput_ratio: f.goodput_ratio,
+            critical_success: f.critical_success,
+            recovery_s: f.recovery_s,
+            admitted_p99_us: tailguard_histogram::duration_us(f.admitted_p99),
+        }
+    }
 }
 
 impl From<&IntervalSummary> for IntervalPoint {

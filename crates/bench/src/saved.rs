@@ -85,6 +85,7 @@ pub fn from_load(label: &str, s: RunSummary) -> BenchReport {
         sim: None,
         load: s,
         seconds: Vec::new(),
+        overload: None,
     };
     let run = &arm.load;
     let mut notes = vec!["latency percentiles of a load run leave fast failures out".to_owned()];

@@ -26,6 +26,7 @@ pub fn text(report: &BenchReport, unit: Unit) -> String {
             let _ = writeln!(out, "## {group}");
         }
         rows(&mut out, &arms, report.deadline_ms, unit);
+        overload_rows(&mut out, &arms, unit);
     }
     out.push('\n');
     let width = report.arms.iter().map(|a| a.name.len()).max().unwrap_or(0);
@@ -118,6 +119,61 @@ fn rows(out: &mut String, arms: &[&ArmRun], deadline_ms: f64, unit: Unit) {
     }
 }
 
+/// An overload scenario's figures per arm, live and (when predicted) simulated.
+fn overload_rows(out: &mut String, arms: &[&ArmRun], unit: Unit) {
+    let Some(first) = arms.iter().find_map(|a| a.overload.as_ref()) else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "\noverload: seconds {}-{} offered over {:.0} req/s (measured); recovery: p99 within 2 x {}",
+        first.from_s,
+        first.to_s,
+        first.capacity,
+        unit.format(first.unloaded_p99_us)
+    );
+    let name_w = arms.iter().map(|a| a.name.len()).max().unwrap_or(3).max(3);
+    let with_sim = arms
+        .iter()
+        .any(|a| a.sim.as_ref().is_some_and(|s| s.overload.is_some()));
+    let mut head = format!(
+        "{:name_w$} {:>8} {:>9} {:>9} {:>9}",
+        "arm", "goodput", "critical", "recovery", "p99 sent"
+    );
+    if with_sim {
+        let _ = write!(
+            head,
+            " | {:>8} {:>9} {:>9} {:>9}",
+            "sim", "sim crit", "sim recov", "sim p99"
+        );
+    }
+    let _ = writeln!(out, "{head}");
+    let recovery = |r: Option<usize>| r.map_or_else(|| "never".to_owned(), |s| format!("{s}s"));
+    for a in arms {
+        let Some(o) = &a.overload else { continue };
+        let _ = write!(
+            out,
+            "{:name_w$} {:>8.3} {:>9} {:>9} {:>9}",
+            a.name,
+            o.goodput_ratio,
+            percent(o.critical_success),
+            recovery(o.recovery_s),
+            unit.format(o.admitted_p99_us)
+        );
+        if let Some(s) = a.sim.as_ref().and_then(|s| s.overload.as_ref()) {
+            let _ = write!(
+                out,
+                " | {:>8.3} {:>9} {:>9} {:>9}",
+                s.goodput_ratio,
+                percent(s.critical_success),
+                recovery(s.recovery_s),
+                unit.format(s.admitted_p99_us)
+            );
+        }
+        out.push('\n');
+    }
+}
+
 fn percent(r: f64) -> String {
     format!("{:.2}%", r * 100.0)
 }
@@ -156,6 +212,7 @@ mod tests {
             sim: None,
             load: RunSummary::default(),
             seconds: Vec::new(),
+            overload: None,
         }
     }
 
@@ -167,6 +224,7 @@ mod tests {
             achieved_rate: 330.0,
             success_rate: 1.0,
             within_deadline_rate: 1.0,
+            overload: None,
         });
         let report = BenchReport {
             format: FORMAT,

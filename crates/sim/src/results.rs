@@ -87,6 +87,61 @@ pub fn overload_window(
     (from, to)
 }
 
+/// Good answers within the deadline per second of `timeline` from second `from` to `to`
+/// (excluded).
+pub fn goodput(timeline: &[Second], from: usize, to: usize) -> f64 {
+    let secs = to.saturating_sub(from).max(1) as f64;
+    let good: u64 = timeline
+        .iter()
+        .skip(from)
+        .take(to.saturating_sub(from))
+        .map(|s| s.within_deadline)
+        .sum();
+    good as f64 / secs
+}
+
+/// Seconds of `timeline` from second `from` until a second's p99 is within `bound` (and stays
+/// within it to the end); `None` when it never is.
+pub fn recovery(timeline: &[Second], from: usize, bound: Duration) -> Option<usize> {
+    let ok = |s: &Second| s.latency.is_empty() || s.latency.quantile(0.99) <= bound;
+    let last_bad = timeline
+        .iter()
+        .enumerate()
+        .skip(from)
+        .filter(|(_, s)| !ok(s))
+        .map(|(i, _)| i)
+        .next_back();
+    match last_bad {
+        None => Some(0),
+        Some(i) if i + 1 < timeline.len() => Some(i + 1 - from),
+        Some(_) => None,
+    }
+}
+
+/// The overload figures of `timeline` over `window` (seconds `from..to`) against `o`: what
+/// `sim` reports per arm, and `bench` per live arm from its own seconds.
+pub fn overload_figures(
+    timeline: &[Second],
+    o: &Overload,
+    window: (usize, usize),
+) -> OverloadFigures {
+    let (from, to) = window;
+    let seconds = || timeline.iter().skip(from).take(to.saturating_sub(from));
+    let critical: u64 = seconds().map(|s| s.critical).sum();
+    let critical_ok: u64 = seconds().map(|s| s.critical_within_deadline).sum();
+    let mut admitted = Histogram::compact();
+    for s in seconds() {
+        admitted.merge(&s.latency);
+    }
+    OverloadFigures {
+        admitted_p99: admitted.quantile(0.99),
+        window,
+        goodput_ratio: goodput(timeline, from, to) / o.capacity,
+        critical_success: ratio(critical_ok, critical),
+        recovery_s: recovery(timeline, to, o.unloaded_p99 * 2),
+    }
+}
+
 /// The longest timeline kept, in seconds.
 pub const MAX_TIMELINE: usize = 3600;
 
@@ -107,8 +162,15 @@ pub struct Second {
     pub latency: Histogram,
 }
 
+impl Default for Second {
+    fn default() -> Self {
+        Second::new()
+    }
+}
+
 impl Second {
-    fn new() -> Self {
+    /// A second in which nothing ended yet.
+    pub fn new() -> Self {
         Second {
             ended: 0,
             refused: 0,
@@ -132,58 +194,18 @@ impl ArmResult {
 
     /// Good answers within the deadline per second from second `from` to `to` (excluded).
     pub fn goodput(&self, from: usize, to: usize) -> f64 {
-        let secs = to.saturating_sub(from).max(1) as f64;
-        let good: u64 = self
-            .timeline
-            .iter()
-            .skip(from)
-            .take(to.saturating_sub(from))
-            .map(|s| s.within_deadline)
-            .sum();
-        good as f64 / secs
+        goodput(&self.timeline, from, to)
     }
 
     /// Seconds from second `from` until a second's p99 is within `bound` (and stays within it
     /// for the rest of the timeline); `None` when it never is.
     pub fn recovery(&self, from: usize, bound: Duration) -> Option<usize> {
-        let ok = |s: &Second| s.latency.is_empty() || s.latency.quantile(0.99) <= bound;
-        let last_bad = self
-            .timeline
-            .iter()
-            .enumerate()
-            .skip(from)
-            .filter(|(_, s)| !ok(s))
-            .map(|(i, _)| i)
-            .next_back();
-        match last_bad {
-            None => Some(0),
-            Some(i) if i + 1 < self.timeline.len() => Some(i + 1 - from),
-            Some(_) => None,
-        }
+        recovery(&self.timeline, from, bound)
     }
 
     /// The overload figures over `window` (seconds `from..to`) against `o`.
     pub fn overload(&self, o: &Overload, window: (usize, usize)) -> OverloadFigures {
-        let (from, to) = window;
-        let seconds = || {
-            self.timeline
-                .iter()
-                .skip(from)
-                .take(to.saturating_sub(from))
-        };
-        let critical: u64 = seconds().map(|s| s.critical).sum();
-        let critical_ok: u64 = seconds().map(|s| s.critical_within_deadline).sum();
-        let mut admitted = Histogram::compact();
-        for s in seconds() {
-            admitted.merge(&s.latency);
-        }
-        OverloadFigures {
-            admitted_p99: admitted.quantile(0.99),
-            window,
-            goodput_ratio: self.goodput(from, to) / o.capacity,
-            critical_success: ratio(critical_ok, critical),
-            recovery_s: self.recovery(to, o.unloaded_p99 * 2),
-        }
+        overload_figures(&self.timeline, o, window)
     }
 
     /// Good responses over requests (1.0 when there were none).

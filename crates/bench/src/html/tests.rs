@@ -44,6 +44,7 @@ fn arm(name: &str, group: &str, p99_us: u64) -> ArmRun {
         sim: None,
         load: RunSummary::default(),
         seconds: Vec::new(),
+        overload: None,
     }
 }
 
@@ -100,6 +101,7 @@ fn proxy_and_sim_columns_appear_when_an_arm_has_them() {
         achieved_rate: 1_000.0,
         success_rate: 1.0,
         within_deadline_rate: 1.0,
+        overload: None,
     });
     let page = html(&report(vec![arm("baseline", "g", 5_000), proxy]));
     for cell in ["12.3µs", "4.6µs", "12.0 MiB", "300µs", "6.50ms", "100.00%"] {

@@ -114,9 +114,11 @@ fn arm(name: &str, group: &str, seed: u64, p99_us: u64, spike: bool) -> ArmRun {
             achieved_rate: 1_000.0,
             success_rate: 0.99,
             within_deadline_rate: 0.98,
+            overload: None,
         }),
         load: RunSummary::default(),
         seconds: Vec::new(),
+        overload: None,
     }
 }
 
