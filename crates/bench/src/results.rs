@@ -206,8 +206,8 @@ pub struct OverloadRun {
     pub goodput_ratio: f64,
     /// Critical requests that ended during the overload answered well within the deadline.
     pub critical_success: f64,
-    /// Seconds after the overload until every later second's p99 is within twice the
-    /// unloaded p99 (`null`: never in the run).
+    /// Seconds after the overload until the p99 is within twice the unloaded p99 and stays
+    /// there for five seconds running ([`tailguard_sim::results::recovery`]) (`null`: never in the run).
     pub recovery_s: Option<usize>,
     /// The p99 of the requests admitted (not refused) that ended during the overload, µs.
     pub admitted_p99_us: u64,

@@ -319,6 +319,30 @@ impl ArmConfig {
                 format_duration(h.interval)
             ));
         }
+        if let Some(a) = &self.admission {
+            let mut words = Vec::new();
+            if let Some(m) = a.max_in_flight {
+                words.push(format!("at most {m}"));
+            }
+            if let Some(l) = &a.limit {
+                let kind = match l.algorithm {
+                    tailguard_resilience::limit::Algorithm::Gradient { .. } => "gradient",
+                    tailguard_resilience::limit::Algorithm::Aimd { .. } => "aimd",
+                };
+                words.push(format!("{kind} limit from {}", l.initial));
+            }
+            if a.queue.max_size > 0 {
+                words.push(format!(
+                    "queue {} x {}",
+                    a.queue.max_size,
+                    format_duration(a.queue.max_wait)
+                ));
+            }
+            if a.criticality {
+                words.push("criticality".to_owned());
+            }
+            parts.push(format!("in flight ({})", words.join(", ")));
+        }
         if let Some(t) = self.timeouts.attempt {
             parts.push(format!("attempt timeout {}", format_duration(t)));
         }

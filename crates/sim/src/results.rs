@@ -66,8 +66,8 @@ pub struct OverloadFigures {
     /// Critical requests that ended during the overload answered well within the deadline,
     /// as a fraction (1.0 when there were none).
     pub critical_success: f64,
-    /// Seconds after the overload until every later second's p99 is within twice the
-    /// unloaded p99 (`None`: never within the run).
+    /// Seconds after the overload until the p99 is within twice the unloaded p99 and stays
+    /// there for five seconds running ([`recovery`]) (`None`: never within the run).
     pub recovery_s: Option<usize>,
     /// The p99 of the requests sent (admitted) that ended during the overload (refusals are
     /// not in it; compact histograms, 2 significant digits).
@@ -100,23 +100,22 @@ pub fn goodput(timeline: &[Second], from: usize, to: usize) -> f64 {
     good as f64 / secs
 }
 
-/// Seconds of `timeline` from second `from` until a second's p99 is within `bound` (and stays
-/// within it to the end); `None` when it never is.
+/// Seconds of `timeline` from second `from` until a second's p99 is within `bound` and stays
+/// within it for [`RECOVERY_HOLD`] seconds (or to the end of the timeline, when fewer remain);
+/// `None` when it never does. One slow second much later (a live machine's hiccup) is not a
+/// relapse; an overload that keeps coming back is.
 pub fn recovery(timeline: &[Second], from: usize, bound: Duration) -> Option<usize> {
     let ok = |s: &Second| s.latency.is_empty() || s.latency.quantile(0.99) <= bound;
-    let last_bad = timeline
-        .iter()
-        .enumerate()
-        .skip(from)
-        .filter(|(_, s)| !ok(s))
-        .map(|(i, _)| i)
-        .next_back();
-    match last_bad {
-        None => Some(0),
-        Some(i) if i + 1 < timeline.len() => Some(i + 1 - from),
-        Some(_) => None,
-    }
+    (from..timeline.len())
+        .find(|&start| {
+            let end = (start + RECOVERY_HOLD).min(timeline.len());
+            timeline[start..end].iter().all(ok)
+        })
+        .map(|start| start - from)
 }
+
+/// How long a recovered p99 must hold ([`recovery`]).
+pub const RECOVERY_HOLD: usize = 5;
 
 /// The overload figures of `timeline` over `window` (seconds `from..to`) against `o`: what
 /// `sim` reports per arm, and `bench` per live arm from its own seconds.
