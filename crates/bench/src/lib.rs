@@ -55,7 +55,7 @@ fn build_line() -> String {
 }
 
 /// The scenarios `bench` knows by name.
-pub const BUILTINS: [(&str, &str); 6] = [
+pub const BUILTINS: [(&str, &str); 7] = [
     (
         "add-steps",
         "seed 000: ten backends from 0 ms to 2 s; proxy vs client round robin",
@@ -75,6 +75,10 @@ pub const BUILTINS: [(&str, &str); 6] = [
     (
         "gc-pause",
         "seed 004: a backend paused 5 s of every 10 s; the intervals show what a mean hides",
+    ),
+    (
+        "overload",
+        "issue 48: twice the capacity for 30 s, then half; no limit, a cap, the gradient limit, and it with criticality (capacity measured first)",
     ),
     (
         "herd",

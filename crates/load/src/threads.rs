@@ -167,8 +167,11 @@ fn run_thread(
             let worker = Worker::new(id, shared.clone(), stats.clone());
             match &feed {
                 Feed::Open(open) => {
-                    let resends = open.resends.as_ref().map(|r| r[thread].clone());
-                    set.spawn(worker.run_open(open.queues[thread].1.clone(), resends))
+                    let failed = open.resends.as_ref().map(|r| {
+                        let r = r[thread].clone();
+                        Box::new(move |index, ended| r.push(index, ended)) as crate::worker::Failed
+                    });
+                    set.spawn(worker.run_open(open.queues[thread].1.clone(), failed))
                 }
                 Feed::Closed(ctl) => set.spawn(worker.run_closed(ctl.clone())),
             };

@@ -15,6 +15,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tailguard_record::{ByName, Class, Classifier, ErrorKind, Outcome, Record, Stats};
 
+/// Told of each open-loop request that failed: its index and when it ended.
+pub(crate) type Failed = Box<dyn Fn(u64, Duration) + Send>;
+
 /// One request to send: its index in the run, when it was due, and when the pacer released it
 /// (later than due when the pacer ran behind).
 #[derive(Debug)]
@@ -245,19 +248,20 @@ impl Worker {
         }
     }
 
-    /// Open loop: sends queued jobs until the queue is closed and empty; a failed one goes to
-    /// `resends` (`--retry-after`) unless it was a second send already.
+    /// Open loop: sends queued jobs until the queue is closed and empty; a failed one is told
+    /// to `failed` (its index and when it ended: `--retry-after`) unless it was a second send
+    /// already.
     pub(crate) async fn run_open(
         mut self,
         jobs: async_channel::Receiver<crate::worker::Job>,
-        resends: Option<Arc<crate::resend::Resends>>,
+        failed: Option<Failed>,
     ) {
         while let Ok(job) = jobs.recv().await {
             let start = self.shared.clock.elapsed();
             let (index, again) = (job.index, job.again);
             let ended = self.execute(job, start).await;
-            if let (Some(r), Some(ended), false) = (&resends, ended, again) {
-                r.push(index, ended);
+            if let (Some(f), Some(ended), false) = (&failed, ended, again) {
+                f(index, ended);
             }
         }
     }
