@@ -164,7 +164,7 @@ pub(crate) fn run(
     let prediction = opts.predict.then(|| predict(scenario, &arms, &traffic));
     let overload = match scenario.overload {
         None => None,
-        Some(_) => match measure_capacity(scenario, &fleet, &traffic, rts, run)? {
+        Some(_) => match measure_capacity(scenario, &fleet, &traffic, opts, rts, run)? {
             Some(o) => Some(o),
             None => return Ok(()),
         },
@@ -198,6 +198,7 @@ fn measure_capacity(
     scenario: &Scenario,
     fleet: &FleetSpec,
     traffic: &Traffic,
+    opts: &Options,
     rts: &Runtimes,
     run: &mut Run<'_>,
 ) -> Result<Option<Reference>, BenchError> {
@@ -215,7 +216,8 @@ fn measure_capacity(
     t.ramp = None;
     t.closed_interval = None;
     t.concurrency = workers.max(1) as usize;
-    t.duration = CAPACITY_RUN;
+    // A shorter --duration shortens it too (the stages' arms keep their length).
+    t.duration = opts.duration.map_or(CAPACITY_RUN, |d| d.min(CAPACITY_RUN));
     t.callers = crate::live::Callers::default();
     let plan = ArmPlan {
         name: "capacity".to_owned(),
@@ -233,7 +235,7 @@ fn measure_capacity(
         "capacity measured first: {} in flight, direct, closed loop for {}s: {capacity:.0} req/s, \
          p99 {} (the overload figures are against these)",
         plan.traffic.concurrency,
-        CAPACITY_RUN.as_secs(),
+        plan.traffic.duration.as_secs_f64(),
         tailguard_report::Unit::Auto.format(done.arm.latency_us.p99)
     ));
     if run.record(done) {

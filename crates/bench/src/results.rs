@@ -206,11 +206,14 @@ pub struct OverloadRun {
     pub goodput_ratio: f64,
     /// Critical requests that ended during the overload answered well within the deadline.
     pub critical_success: f64,
-    /// Seconds after the overload until the p99 is within twice the unloaded p99 and stays
-    /// there for five seconds running ([`tailguard_sim::results::recovery`]) (`null`: never in the run).
+    /// Seconds after the overload until the p99 of the next five seconds together is within
+    /// twice the unloaded p99 ([`tailguard_sim::results::recovery`]) (`null`: never in the run).
     pub recovery_s: Option<usize>,
     /// The p99 of the requests admitted (not refused) that ended during the overload, µs.
     pub admitted_p99_us: u64,
+    /// Requests refused after the recovery (after the overload when there was none).
+    #[serde(default)]
+    pub refused_after: u64,
 }
 
 impl OverloadRun {
@@ -230,6 +233,7 @@ impl OverloadRun {
             critical_success: f.critical_success,
             recovery_s: f.recovery_s,
             admitted_p99_us: tailguard_histogram::duration_us(f.admitted_p99),
+            refused_after: f.refused_after,
         }
     }
 }

@@ -66,12 +66,15 @@ pub struct OverloadFigures {
     /// Critical requests that ended during the overload answered well within the deadline,
     /// as a fraction (1.0 when there were none).
     pub critical_success: f64,
-    /// Seconds after the overload until the p99 is within twice the unloaded p99 and stays
-    /// there for five seconds running ([`recovery`]) (`None`: never within the run).
+    /// Seconds after the overload until the p99 of the next five seconds together is within
+    /// twice the unloaded p99 ([`recovery`]) (`None`: never within the run).
     pub recovery_s: Option<usize>,
     /// The p99 of the requests sent (admitted) that ended during the overload (refusals are
     /// not in it; compact histograms, 2 significant digits).
     pub admitted_p99: Duration,
+    /// Requests refused by admission after the recovery (after the overload when there was
+    /// none): a limit that recovered refuses nobody at half the capacity.
+    pub refused_after: u64,
 }
 
 /// The seconds of a run whose offered rate is above `capacity`: from the first such second
@@ -100,16 +103,20 @@ pub fn goodput(timeline: &[Second], from: usize, to: usize) -> f64 {
     good as f64 / secs
 }
 
-/// Seconds of `timeline` from second `from` until a second's p99 is within `bound` and stays
-/// within it for [`RECOVERY_HOLD`] seconds (or to the end of the timeline, when fewer remain);
-/// `None` when it never does. One slow second much later (a live machine's hiccup) is not a
-/// relapse; an overload that keeps coming back is.
+/// Seconds of `timeline` from second `from` until the p99 of the next [`RECOVERY_HOLD`]
+/// seconds together (or of those to the end of the timeline, when fewer remain) is within
+/// `bound`; `None` when it never is. A few slow requests in one second (a live machine's
+/// hiccup) are not a relapse; an overload that keeps coming back is.
 pub fn recovery(timeline: &[Second], from: usize, bound: Duration) -> Option<usize> {
-    let ok = |s: &Second| s.latency.is_empty() || s.latency.quantile(0.99) <= bound;
+    let mut held = Histogram::compact();
     (from..timeline.len())
         .find(|&start| {
             let end = (start + RECOVERY_HOLD).min(timeline.len());
-            timeline[start..end].iter().all(ok)
+            held.reset();
+            for s in &timeline[start..end] {
+                held.merge(&s.latency);
+            }
+            held.is_empty() || held.quantile(0.99) <= bound
         })
         .map(|start| start - from)
 }
@@ -132,12 +139,15 @@ pub fn overload_figures(
     for s in seconds() {
         admitted.merge(&s.latency);
     }
+    let recovery_s = recovery(timeline, to, o.unloaded_p99 * 2);
+    let after = to + recovery_s.unwrap_or(0);
     OverloadFigures {
         admitted_p99: admitted.quantile(0.99),
         window,
         goodput_ratio: goodput(timeline, from, to) / o.capacity,
         critical_success: ratio(critical_ok, critical),
-        recovery_s: recovery(timeline, to, o.unloaded_p99 * 2),
+        recovery_s,
+        refused_after: timeline.iter().skip(after).map(|s| s.refused).sum(),
     }
 }
 

@@ -193,3 +193,40 @@ async fn the_gradient_limit_grows_over_a_backend_that_does_not_slow_down() {
     assert_eq!(metric(&proxy, "tailguard_proxy_admission_in_flight"), 0.0);
     assert_eq!(metric(&proxy, "tailguard_proxy_admission_waiting"), 0.0);
 }
+
+/// Every endpoint failing at once (a closed port: refused connections): the failures are the
+/// endpoints', answered 502, and teach the limit nothing, so it neither collapses nor refuses
+/// anyone; the admission adds nothing to the outage.
+#[tokio::test(start_paused = true)]
+async fn every_endpoint_failing_at_once_costs_the_limit_nothing() {
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let mut s = ServiceConfig::new("web", vec![tailguard_proxy::config::Upstream::new(closed)]);
+    let mut a = AdmissionConfig::cap(1_000);
+    a.max_in_flight = None;
+    a.limit = Some(tailguard_resilience::limit::LimitConfig::gradient());
+    a.queue = QueueConfig {
+        max_size: 100,
+        max_wait: Duration::from_secs(1),
+    };
+    s.arm.admission = Some(a);
+    let proxy = start(s).await;
+    let addr = proxy.addr();
+    let c = client(false);
+    for _ in 0..200 {
+        let (status, headers) = get(&c, addr, Some("critical")).await;
+        assert_eq!(status, 502);
+        assert!(
+            !headers.contains_key("retry-after"),
+            "not an admission refusal"
+        );
+    }
+    assert_eq!(metric(&proxy, "tailguard_proxy_admission_limit"), 20.0);
+    assert_eq!(
+        metric(&proxy, "tailguard_proxy_admission_refused_total"),
+        0.0
+    );
+    assert_eq!(metric(&proxy, "tailguard_proxy_admission_in_flight"), 0.0);
+}

@@ -38,8 +38,12 @@ fn nice_ceiling(v: f64) -> f64 {
         .unwrap_or(10.0 * base)
 }
 
-/// The chart as a standalone SVG document.
+/// The chart as a standalone SVG document: latency by percentile, or for an overload scenario
+/// ([`overload_svg`]) goodput by second.
 pub fn svg(report: &Report) -> String {
+    if report.overload.is_some() {
+        return overload_svg(report);
+    }
     let nines = decades(report);
     let top_ms = report
         .arms
@@ -71,6 +75,34 @@ pub fn svg(report: &Report) -> String {
                 let q = quantile_at(f64::from(k) / f64::from(STEPS_PER_DECADE));
                 (q * 100.0, arm.latency.quantile_us(q) as f64 / 1e3)
             })
+            .collect();
+        chart = chart.series(Series::new(arm.name.clone(), points));
+    }
+    chart.svg()
+}
+
+/// An overload scenario's chart: each arm's good answers within the deadline per second, as a
+/// share of the capacity, over the run's seconds; the capacity is the rule at 1.
+fn overload_svg(report: &Report) -> String {
+    let (o, window) = report.overload.expect("an overload scenario");
+    let title = format!(
+        "{}: answers in time per second, of capacity ({} req/s; offered more in seconds {}-{})",
+        report.scenario, o.capacity, window.0, window.1
+    );
+    let mut chart = Chart::new(title)
+        .x_title("second of the run")
+        .y_title("in time / capacity")
+        .y_range(0.0, 1.2)
+        .x_format(|s| format!("{s:.0}s"))
+        .y_format(|v| format!("{v:.1}"))
+        .size(900.0, 520.0)
+        .rule(1.0, "capacity");
+    for arm in &report.arms {
+        let points = arm
+            .timeline
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i as f64 + 0.5, s.within_deadline as f64 / o.capacity))
             .collect();
         chart = chart.series(Series::new(arm.name.clone(), points));
     }

@@ -3,7 +3,8 @@
 //! `success_within_deadline`, `achieved_rate` and `endpoint_share` (endpoint name to share of
 //! attempts, in fleet order), plus what retries, hedging and accrual did; an overload
 //! scenario's arms add `goodput_ratio`, `critical_success`, `recovery_s` (null: never) and
-//! `admitted_p99_us` (the requests sent that ended during the overload),
+//! `admitted_p99_us` (the requests sent that ended during the overload) and `refused_after`
+//! (refusals after the recovery),
 //! and the report `overload: {capacity, unloaded_p99_us, from_s, to_s}`.
 
 use super::Report;
@@ -71,6 +72,7 @@ struct ArmOverload {
     critical_success: f64,
     recovery_s: Option<usize>,
     admitted_p99_us: u64,
+    refused_after: u64,
 }
 
 /// Endpoint name to share, serialized as an object in fleet order.
@@ -126,6 +128,7 @@ fn arm<'a>(report: &'a Report, a: &'a ArmResult) -> JsonArm<'a> {
                 critical_success: f.critical_success,
                 recovery_s: f.recovery_s,
                 admitted_p99_us: duration_us(f.admitted_p99),
+                refused_after: f.refused_after,
             }
         }),
     }

@@ -614,6 +614,7 @@ fn the_overload_scenario_keeps_goodput_and_critical_requests_under_the_limit() {
     );
     assert_eq!(f.recovery_s, Some(1));
     assert!(f.admitted_p99 <= Duration::from_millis(30), "{f:?}");
+    assert_eq!(f.refused_after, 0, "{f:?}");
     assert_eq!(none.overload(&o, window).recovery_s, None);
     let json: serde_json::Value =
         serde_json::from_str(&tailguard_sim::render::json(&report)).unwrap();
