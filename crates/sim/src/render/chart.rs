@@ -94,7 +94,7 @@ fn overload_svg(report: &Report) -> String {
         .y_title("in time / capacity")
         .y_range(0.0, 1.2)
         .x_format(|s| format!("{s:.0}s"))
-        .y_format(|v| format!("{v:.1}"))
+        .y_format(|v| format!("{v:.2}"))
         .size(900.0, 520.0)
         .rule(1.0, "capacity");
     for arm in &report.arms {
