@@ -152,6 +152,18 @@ async fn a_grpc_call_over_the_limit_is_unavailable_with_a_pushback() {
     assert_eq!(refused(&proxy, "queue-full"), 1.0);
 }
 
+/// Gradient2's defaults, no cap, a queue of 100 for up to a second.
+fn gradient() -> AdmissionConfig {
+    let mut a = AdmissionConfig::cap(1_000);
+    a.max_in_flight = None;
+    a.limit = Some(tailguard_resilience::limit::LimitConfig::gradient());
+    a.queue = QueueConfig {
+        max_size: 100,
+        max_wait: Duration::from_secs(1),
+    };
+    a
+}
+
 /// A backend whose latency does not rise with load: forty callers, one request after another,
 /// each 10 ms; the gradient limit starts at 20 and ends above it, and nobody is refused (a
 /// queue of 100 for up to a second takes the rest).
@@ -160,14 +172,7 @@ async fn the_gradient_limit_grows_over_a_backend_that_does_not_slow_down() {
     let backend = TestServer::start().await;
     backend.set_delay(Duration::from_millis(10));
     let mut s = ServiceConfig::new("web", vec![backend.upstream()]);
-    let mut a = AdmissionConfig::cap(1_000);
-    a.max_in_flight = None;
-    a.limit = Some(tailguard_resilience::limit::LimitConfig::gradient());
-    a.queue = QueueConfig {
-        max_size: 100,
-        max_wait: Duration::from_secs(1),
-    };
-    s.arm.admission = Some(a);
+    s.arm.admission = Some(gradient());
     let proxy = start(s).await;
     let addr = proxy.addr();
     let limit = || metric(&proxy, "tailguard_proxy_admission_limit");
@@ -204,14 +209,7 @@ async fn every_endpoint_failing_at_once_costs_the_limit_nothing() {
         l.local_addr().unwrap()
     };
     let mut s = ServiceConfig::new("web", vec![tailguard_proxy::config::Upstream::new(closed)]);
-    let mut a = AdmissionConfig::cap(1_000);
-    a.max_in_flight = None;
-    a.limit = Some(tailguard_resilience::limit::LimitConfig::gradient());
-    a.queue = QueueConfig {
-        max_size: 100,
-        max_wait: Duration::from_secs(1),
-    };
-    s.arm.admission = Some(a);
+    s.arm.admission = Some(gradient());
     let proxy = start(s).await;
     let addr = proxy.addr();
     let c = client(false);

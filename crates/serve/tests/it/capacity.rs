@@ -76,14 +76,14 @@ async fn one_worker_serves_in_turn_and_a_full_line_turns_away() {
     assert_eq!(json["capacity"]["busy"], 0);
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_client_that_hangs_up_while_waiting_gives_its_turn_away() {
-    let running = serve_paused("backends: [{latency: 200ms, capacity: 1}]").await;
-    let target = addr(&running, 0);
+/// On a one-worker backend: a first request takes the worker, a client queues behind it and
+/// hangs up, then a last one comes; when the first and the last ended.
+async fn behind_a_quitter(running: &tailguard_serve::Running) -> (Duration, Duration) {
+    let target = addr(running, 0);
     let start = Instant::now();
     let first = tokio::spawn(timed(target, start));
     let mut waited = 0;
-    while backend(&running, 0)["capacity"]["busy"] != 1 {
+    while backend(running, 0)["capacity"]["busy"] != 1 {
         waited += 1;
         assert!(waited < 200, "the first request never took the worker");
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -91,7 +91,7 @@ async fn a_client_that_hangs_up_while_waiting_gives_its_turn_away() {
     // A client queues, then hangs up before its turn.
     let quitter = tokio::spawn(raw_get(target));
     let mut waited = 0;
-    while backend(&running, 0)["capacity"]["waiting"] != 1 {
+    while backend(running, 0)["capacity"]["waiting"] != 1 {
         waited += 1;
         assert!(waited < 200, "the quitter never queued");
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -102,6 +102,13 @@ async fn a_client_that_hangs_up_while_waiting_gives_its_turn_away() {
     let (first, first_at) = first.await.unwrap();
     let (last, last_at) = last.await.unwrap();
     assert_eq!((first, last), (Raw::Status(200), Raw::Status(200)));
+    (first_at, last_at)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_that_hangs_up_while_waiting_gives_its_turn_away() {
+    let running = serve_paused("backends: [{latency: 200ms, capacity: 1}]").await;
+    let (first_at, last_at) = behind_a_quitter(&running).await;
     // The last waited for the first only, not for the quitter's 200 ms too (that would end
     // it 400 ms after the first).
     assert!(last_at >= first_at + Duration::from_millis(200));
@@ -121,28 +128,7 @@ async fn serve_abandoned_keeps_a_quitters_work_in_line() {
         o.serve_abandoned = true;
     })
     .await;
-    let target = addr(&running, 0);
-    let start = Instant::now();
-    let first = tokio::spawn(timed(target, start));
-    let mut waited = 0;
-    while backend(&running, 0)["capacity"]["busy"] != 1 {
-        waited += 1;
-        assert!(waited < 200, "the first request never took the worker");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let quitter = tokio::spawn(raw_get(target));
-    let mut waited = 0;
-    while backend(&running, 0)["capacity"]["waiting"] != 1 {
-        waited += 1;
-        assert!(waited < 200, "the quitter never queued");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    quitter.abort();
-    let _ = quitter.await;
-    let last = tokio::spawn(timed(target, start));
-    let (first, first_at) = first.await.unwrap();
-    let (last, last_at) = last.await.unwrap();
-    assert_eq!((first, last), (Raw::Status(200), Raw::Status(200)));
+    let (first_at, last_at) = behind_a_quitter(&running).await;
     assert!(
         last_at >= first_at + Duration::from_millis(400),
         "first {first_at:?}, last {last_at:?}"
