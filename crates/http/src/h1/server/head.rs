@@ -91,6 +91,9 @@ pub(super) fn parse(buf: &mut BytesMut, max_head: usize) -> Parsed {
 
 /// The request in `bytes` (a complete head), or `None` when it is not one the lean path
 /// serves.
+/// Fields a proxy adds to a request head it forwards, at most (see [`lean_head`]).
+const ADDED_FIELDS: usize = 4;
+
 fn lean_head(
     bytes: &Bytes,
     fields: &[(u32, u32, u32, u32)],
@@ -98,7 +101,9 @@ fn lean_head(
     method: Method,
 ) -> Option<Head> {
     let uri = Uri::from_maybe_shared(bytes.slice(path.0..path.1)).ok()?;
-    let mut headers = HeaderMap::with_capacity(fields.len());
+    // Room for the fields a proxy adds (`via`, `x-forwarded-for`, a deadline, a trace
+    // context): a map sized to the request alone grows, and allocates, on the first of them.
+    let mut headers = HeaderMap::with_capacity(fields.len() + ADDED_FIELDS);
     let (mut length, mut keep_alive) = (None, true);
     for &(ns, ne, vs, ve) in fields {
         let name = HeaderName::from_bytes(&bytes[ns as usize..ne as usize]).ok()?;
