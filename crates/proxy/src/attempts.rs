@@ -176,13 +176,20 @@ impl Outgoing {
         }
     }
 
-    /// What an attempt that ended (`done`, `took` from its start) teaches the concurrency
-    /// limit: a success's round trip when the request was unary (its whole body known: not a
-    /// stream), or a timeout's drop; nothing from other failures or cancelled attempts.
-    fn learn(&self, done: &Attempted, took: Duration) {
-        let Some(a) = &self.admission else {
+    /// When an attempt starts, for the concurrency limit's sample: the clock is read only when
+    /// the service has an admission (none by default: no clock read per attempt for it).
+    fn sent_at(&self, clock: Clock) -> Option<Duration> {
+        self.admission.as_ref().map(|_| clock.now())
+    }
+
+    /// What an attempt that ended (`done`, sent at `sent`) teaches the concurrency limit: a
+    /// success's round trip when the request was unary (its whole body known: not a stream),
+    /// or a timeout's drop; nothing from other failures or cancelled attempts.
+    fn learn(&self, done: &Attempted, sent: Option<Duration>, clock: Clock) {
+        let (Some(a), Some(sent)) = (&self.admission, sent) else {
             return;
         };
+        let took = clock.now().saturating_sub(sent);
         match &done.result {
             Ok(_) if done.class.success && self.body().complete() => a.learn(Some(took)),
             Err(Fault::Endpoint(f)) if matches!(f.failure, Failure::Timeout) => a.learn(None),
@@ -328,10 +335,10 @@ pub async fn run(
                 (slot, done)
             }
             None => {
-                let sent = clock.now();
+                let sent = request.sent_at(clock);
                 let (slot, attempt) = next.attempt(request, turn);
                 let done = attempt.await;
-                request.learn(&done, clock.now().saturating_sub(sent));
+                request.learn(&done, sent, clock);
                 (slot, done)
             }
         };
@@ -450,11 +457,11 @@ async fn hedged(
         mut rescues_left,
         place,
     } = round;
-    let sent = clock.now();
+    let sent = request.sent_at(clock);
     let (first_slot, mut first) = next.attempt(request, turn);
     let mut first_place = place;
     // The backup: its slot, the attempt, when it was sent, and its place.
-    let mut backup: Option<(usize, BoxFuture<'_, Attempted>, Duration, Option<Place>)> = None;
+    let mut backup: Option<BackupOut<'_>> = None;
     // When to ask next (None: no more asking); a hedge only on the first ask of a first attempt.
     let (mut wait, mut asked, mut rescues) = (Some(delay), turn != Turn::First, 0u32);
     loop {
@@ -476,13 +483,13 @@ async fn hedged(
         };
         match event {
             Event::First(done) => {
-                request.learn(&done, clock.now().saturating_sub(sent));
+                request.learn(&done, sent, clock);
                 drop(first_place.take());
                 let Some((slot, b, at, p)) = backup.take().filter(|_| !done.class.success) else {
                     return (first_slot, done, rescues);
                 };
                 let done = b.await;
-                request.learn(&done, clock.now().saturating_sub(at));
+                request.learn(&done, at, clock);
                 drop(p);
                 if done.class.success {
                     handles.hedge_wins.inc();
@@ -492,7 +499,7 @@ async fn hedged(
             }
             Event::Backup(done) => {
                 let (slot, _, at, _) = backup.take().expect("a backup was out");
-                request.learn(&done, clock.now().saturating_sub(at));
+                request.learn(&done, at, clock);
                 if done.class.success {
                     handles.hedge_wins.inc();
                     endpoints.hedge_won(slot);
@@ -538,7 +545,7 @@ async fn hedged(
                         continue;
                     }
                 };
-                let at = clock.now();
+                let at = request.sent_at(clock);
                 let (slot, b) = next.attempt(request, Turn::Backup { beside: first_slot });
                 endpoints.hedged(slot);
                 backup = Some((slot, b, at, backup_place));
@@ -547,6 +554,15 @@ async fn hedged(
         }
     }
 }
+
+/// A backup in [`hedged`]: its slot, the attempt, when it was sent (for the limit's sample:
+/// only read with an admission), and the place it holds.
+type BackupOut<'a> = (
+    usize,
+    BoxFuture<'a, Attempted>,
+    Option<Duration>,
+    Option<Place>,
+);
 
 /// One round of [`hedged`]: the attempt's turn, the backup delay, the rescues it may still
 /// send, and the place the attempt holds under the service's admission.
