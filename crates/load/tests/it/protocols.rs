@@ -255,6 +255,7 @@ fn interim_backend(interim: usize, gap: Option<Duration>) -> std::net::SocketAdd
 #[allow(clippy::disallowed_methods)] // How long a real run took, on the wall clock.
 fn an_interim_flood_is_an_error_and_the_timeout_holds() {
     use tailguard_load::H1Client;
+    let _alone = common::wall_clock();
     let flood = interim_backend(800_000, None);
     let trickle = interim_backend(10, Some(Duration::from_millis(400)));
     for client in [H1Client::Lean, H1Client::Hyper] {
