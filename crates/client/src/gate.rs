@@ -27,8 +27,6 @@ pub struct Gate<K> {
     pub expiry_at: Option<Duration>,
     /// The typical successful attempt: an exponential average of their round trips (1/10).
     typical: Option<Duration>,
-    /// Refusals so far, by reason ([`Refusal`] order: queue full, displaced, waited, deadline).
-    refused: [u64; 4],
 }
 
 /// What became of an arriving request.
@@ -53,7 +51,6 @@ impl<K> Gate<K> {
             waiting: BTreeMap::new(),
             expiry_at: None,
             typical: None,
-            refused: [0; 4],
         }
     }
 
@@ -71,27 +68,6 @@ impl<K> Gate<K> {
     /// Requests waiting now.
     pub fn waiting(&self) -> usize {
         self.admission.waiting()
-    }
-
-    /// Refusals so far, by reason, in [`Refusal`] order.
-    pub fn refusals(&self) -> [(Refusal, u64); 4] {
-        let r = self.refused;
-        [
-            (Refusal::QueueFull, r[0]),
-            (Refusal::Displaced, r[1]),
-            (Refusal::Waited, r[2]),
-            (Refusal::Deadline, r[3]),
-        ]
-    }
-
-    fn count(&mut self, why: Refusal) {
-        let i = match why {
-            Refusal::QueueFull => 0,
-            Refusal::Displaced => 1,
-            Refusal::Waited => 2,
-            Refusal::Deadline => 3,
-        };
-        self.refused[i] += 1;
     }
 
     /// What a waiting request's expected wait is made of: the limiter's long-term round trip
@@ -126,15 +102,9 @@ impl<K> Gate<K> {
             (Arrival::Queued(t), displaced) => {
                 self.waiting.insert(t, key);
                 let displaced = displaced.and_then(|d| self.waiting.remove(&d));
-                if displaced.is_some() {
-                    self.count(Refusal::Displaced);
-                }
                 Admitted::Waits(t, displaced)
             }
-            (Arrival::Refused(why), _) => {
-                self.count(why);
-                Admitted::Refused(why)
-            }
+            (Arrival::Refused(why), _) => Admitted::Refused(why),
         }
     }
 
@@ -188,7 +158,6 @@ impl<K> Gate<K> {
         self.admission.expire(now, bound, estimate, &mut out);
         for (t, why) in out {
             if let Some(k) = self.waiting.remove(&t) {
-                self.count(why);
                 refused.push((k, why));
             }
         }

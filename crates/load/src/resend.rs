@@ -8,13 +8,12 @@
 //! Each worker thread keeps its own [`Resends`]: its workers push the failures they saw, its
 //! pacer releases them, merged with its shard of the schedule by due time ([`WithResends`]),
 //! and is woken when one arrives. At most [`MAX_PENDING`] wait; past that a failure is not
-//! sent again, and counted.
+//! sent again.
 
 use crate::pacer::Source;
 use crate::worker::Job;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -29,8 +28,6 @@ pub(crate) struct Resends {
     /// (due, request index), soonest first.
     heap: Mutex<BinaryHeap<Reverse<(Duration, u64)>>>,
     wake: Notify,
-    /// Failures not sent again: more than [`MAX_PENDING`] were waiting.
-    pub dropped: AtomicU64,
 }
 
 impl Resends {
@@ -39,7 +36,6 @@ impl Resends {
             after,
             heap: Mutex::new(BinaryHeap::new()),
             wake: Notify::new(),
-            dropped: AtomicU64::new(0),
         }
     }
 
@@ -47,7 +43,6 @@ impl Resends {
     pub(crate) fn push(&self, index: u64, ended: Duration) {
         let mut heap = self.heap.lock().expect("never poisoned");
         if heap.len() >= MAX_PENDING {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
         heap.push(Reverse((ended + self.after, index)));
