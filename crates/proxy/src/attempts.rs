@@ -46,10 +46,11 @@ use crate::request_body::FaultCell;
 use crate::response::Reply;
 use crate::response_body::ResponseBody;
 use bytes::Bytes;
-use futures_util::future::BoxFuture;
 use http::Response;
 use http_body_util::{BodyExt, Empty, StreamBody};
 use hyper::body::Frame;
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 use tailguard_client::{ArmConfig, Backup};
 use tailguard_resilience::{Class, Method};
@@ -252,7 +253,7 @@ pub trait Balanced: Sync {
         &'a self,
         request: &'a Outgoing,
         turn: Turn,
-    ) -> (usize, BoxFuture<'a, Attempted>);
+    ) -> (usize, impl Future<Output = Attempted> + Send + 'a);
 }
 
 /// What decides the attempts of one service's requests: its arm (retries, hedging, the
@@ -275,9 +276,9 @@ pub struct Policy<'a> {
 ///
 /// # Errors
 /// The last attempt's [`Fault`], or [`ProxyFault::NoEndpoints`].
-pub async fn run(
+pub async fn run<B: Balanced>(
     policy: Policy<'_>,
-    next: &dyn Balanced,
+    next: &B,
     request: &Outgoing,
 ) -> Result<Response<ResponseBody>, Fault> {
     let Policy {
@@ -439,9 +440,9 @@ fn told(
 /// while the first is still out, the question is asked again at once, so a rescue that met a
 /// failing endpoint is followed by another rather than by the stalled attempt. Returns the slot
 /// of the attempt whose end it returns, that end, and the rescues sent.
-async fn hedged(
+async fn hedged<B: Balanced>(
     policy: Policy<'_>,
-    next: &dyn Balanced,
+    next: &B,
     request: &Outgoing,
     round: Round,
 ) -> (usize, Attempted, u32) {
@@ -458,10 +459,12 @@ async fn hedged(
         place,
     } = round;
     let sent = request.sent_at(clock);
-    let (first_slot, mut first) = next.attempt(request, turn);
+    let (first_slot, first) = next.attempt(request, turn);
+    let mut first = std::pin::pin!(first);
     let mut first_place = place;
-    // The backup: its slot, the attempt, when it was sent, and its place.
-    let mut backup: Option<BackupOut<'_>> = None;
+    // The backup: its slot, the attempt (boxed: backups are the rare case), when it was sent,
+    // and its place.
+    let mut backup: Option<BackupOut<_>> = None;
     // When to ask next (None: no more asking); a hedge only on the first ask of a first attempt.
     let (mut wait, mut asked, mut rescues) = (Some(delay), turn != Turn::First, 0u32);
     loop {
@@ -548,7 +551,7 @@ async fn hedged(
                 let at = request.sent_at(clock);
                 let (slot, b) = next.attempt(request, Turn::Backup { beside: first_slot });
                 endpoints.hedged(slot);
-                backup = Some((slot, b, at, backup_place));
+                backup = Some((slot, Box::pin(b), at, backup_place));
                 wait = Some(delay);
             }
         }
@@ -557,12 +560,7 @@ async fn hedged(
 
 /// A backup in [`hedged`]: its slot, the attempt, when it was sent (for the limit's sample:
 /// only read with an admission), and the place it holds.
-type BackupOut<'a> = (
-    usize,
-    BoxFuture<'a, Attempted>,
-    Option<Duration>,
-    Option<Place>,
-);
+type BackupOut<F> = (usize, Pin<Box<F>>, Option<Duration>, Option<Place>);
 
 /// One round of [`hedged`]: the attempt's turn, the backup delay, the rescues it may still
 /// send, and the place the attempt holds under the service's admission.

@@ -46,10 +46,11 @@ use crate::shared::Shared;
 use crate::upstream::{self, UpstreamBody};
 use crate::{grpc, hygiene};
 use bytes::Bytes;
-use futures_util::future::BoxFuture;
+use futures_util::future::Either;
 use http::{Request, Response, StatusCode};
 use hyper::body::{Body, Frame};
 use std::collections::VecDeque;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
@@ -59,7 +60,7 @@ use tokio::time::Instant;
 
 /// The balanced stage of one service's endpoint generation, over `upstream`.
 #[derive(Clone, Copy)]
-pub struct Balancer<'a> {
+pub struct Balancer<'a, S: upstream::Stage> {
     /// What every connection shares (clock, metrics).
     pub shared: &'a Arc<Shared>,
     /// The service.
@@ -67,27 +68,30 @@ pub struct Balancer<'a> {
     /// The endpoint generation the request started on.
     pub endpoints: &'a Arc<Endpoints>,
     /// The stage below.
-    pub upstream: &'a dyn upstream::Stage,
+    pub upstream: &'a S,
 }
 
-impl Balanced for Balancer<'_> {
+impl<S: upstream::Stage> Balanced for Balancer<'_, S> {
     fn attempt<'a>(
         &'a self,
         request: &'a Outgoing,
         turn: Turn,
-    ) -> (usize, BoxFuture<'a, Attempted>) {
+    ) -> (usize, impl Future<Output = Attempted> + Send + 'a) {
         match self.pick(request, turn) {
             Ok(pending) => {
                 let backup = matches!(turn, Turn::Backup { .. });
                 if let Some(trail) = &request.trail {
                     trail.sent(backup);
                 }
-                (pending.slot, Box::pin(self.once(request, pending, backup)))
+                (
+                    pending.slot,
+                    Either::Left(self.once(request, pending, backup)),
+                )
             }
             // Every endpoint asked to be left alone: answered at once, nothing sent.
             Err((slot, left)) => (
                 slot,
-                Box::pin(std::future::ready(Attempted {
+                Either::Right(std::future::ready(Attempted {
                     class: Attempted::FINAL,
                     result: Err(Fault::Proxy(ProxyFault::PushedBack(left))),
                 })),
@@ -96,7 +100,7 @@ impl Balanced for Balancer<'_> {
     }
 }
 
-impl Balancer<'_> {
+impl<S: upstream::Stage> Balancer<'_, S> {
     /// Picks the endpoint of attempt `turn` (avoiding the slot it names when another exists)
     /// and sends the probes a probing balancer asks for with it; the attempt is in flight from
     /// here. The first attempt also counts the request, under the same lock.

@@ -37,11 +37,11 @@ use crate::shared::Shared;
 use crate::trace::{ServerSpan, Traced};
 use crate::{grpc, hygiene};
 use bytes::Bytes;
-use futures_util::future::BoxFuture;
 use http::header::{HeaderValue, HOST};
 use http::{Request, Response, StatusCode, Version};
 use http_body_util::BodyExt;
 use hyper::body::Body;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tailguard_resilience::Method;
@@ -79,7 +79,7 @@ pub trait Next: Sync {
         service: &'a Arc<Service>,
         handles: &'a ServiceHandles,
         request: &'a Outgoing,
-    ) -> BoxFuture<'a, Result<Response<ResponseBody>, Fault>>;
+    ) -> impl Future<Output = Result<Response<ResponseBody>, Fault>> + Send + 'a;
 }
 
 /// The stages below, as they run in the proxy.
@@ -87,39 +87,38 @@ pub trait Next: Sync {
 pub struct Stages;
 
 impl Next for Stages {
-    fn attempts<'a>(
-        &'a self,
-        shared: &'a Arc<Shared>,
-        service: &'a Arc<Service>,
-        handles: &'a ServiceHandles,
-        request: &'a Outgoing,
-    ) -> BoxFuture<'a, Result<Response<ResponseBody>, Fault>> {
-        Box::pin(async move {
-            let endpoints = service.endpoints();
-            let policy = Policy {
-                arm: &service.config.arm,
-                endpoints: &endpoints,
-                handles,
-                clock: shared.clock,
-            };
-            let balancer = Balancer {
-                shared,
-                service,
-                endpoints: &endpoints,
-                upstream: &service.upstreams,
-            };
-            attempts::run(policy, &balancer, request).await
-        })
+    // Not boxed: the request's future holds it (the lean server boxes each exchange whole).
+    async fn attempts(
+        &self,
+        shared: &Arc<Shared>,
+        service: &Arc<Service>,
+        handles: &ServiceHandles,
+        request: &Outgoing,
+    ) -> Result<Response<ResponseBody>, Fault> {
+        let endpoints = service.endpoints();
+        let policy = Policy {
+            arm: &service.config.arm,
+            endpoints: &endpoints,
+            handles,
+            clock: shared.clock,
+        };
+        let balancer = Balancer {
+            shared,
+            service,
+            endpoints: &endpoints,
+            upstream: &service.upstreams,
+        };
+        attempts::run(policy, &balancer, request).await
     }
 }
 
 /// Handles one downstream request from `peer`, through `next`; with an access log, its line
 /// goes with the response body and is written when that drops.
-pub async fn handle<B>(
+pub async fn handle<B, N: Next>(
     shared: Arc<Shared>,
     peer: &Peer,
     req: Request<B>,
-    next: &dyn Next,
+    next: &N,
 ) -> Response<ResponseBody>
 where
     B: Body<Data = Bytes> + Send + Sync + Unpin + 'static,
@@ -173,11 +172,11 @@ struct Observed<'a> {
 }
 
 /// [`handle`] without the log line's bookkeeping: route, admit, forward, count.
-async fn routed<B>(
+async fn routed<B, N: Next>(
     shared: Arc<Shared>,
     peer: &Peer,
     mut req: Request<B>,
-    next: &dyn Next,
+    next: &N,
     mut observed: Observed<'_>,
 ) -> Response<ResponseBody>
 where
@@ -193,18 +192,20 @@ where
         shared.metrics.client_error("", "refused");
         return reply.error(status, reason).map(ResponseBody::local);
     }
-    let services = shared.services();
     let routed = {
+        let services = shared.services.load();
         let host = request_host(&req);
-        route(&services, host.map(host_only), req.uri().path()).ok_or_else(|| {
-            let reason = format!("no service for host {:?}", host.unwrap_or_default());
-            reply
-                .error(StatusCode::NOT_FOUND, &reason)
-                .map(ResponseBody::local)
-        })
+        route(&services, host.map(host_only), req.uri().path())
+            .map(Arc::clone)
+            .ok_or_else(|| {
+                let reason = format!("no service for host {:?}", host.unwrap_or_default());
+                reply
+                    .error(StatusCode::NOT_FOUND, &reason)
+                    .map(ResponseBody::local)
+            })
     };
     let service = match routed {
-        Ok(s) => Arc::clone(s),
+        Ok(s) => s,
         Err(resp) => return resp,
     };
     let started = shared.clock.now();
@@ -303,13 +304,13 @@ struct To<'a> {
 /// Forwards `req` (routed to `to.service`, admitted) to `to.leaf`'s endpoints: the service's
 /// body rules and total timeout bound it; the leaf's settings (the same service unless a
 /// split picked it) decide the upstream protocol, the host, and what may be retried or hedged.
-async fn forward<B>(
+async fn forward<B, N: Next>(
     shared: &Arc<Shared>,
     to: To<'_>,
     peer: &Peer,
     req: Request<B>,
     reply: Reply,
-    next: &dyn Next,
+    next: &N,
 ) -> Result<Response<ResponseBody>, Fault>
 where
     B: Body<Data = Bytes> + Send + Sync + Unpin + 'static,
@@ -330,7 +331,6 @@ where
     let config = &leaf.config;
     let (mut parts, body) = req.into_parts();
     let caller = deadline::Caller::read(&mut parts.headers);
-    let class = crate::admission::criticality(&parts.headers);
     let method: Method = parts.method.as_str().parse().unwrap_or(Method::Other);
     let h2 = forwarded_head(&mut parts, peer, config, reply);
     let retry = route.and_then(|r| r.retryable);
@@ -359,7 +359,11 @@ where
         // or after a wait in the queue (within the deadline, which the wait counts toward).
         let admission = match service.gate() {
             None => None,
-            Some(gate) => Some(admit(shared, service, leaf, gate, class, deadline).await?),
+            Some(gate) => {
+                // Read only where a gate uses it (a header lookup hashes the name).
+                let class = crate::admission::criticality(&parts.headers);
+                Some(admit(shared, service, leaf, gate, class, deadline).await?)
+            }
         };
         let (body, fault) = prepare_body(body, may_replay, config.retry_buffer, rules, req_bytes);
         let sent = Outgoing {

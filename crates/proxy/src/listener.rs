@@ -183,7 +183,22 @@ async fn connection<S: Transport>(
     let stream = if protocol == Protocol::Http1 && limits.h1_server == H1Server::Lean {
         match S::tcp(stream) {
             Ok((prefix, tcp)) => {
-                let handler = lean_handler(&shared, &client, &watchdog.activity);
+                // What the lean server calls for each request: the same stages as
+                // [`service`]. Written here, not returned by a function, so its future need not
+                // be boxed on its own: the lean server boxes each exchange whole, this inside.
+                let (shared_, client_) = (Arc::clone(&shared), Arc::clone(&client));
+                let on_request = Arc::clone(&watchdog.activity);
+                let handler = move |req: Request<lean::RequestBody>| {
+                    let (shared, client) = (Arc::clone(&shared_), Arc::clone(&client_));
+                    let in_flight = InFlight::start(&on_request);
+                    async move {
+                        let resp = forward::handle(shared, &client, req, &forward::Stages).await;
+                        resp.map(|body| Tracked {
+                            body,
+                            _in_flight: in_flight,
+                        })
+                    }
+                };
                 let settings = lean::Settings { max_head };
                 if let Some(rest) = Box::pin(watchdog.lean(tcp, prefix, settings, handler)).await {
                     let service = service(shared, client, &watchdog.activity, S::CLEARTEXT);
@@ -263,28 +278,6 @@ impl<T> HyperService for T where
         + Send
         + 'static
 {
-}
-
-/// What the lean HTTP/1.1 server calls for each request: the same stages as [`service`].
-fn lean_handler(
-    shared: &Arc<Shared>,
-    client: &Arc<forward::Peer>,
-    activity: &Arc<Activity>,
-) -> impl FnMut(Request<lean::RequestBody>) -> Pin<Box<dyn Future<Output = Response<Tracked>> + Send>>
-       + Send {
-    let (shared, client, on_request) =
-        (Arc::clone(shared), Arc::clone(client), Arc::clone(activity));
-    move |req| {
-        let (shared, client) = (Arc::clone(&shared), Arc::clone(&client));
-        let in_flight = InFlight::start(&on_request);
-        Box::pin(async move {
-            let resp = forward::handle(shared, &client, req, &forward::Stages).await;
-            resp.map(|body| Tracked {
-                body,
-                _in_flight: in_flight,
-            })
-        })
-    }
 }
 
 /// HTTP/2 with the proxy's settings, for a connection that speaks it from its opening or

@@ -16,7 +16,8 @@ use crate::endpoints::Endpoints;
 use crate::metrics::{Metrics, ServiceHandles};
 use crate::route::DEFAULT_ROUTE;
 use crate::upstream::Upstreams;
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use arc_swap::ArcSwap;
+use std::sync::{Arc, Mutex, OnceLock};
 use tailguard_balance::split::{SmoothWeighted, SplitError};
 use tailguard_client::ArmError;
 use tailguard_record::live::{Board, Live};
@@ -29,7 +30,10 @@ pub struct Service {
     pub config: ServiceConfig,
     /// Its upstream connection pools (kept across discovery updates, new on reload).
     pub upstreams: Upstreams,
-    current: RwLock<Arc<Endpoints>>,
+    /// The current endpoint generation: read by every request without a lock.
+    current: ArcSwap<Endpoints>,
+    /// Held while a new generation replaces the current one (discovery updates, one at a time).
+    replacing: Mutex<()>,
     /// Its bound on attempts in flight and its queue, one per process (`None`: unbounded).
     gate: Option<Arc<Gated>>,
     /// The rate limit's bucket, one per process (every serving thread takes from it).
@@ -103,7 +107,8 @@ impl Service {
         Ok(Self {
             upstreams: pools,
             config,
-            current: RwLock::new(Arc::new(endpoints)),
+            current: ArcSwap::from_pointee(endpoints),
+            replacing: Mutex::new(()),
             gate,
             rate,
             route_rates,
@@ -157,7 +162,7 @@ impl Service {
 
     /// The current endpoint generation.
     pub fn endpoints(&self) -> Arc<Endpoints> {
-        Arc::clone(&self.current.read().unwrap_or_else(|p| p.into_inner()))
+        self.current.load_full()
     }
 
     /// Replaces the endpoint set (a fresh balancer that keeps the accrual state, budget and
@@ -172,9 +177,9 @@ impl Service {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let seed = crate::seed::mix(self.seed, generation);
         let next = Endpoints::new(upstreams, &self.config.arm, now, seed)?;
-        let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
-        next.inherit(&current, now);
-        *current = Arc::new(next);
+        let _one = self.replacing.lock().unwrap_or_else(|p| p.into_inner());
+        next.inherit(&self.current.load(), now);
+        self.current.store(Arc::new(next));
         Ok(())
     }
 

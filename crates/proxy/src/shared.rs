@@ -4,7 +4,8 @@ use crate::clock::Clock;
 use crate::metrics::Metrics;
 use crate::service::Service;
 use crate::tls;
-use std::sync::{Arc, RwLock};
+use arc_swap::ArcSwap;
+use std::sync::Arc;
 use tailguard_record::live;
 
 /// State shared by every connection.
@@ -16,7 +17,9 @@ pub struct Shared {
     pub metrics: Metrics,
     /// What the dashboard shows, per service.
     pub(crate) live: live::Board,
-    pub(crate) services: RwLock<Arc<Vec<Arc<Service>>>>,
+    /// The services in routing order: read by every request without a lock, replaced whole by
+    /// a reload.
+    pub(crate) services: ArcSwap<Vec<Arc<Service>>>,
     /// Set when shutdown begins: `/ready` answers 503 while requests in flight finish.
     pub(crate) draining: std::sync::atomic::AtomicBool,
     /// The listener's TLS acceptor (`None`: cleartext), read per accepted connection, so a
@@ -40,7 +43,7 @@ impl Shared {
             clock,
             metrics: Metrics::new(),
             live: live::Board::default(),
-            services: RwLock::new(Arc::new(services)),
+            services: ArcSwap::from_pointee(services),
             draining: std::sync::atomic::AtomicBool::new(false),
             tls: tls::Current::new(acceptor),
             access_log: None,
@@ -73,6 +76,6 @@ impl Shared {
 
     /// The current services, in routing order.
     pub fn services(&self) -> Arc<Vec<Arc<Service>>> {
-        Arc::clone(&self.services.read().unwrap_or_else(|p| p.into_inner()))
+        self.services.load_full()
     }
 }

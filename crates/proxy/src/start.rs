@@ -619,11 +619,7 @@ impl Proxy {
         let running = self.shared.services();
         let services = build_services(config, self.shared.clock, self.threads, &running).await?;
         self.shared.tls.set(acceptor);
-        *self
-            .shared
-            .services
-            .write()
-            .unwrap_or_else(|p| p.into_inner()) = Arc::new(services);
+        self.shared.services.store(Arc::new(services));
         Ok(())
     }
 

@@ -11,10 +11,10 @@ use crate::metrics::{Metrics, ServiceHandles};
 use crate::request_body::ClientFault;
 use crate::response::Reply;
 use crate::response_body::ResponseBody;
-use futures_util::future::BoxFuture;
 use http::Response;
 use http_body_util::{BodyExt, Empty};
 use std::collections::VecDeque;
+use std::future::Future;
 use std::sync::Mutex;
 use std::time::Duration;
 use tailguard_balance::Policy as Balancer;
@@ -86,7 +86,7 @@ impl Balanced for Scripted {
         &'a self,
         _request: &'a Outgoing,
         turn: Turn,
-    ) -> (usize, BoxFuture<'a, Attempted>) {
+    ) -> (usize, impl Future<Output = Attempted> + Send + 'a) {
         let avoid = turn.avoid();
         let (delay, end) = self.script.lock().unwrap().pop_front().expect("scripted");
         let index = {
@@ -472,7 +472,7 @@ impl Balanced for Live<'_> {
         &'a self,
         _request: &'a Outgoing,
         turn: Turn,
-    ) -> (usize, BoxFuture<'a, Attempted>) {
+    ) -> (usize, impl Future<Output = Attempted> + Send + 'a) {
         let now = self.clock.now();
         let first = turn == Turn::First;
         let (slot, sent) = self

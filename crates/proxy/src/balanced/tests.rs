@@ -14,11 +14,11 @@ use crate::service::Service;
 use crate::shared::Shared;
 use crate::upstream::{PoolExhausted, SendError, Stage, UpstreamBody};
 use bytes::Bytes;
-use futures_util::future::BoxFuture;
 use http::{HeaderMap, Request, Response};
 use http_body_util::{BodyExt, Empty, StreamBody};
 use hyper::body::Frame;
 use std::collections::VecDeque;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -63,7 +63,7 @@ impl Stage for Scripted {
         _addr: SocketAddr,
         _h2: bool,
         make: &'a (dyn Fn(bool) -> Request<ProxyBody> + Sync),
-    ) -> BoxFuture<'a, Result<Response<UpstreamBody>, SendError>> {
+    ) -> impl Future<Output = Result<Response<UpstreamBody>, SendError>> + Send + 'a {
         let step = self.steps.lock().unwrap().pop_front().expect("scripted");
         Box::pin(async move {
             let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);

@@ -13,9 +13,9 @@ use crate::response_body::ResponseBody;
 use crate::service::Service;
 use crate::shared::Shared;
 use bytes::Bytes;
-use futures_util::future::BoxFuture;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Empty, Full};
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -76,7 +76,7 @@ impl Next for Standin {
         _service: &'a Arc<Service>,
         _handles: &'a crate::metrics::ServiceHandles,
         request: &'a Outgoing,
-    ) -> BoxFuture<'a, Result<Response<ResponseBody>, Fault>> {
+    ) -> impl Future<Output = Result<Response<ResponseBody>, Fault>> + Send + 'a {
         let body = match &*request.body() {
             AttemptBody::Empty => "empty",
             AttemptBody::Replay(_) => "replay",

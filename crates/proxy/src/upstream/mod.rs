@@ -52,7 +52,7 @@ pub use body::UpstreamBody;
 #[cfg(test)]
 pub(crate) use connect::PoolExhausted;
 pub use connect::{Conn, Connector, H1Upstream, PoolConfig, SendError};
-use futures_util::future::BoxFuture;
+use std::future::Future;
 pub use tls::{ClientAuth, TlsClient, UpstreamTls, UpstreamTlsError};
 
 use body::Back;
@@ -358,21 +358,20 @@ pub trait Stage: Sync {
         addr: SocketAddr,
         h2: bool,
         make: &'a (dyn Fn(bool) -> http::Request<ProxyBody> + Sync),
-    ) -> BoxFuture<'a, Result<http::Response<UpstreamBody>, SendError>>;
+    ) -> impl Future<Output = Result<http::Response<UpstreamBody>, SendError>> + Send + 'a;
 }
 
 impl Stage for Upstreams {
-    fn send<'a>(
-        &'a self,
+    // Not boxed: the attempt's future holds it.
+    async fn send(
+        &self,
         addr: SocketAddr,
         h2: bool,
-        make: &'a (dyn Fn(bool) -> http::Request<ProxyBody> + Sync),
-    ) -> BoxFuture<'a, Result<http::Response<UpstreamBody>, SendError>> {
-        Box::pin(async move {
-            let conn = self.checkout(h2, addr).await?;
-            let req = make(conn.is_h2());
-            conn.send(req).await
-        })
+        make: &(dyn Fn(bool) -> http::Request<ProxyBody> + Sync),
+    ) -> Result<http::Response<UpstreamBody>, SendError> {
+        let conn = self.checkout(h2, addr).await?;
+        let req = make(conn.is_h2());
+        conn.send(req).await
     }
 }
 
