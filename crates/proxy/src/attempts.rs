@@ -304,7 +304,8 @@ pub async fn run<B: Balanced>(
                 trail.answered_by(endpoints.addr(slot));
             }
         }
-        told(result, tries, clock.now().saturating_sub(started))
+        // The clock is read for the message only when there were retries.
+        told(result, tries, || clock.now().saturating_sub(started))
     };
     let rescue = arm.rescue && arm.retries.is_some();
     let max_retries = arm.retries.map_or(0, |r| r.max_retries);
@@ -418,12 +419,12 @@ fn unreachable_before_send(done: &Attempted) -> bool {
 fn told(
     result: Result<Response<ResponseBody>, Fault>,
     retries: u32,
-    took: Duration,
+    took: impl FnOnce() -> Duration,
 ) -> Result<Response<ResponseBody>, Fault> {
     match result {
         Err(Fault::Endpoint(mut f)) if retries > 0 => {
             if let Failure::Unreachable(_, why) | Failure::Broken(_, why) = &mut f.failure {
-                let ms = took.as_millis();
+                let ms = took().as_millis();
                 why.push_str(&format!("; {} attempts in {ms} ms", retries + 1));
             }
             Err(Fault::Endpoint(f))
@@ -469,7 +470,10 @@ async fn hedged<B: Balanced>(
     let (mut wait, mut asked, mut rescues) = (Some(delay), turn != Turn::First, 0u32);
     loop {
         let ask_in = if backup.is_none() { wait } else { None };
+        // Biased: the first attempt, then the backup, then the timer; no random draw per poll
+        // (every request with rescue on comes through here).
         let event = tokio::select! {
+            biased;
             done = &mut first => Event::First(done),
             done = async {
                 match backup.as_mut() {

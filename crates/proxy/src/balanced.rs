@@ -220,7 +220,7 @@ impl<S: upstream::Stage> Balancer<'_, S> {
                 }
             },
         };
-        let class = pending.failed(&fault, rtt);
+        let class = pending.failed_after(&fault, rtt);
         Attempted {
             class,
             result: Err(Fault::Endpoint(fault)),
@@ -292,7 +292,7 @@ fn respond(
                 addr: pending.endpoints.addr(pending.slot),
                 failure: Failure::Broken(reason, why),
             };
-            (pending.failed(&fault, rtt), None)
+            (pending.failed_after(&fault, rtt), None)
         }
         // Not known yet: a success for now (nothing to retry), reported at the stream's end;
         // the endpoint answered, so the stream is no stall while it lasts.

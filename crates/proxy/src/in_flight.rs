@@ -54,20 +54,35 @@ impl InFlight {
     /// The endpoint answered, `rtt` after the attempt was sent: reported to the balancer,
     /// accrual and metrics; the classifier's verdict.
     pub fn answered(self, answer: Answer, rtt: Duration) -> Class {
-        self.finish(answer.outcome(), rtt, None, None)
+        let now = self.clock.now();
+        self.finish(answer.outcome(), rtt, None, None, now)
     }
 
-    /// [`InFlight::answered`], the answer also asking to be left alone for `wait`
-    /// (`Retry-After`; `None`: it did not ask).
+    /// [`InFlight::answered`] just now (`rtt` read from the clock a moment ago: it is not read
+    /// again), the answer also asking to be left alone for `wait` (`Retry-After`; `None`: it
+    /// did not ask).
     pub fn answered_pushed(self, answer: Answer, rtt: Duration, wait: Option<Duration>) -> Class {
-        self.finish(answer.outcome(), rtt, None, wait)
+        let now = self.sent + rtt;
+        self.finish(answer.outcome(), rtt, None, wait, now)
     }
 
     /// The endpoint failed the attempt, `rtt` after it was sent (the endpoint's fault only).
     pub fn failed(self, fault: &EndpointFault, rtt: Duration) -> Class {
+        let now = self.clock.now();
+        self.failed_at(fault, rtt, now)
+    }
+
+    /// [`InFlight::failed`] just now (`rtt` read from the clock a moment ago: it is not read
+    /// again).
+    pub fn failed_after(self, fault: &EndpointFault, rtt: Duration) -> Class {
+        let now = self.sent + rtt;
+        self.failed_at(fault, rtt, now)
+    }
+
+    fn failed_at(self, fault: &EndpointFault, rtt: Duration, now: Duration) -> Class {
         // `/endpoints` shows the cause (`connect timeout (1s)`, a TLS certificate's problem),
         // not only the outcome accrual reads.
-        self.finish(fault.outcome(), rtt, fault.why(), None)
+        self.finish(fault.outcome(), rtt, fault.why(), None, now)
     }
 
     /// The endpoint began to answer before the outcome is known (a stream's head, its status
@@ -84,9 +99,9 @@ impl InFlight {
         rtt: Duration,
         why: Option<&str>,
         wait: Option<Duration>,
+        now: Duration,
     ) -> Class {
         let attempt = self.attempt.take().expect("finished once");
-        let now = self.clock.now();
         let end =
             self.endpoints
                 .complete_pushed(attempt, rtt, self.method, outcome, wait, now, why);

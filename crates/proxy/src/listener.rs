@@ -423,7 +423,10 @@ impl Watchdog {
         let timer = tokio::time::sleep_until(self.activity.deadline(Instant::now(), self.limit));
         tokio::pin!(timer);
         let (result, by_itself) = loop {
+            // Biased: the connection first (it ends the loop when done), and no random draw
+            // each time its task is woken.
             tokio::select! {
+                biased;
                 r = conn.as_mut() => break (r, true),
                 _ = stopped(&mut self.shutdown) => {
                     graceful(conn.as_mut());

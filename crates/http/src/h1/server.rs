@@ -267,7 +267,9 @@ impl Reading {
             if self.buf.is_empty() {
                 // Idle: hold no buffer until there is something to read.
                 self.buf = BytesMut::new();
+                // Biased (here and below): the socket first, and no random draw per poll.
                 tokio::select! {
+                    biased;
                     r = self.reader.readable() => if r.is_err() { return Next::Closed },
                     () = closing.notify.notified() => return Next::Closed,
                 }
@@ -279,7 +281,10 @@ impl Reading {
             // fills less than the buffer, which saves the `EAGAIN` read a `try_read` needs.
             // Asked to close, a connection with only part of a head goes at once (as hyper's,
             // whose connection is still idle then).
+            // A read that is ready at once (the usual case, after `readable`) never registers
+            // the close's waiter, which costs a lock to add and another to remove.
             let read = tokio::select! {
+                biased;
                 r = self.reader.read_buf(&mut self.buf) => r,
                 () = closing.notify.notified() => return Next::Closed,
             };
