@@ -68,7 +68,7 @@ pub struct ResponseBody {
     /// The dashboard's verdict, when it comes with the trailers.
     tally: Option<Tally>,
     /// The metrics of the head and of a body cut short (step 4).
-    counts: Option<Box<Counts>>,
+    counts: Option<Counts>,
     /// Some frame went downstream.
     yielded: bool,
     /// An error held back so the head goes out first (step 4).
@@ -179,12 +179,13 @@ impl ResponseBody {
     /// Counts the response's head in `head` when the downstream server takes it, in `no_head`
     /// if it is dropped first, and a body cut short in `truncated` (step 4).
     pub fn count_head(&mut self, head: Counter, no_head: Counter, truncated: Counter) {
-        self.counts = Some(Box::new(Counts {
+        // Inline, not boxed: 32 bytes more in the body, one allocation less per request.
+        self.counts = Some(Counts {
             head,
             no_head,
             truncated,
             counted: Cell::new(false),
-        }));
+        });
     }
 
     /// The proxy's own answer (not an endpoint's body).
