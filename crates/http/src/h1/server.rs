@@ -32,6 +32,7 @@ use std::task::{ready, Context, Poll};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
+use tokio::sync::futures::Notified;
 use tokio::sync::{oneshot, Notify};
 
 mod encode;
@@ -102,15 +103,27 @@ where
         .try_into_mut()
         .unwrap_or_else(|shared| BytesMut::from(&shared[..]));
     let mut conn = Reading { reader, buf };
+    // One waiter for the close for the connection's whole life: a waiter made per wait would
+    // be added to the `Notify`'s list and removed again (a lock each) for every request.
+    let close = closing.notify.notified();
+    tokio::pin!(close);
     loop {
-        let head = match conn.head(settings.max_head, closing).await {
+        let head = match conn.head(settings.max_head, closing, close.as_mut()).await {
             Next::Request(head) => head,
             Next::Closed => return Ended::Closed,
             Next::Other => return conn.handover(writer),
         };
         // Boxed: answering holds the request, its response and their writes (about 2 KiB of
         // state); between requests a connection holds only what waits for the next head.
-        conn = match Box::pin(exchange(conn, &mut writer, head, closing, &mut handler)).await {
+        let answered = exchange(
+            conn,
+            &mut writer,
+            head,
+            closing,
+            close.as_mut(),
+            &mut handler,
+        );
+        conn = match Box::pin(answered).await {
             Some(conn) => conn,
             None => return Ended::Closed,
         };
@@ -124,6 +137,7 @@ async fn exchange<H, F, B>(
     writer: &mut OwnedWriteHalf,
     head: Head,
     closing: &Closing,
+    on_close: Pin<&mut Notified<'_>>,
     handler: &mut H,
 ) -> Option<Reading>
 where
@@ -177,7 +191,7 @@ where
         Held::Lent(back) => {
             let returned = tokio::select! {
                 r = back => r,
-                () = closing.notify.notified() => return None,
+                () = on_close => return None,
             };
             let Returned { reader, buf, left } = returned.ok()?;
             (Reading { reader, buf }, left)
@@ -248,7 +262,12 @@ impl Reading {
     /// are parsed at once (so garbage is refused at once) and, once a head was found partial,
     /// parsed again only when the bytes read since could end it ([`ends_head`]): a client that
     /// sends its head a byte at a time costs one scan, not one per byte.
-    async fn head(&mut self, max_head: usize, closing: &Closing) -> Next {
+    async fn head(
+        &mut self,
+        max_head: usize,
+        closing: &Closing,
+        mut close: Pin<&mut Notified<'_>>,
+    ) -> Next {
         let mut partial: Option<usize> = None;
         loop {
             if closing.asked() {
@@ -271,7 +290,7 @@ impl Reading {
                 tokio::select! {
                     biased;
                     r = self.reader.readable() => if r.is_err() { return Next::Closed },
-                    () = closing.notify.notified() => return Next::Closed,
+                    () = close.as_mut() => return Next::Closed,
                 }
             }
             if self.buf.capacity() - self.buf.len() < HEAD_READ / 4 {
@@ -281,12 +300,10 @@ impl Reading {
             // fills less than the buffer, which saves the `EAGAIN` read a `try_read` needs.
             // Asked to close, a connection with only part of a head goes at once (as hyper's,
             // whose connection is still idle then).
-            // A read that is ready at once (the usual case, after `readable`) never registers
-            // the close's waiter, which costs a lock to add and another to remove.
             let read = tokio::select! {
                 biased;
                 r = self.reader.read_buf(&mut self.buf) => r,
-                () = closing.notify.notified() => return Next::Closed,
+                () = close.as_mut() => return Next::Closed,
             };
             match read {
                 // A close between requests ends the connection; within a head, hyper decides.
