@@ -468,7 +468,9 @@ async fn hedged<B: Balanced>(
     let mut backup: Option<BackupOut<_>> = None;
     // When to ask next (None: no more asking); a hedge only on the first ask of a first attempt.
     let (mut wait, mut asked, mut rescues) = (Some(delay), turn != Turn::First, 0u32);
-    loop {
+    // The loop ends with a backup to wait for alone (the first attempt failed); the wait is
+    // after it, so the failed answer and the event are not held in this future meanwhile.
+    let (slot, b, at, p) = loop {
         let ask_in = if backup.is_none() { wait } else { None };
         // Biased: the first attempt, then the backup, then the timer; no random draw per poll
         // (every request with rescue on comes through here).
@@ -492,17 +494,10 @@ async fn hedged<B: Balanced>(
             Event::First(done) => {
                 request.learn(&done, sent, clock);
                 drop(first_place.take());
-                let Some((slot, b, at, p)) = backup.take().filter(|_| !done.class.success) else {
-                    return (first_slot, done, rescues);
-                };
-                let done = b.await;
-                request.learn(&done, at, clock);
-                drop(p);
-                if done.class.success {
-                    handles.hedge_wins.inc();
-                    endpoints.hedge_won(slot);
+                match backup.take().filter(|_| !done.class.success) {
+                    Some(out) => break out,
+                    None => return (first_slot, done, rescues),
                 }
-                return (slot, done, rescues);
             }
             Event::Backup(done) => {
                 let (slot, _, at, _) = backup.take().expect("a backup was out");
@@ -559,7 +554,15 @@ async fn hedged<B: Balanced>(
                 wait = Some(delay);
             }
         }
+    };
+    let done = b.await;
+    request.learn(&done, at, clock);
+    drop(p);
+    if done.class.success {
+        handles.hedge_wins.inc();
+        endpoints.hedge_won(slot);
     }
+    (slot, done, rescues)
 }
 
 /// A backup in [`hedged`]: its slot, the attempt, when it was sent (for the limit's sample:

@@ -192,21 +192,23 @@ where
         shared.metrics.client_error("", "refused");
         return reply.error(status, reason).map(ResponseBody::local);
     }
+    // The service, or the answer at once (built here: a response held in a local would take
+    // its room in this future for the whole request).
     let routed = {
         let services = shared.services.load();
-        let host = request_host(&req);
-        route(&services, host.map(host_only), req.uri().path())
-            .map(Arc::clone)
-            .ok_or_else(|| {
-                let reason = format!("no service for host {:?}", host.unwrap_or_default());
-                reply
-                    .error(StatusCode::NOT_FOUND, &reason)
-                    .map(ResponseBody::local)
-            })
+        route(
+            &services,
+            request_host(&req).map(host_only),
+            req.uri().path(),
+        )
+        .map(Arc::clone)
     };
-    let service = match routed {
-        Ok(s) => s,
-        Err(resp) => return resp,
+    let Some(service) = routed else {
+        let host = request_host(&req).unwrap_or_default();
+        let reason = format!("no service for host {host:?}");
+        return reply
+            .error(StatusCode::NOT_FOUND, &reason)
+            .map(ResponseBody::local);
     };
     let started = shared.clock.now();
     let method: Method = req.method().as_str().parse().unwrap_or(Method::Other);

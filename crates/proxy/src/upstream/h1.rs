@@ -184,7 +184,20 @@ impl H1Pool {
     }
 
     /// A new connection to `addr`, its task spawned; it holds `permit` until it closes.
+    ///
+    /// Boxed: dialing is the cold path, and its future (the connect, TLS and handshake
+    /// states, 1.6 KiB) would otherwise sit in every request's future, copied as each stage's
+    /// future starts.
     pub(super) async fn dial(
+        self: &Arc<Self>,
+        addr: SocketAddr,
+        permit: Option<OwnedSemaphorePermit>,
+    ) -> Result<Sender, SendError> {
+        Box::pin(self.dial_unboxed(addr, permit)).await
+    }
+
+    /// [`H1Pool::dial`]'s work.
+    async fn dial_unboxed(
         self: &Arc<Self>,
         addr: SocketAddr,
         permit: Option<OwnedSemaphorePermit>,

@@ -88,7 +88,14 @@ impl H2Pool {
     }
 
     /// A new connection to `addr`, its task spawned, put in the endpoint's slot.
+    ///
+    /// Boxed: the cold path, kept out of every request's future ([`super::h1::H1Pool::dial`]).
     pub(super) async fn dial(&self, addr: SocketAddr) -> Result<H2Sender, SendError> {
+        Box::pin(self.dial_unboxed(addr)).await
+    }
+
+    /// [`H2Pool::dial`]'s work.
+    async fn dial_unboxed(&self, addr: SocketAddr) -> Result<H2Sender, SendError> {
         let conn = self.connector.connect(addr).await?;
         if conn.chosen == Chosen::Http1 {
             // Over TLS the endpoint was offered `h2` alone and chose `http/1.1` anyway (or

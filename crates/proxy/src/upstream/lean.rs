@@ -139,7 +139,7 @@ impl Lean {
         let body = LeanBody {
             conn: Some(self),
             reader,
-            upload,
+            upload: upload.map(Box::new),
             reuse: resp_head.keep_alive && !closes,
             home,
             trailers: None,
@@ -455,10 +455,11 @@ pub struct LeanBody {
     conn: Option<Lean>,
     reader: Reader,
     /// The request body's unsent rest, if the response came first.
-    upload: Option<Upload>,
+    /// Boxed, as are `trailers`: rare, and this body goes up through every stage's return.
+    upload: Option<Box<Upload>>,
     reuse: bool,
     home: Arc<dyn Home>,
-    trailers: Option<HeaderMap>,
+    trailers: Option<Box<HeaderMap>>,
     ended: bool,
     /// A fault found in the body after some of its data, given on the next poll: that data
     /// goes downstream first (the server flushes when the body is not ready), as it does
@@ -492,7 +493,7 @@ impl LeanBody {
             // A request body still unsent leaves the connection mid-request: the rest is sent
             // (as hyper's client goes on sending it), then the connection closes.
             if let Some(upload) = self.upload.take() {
-                finish_upload(conn, upload);
+                finish_upload(conn, *upload);
                 return;
             }
             if self.reuse && conn.buf.is_empty() && self.reader.is_done() {
@@ -526,7 +527,7 @@ impl Body for LeanBody {
         }
         loop {
             if this.ended {
-                return Poll::Ready(this.trailers.take().map(|t| Ok(Frame::trailers(t))));
+                return Poll::Ready(this.trailers.take().map(|t| Ok(Frame::trailers(*t))));
             }
             let Some(conn) = this.conn.as_mut() else {
                 return Poll::Ready(None);
@@ -538,7 +539,7 @@ impl Body for LeanBody {
                 };
                 let taken = conn.buf.split_to(data.used);
                 if data.end {
-                    this.trailers = data.trailers;
+                    this.trailers = data.trailers.map(Box::new);
                     this.end();
                 }
                 if let Some(run) = data.run.filter(|r| !r.is_empty()) {
