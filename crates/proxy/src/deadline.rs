@@ -33,6 +33,12 @@ pub struct Caller {
 impl Caller {
     /// Reads both headers, removing malformed ones (they are not forwarded).
     pub fn read(headers: &mut HeaderMap) -> Self {
+        // Most requests carry neither: one pass over the few names present, no lookups (a
+        // lookup by name parses and hashes it, four of them per request).
+        let named = |k: &http::HeaderName| k == GRPC_HEADER || k == HTTP_HEADER;
+        if !headers.keys().any(named) {
+            return Self::default();
+        }
         let grpc = tailguard_http::grpc::timeout(headers);
         if grpc.is_none() {
             headers.remove(GRPC_HEADER);

@@ -174,16 +174,21 @@ fn dots(seg: &str) -> usize {
     }
 }
 
-const HOP_BY_HOP: [HeaderName; 8] = [
-    CONNECTION,
+const HOP_BY_HOP_LEN: usize = 8;
+const HOP_BY_HOP: [HeaderName; HOP_BY_HOP_LEN] = [
+    CONNECTION, // CONNECTION_AT
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
     PROXY_AUTHENTICATE,
     PROXY_AUTHORIZATION,
     TRAILER,
-    TRANSFER_ENCODING,
+    TRANSFER_ENCODING, // TRANSFER_ENCODING_AT
     UPGRADE,
 ];
+/// Where [`HOP_BY_HOP`] has `Connection`.
+const CONNECTION_AT: usize = 0;
+/// Where [`HOP_BY_HOP`] has `Transfer-Encoding`.
+const TRANSFER_ENCODING_AT: usize = 6;
 
 /// Removes hop-by-hop headers, including those named by `Connection` (but not the ones it may
 /// not name: [`tailguard_http::hop`]). `TE: trailers` is kept:
@@ -191,27 +196,46 @@ const HOP_BY_HOP: [HeaderName; 8] = [
 /// `Content-Length` too: the length did not frame it, and a proxy must not pass it on (RFC 9112
 /// section 6.3; an endpoint sending both is a smuggling shape).
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    // Most messages carry none: one pass over the few names present, no lookups.
-    let any = headers.keys().any(|k| *k == TE || HOP_BY_HOP.contains(k));
-    if !any {
+    // One pass over the few names present notes which of these are there; most messages
+    // carry none, and those that do (a response's `Connection: keep-alive`) one or two, so
+    // only those are looked up and removed (a lookup hashes the name).
+    let mut present = [false; HOP_BY_HOP_LEN];
+    let mut te = false;
+    for k in headers.keys() {
+        if *k == TE {
+            te = true;
+        } else if let Some(i) = HOP_BY_HOP.iter().position(|h| h == k) {
+            present[i] = true;
+        }
+    }
+    if !te && !present.contains(&true) {
         return;
     }
-    if headers.contains_key(TRANSFER_ENCODING) {
+    if present[TRANSFER_ENCODING_AT] {
         headers.remove(http::header::CONTENT_LENGTH);
     }
-    let named: Vec<HeaderName> = headers
-        .get_all(CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-        .filter(|name| tailguard_http::hop::may_be_named(name.as_str()))
-        .collect();
-    for name in named {
+    if present[CONNECTION_AT] {
+        // The names `Connection` lists; `keep-alive`, the usual one, is removed below if it
+        // is there, so it is neither parsed nor looked up here.
+        let named: Vec<HeaderName> = headers
+            .get_all(CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .map(str::trim)
+            .filter(|name| !name.eq_ignore_ascii_case("keep-alive"))
+            .filter_map(|name| HeaderName::from_bytes(name.as_bytes()).ok())
+            .filter(|name| tailguard_http::hop::may_be_named(name.as_str()))
+            .collect();
+        for name in named {
+            headers.remove(name);
+        }
+    }
+    for (name, _) in HOP_BY_HOP.iter().zip(present).filter(|(_, p)| *p) {
         headers.remove(name);
     }
-    for name in &HOP_BY_HOP {
-        headers.remove(name);
+    if !te {
+        return;
     }
     match headers.get(TE).map(HeaderValue::as_bytes) {
         None | Some(b"trailers") => {}
@@ -265,6 +289,16 @@ pub fn append_forwarded_for(headers: &mut HeaderMap, client: &HeaderValue) {
 #[cfg(test)]
 mod tests {
     #[test]
+    fn the_indexes_name_their_headers() {
+        use super::{CONNECTION_AT, HOP_BY_HOP, TRANSFER_ENCODING_AT};
+        assert_eq!(HOP_BY_HOP[CONNECTION_AT], http::header::CONNECTION);
+        assert_eq!(
+            HOP_BY_HOP[TRANSFER_ENCODING_AT],
+            http::header::TRANSFER_ENCODING
+        );
+    }
+
+    #[test]
     fn strips_hop_by_hop_headers_and_those_connection_names() {
         let mut h = http::HeaderMap::new();
         h.insert("connection", "close, x-secret".parse().unwrap());
@@ -273,6 +307,34 @@ mod tests {
         h.insert("accept", "*/*".parse().unwrap());
         super::strip_hop_by_hop(&mut h);
         assert_eq!(h.len(), 1);
+    }
+
+    /// Every hop-by-hop header goes whatever else is there, a listed name in any case, and a
+    /// `Transfer-Encoding` takes the `Content-Length` with it.
+    #[test]
+    fn every_hop_by_hop_header_goes_and_a_listed_name_in_any_case() {
+        let mut h = http::HeaderMap::new();
+        for (k, v) in [
+            ("connection", "Keep-Alive, X-Listed, UPGRADE"),
+            ("keep-alive", "timeout=5"),
+            ("proxy-connection", "keep-alive"),
+            ("proxy-authenticate", "Basic"),
+            ("proxy-authorization", "Basic x"),
+            ("trailer", "x-sum"),
+            ("transfer-encoding", "chunked"),
+            ("content-length", "5"),
+            ("upgrade", "websocket"),
+            ("x-listed", "1"),
+            ("te", "Trailers"),
+            ("accept", "*/*"),
+        ] {
+            h.append(k, v.parse().unwrap());
+        }
+        super::strip_hop_by_hop(&mut h);
+        let mut left: Vec<_> = h.keys().map(|k| k.as_str()).collect();
+        left.sort_unstable();
+        assert_eq!(left, ["accept", "te"]);
+        assert_eq!(h["te"], "trailers");
     }
 
     /// `Connection` cannot take away the host, the framing or a header the proxy reads or
