@@ -246,13 +246,15 @@ impl Turn {
 
 /// The stage below ([`crate::balanced`]): one attempt, to the endpoint the balancer picks.
 pub trait Balanced: Sync {
-    /// Picks the endpoint of attempt `turn` of `request` (avoiding the slot it names when
-    /// another exists), and returns its slot and the attempt (in flight from the pick:
-    /// dropping it cancels it).
+    /// Picks the endpoint of attempt `turn` of `request` at `now` on the proxy's clock
+    /// (avoiding the slot it names when another exists), and returns its slot and the attempt
+    /// (in flight from the pick: dropping it cancels it). The caller passes the time it read
+    /// for its own decision just before (one clock read per event).
     fn attempt<'a>(
         &'a self,
         request: &'a Outgoing,
         turn: Turn,
+        now: Duration,
     ) -> (usize, impl Future<Output = Attempted> + Send + 'a);
 }
 
@@ -290,14 +292,15 @@ pub async fn run<B: Balanced>(
     if endpoints.is_empty() {
         return Err(Fault::Proxy(ProxyFault::NoEndpoints));
     }
+    // One clock read for the start: the backup delay, the first pick and the retries' time.
+    let started = clock.now();
     // A backup that would leave after the deadline is not armed.
     let hedge = request
         .hedgeable()
-        .then(|| endpoints.backup_delay(clock.now()))
+        .then(|| endpoints.backup_delay(started))
         .flatten()
         .filter(|&delay| request.in_time(delay));
     let (mut turn, mut tries) = (Turn::First, 0u32);
-    let started = clock.now();
     let tell = |slot: usize, result: Result<Response<ResponseBody>, Fault>, tries| {
         if let Some(trail) = &request.trail {
             if !matches!(result, Err(Fault::Proxy(_) | Fault::Client(_))) {
@@ -313,11 +316,15 @@ pub async fn run<B: Balanced>(
     // attempt's from admission, a retry's taken when it was decided).
     let mut place = request.admission.as_ref().and_then(|a| a.first());
     loop {
+        let now = match tries {
+            0 => started,
+            _ => clock.now(),
+        };
         let backup = match tries {
             0 => hedge,
             _ if rescue => request
                 .hedgeable()
-                .then(|| endpoints.backup_delay(clock.now()))
+                .then(|| endpoints.backup_delay(now))
                 .flatten()
                 .filter(|&delay| request.in_time(delay)),
             _ => None,
@@ -328,6 +335,7 @@ pub async fn run<B: Balanced>(
                 let left = max_retries.saturating_sub(tries);
                 let round = Round {
                     turn,
+                    now,
                     delay,
                     rescues_left: left,
                     place: place.take(),
@@ -338,7 +346,7 @@ pub async fn run<B: Balanced>(
             }
             None => {
                 let sent = request.sent_at(clock);
-                let (slot, attempt) = next.attempt(request, turn);
+                let (slot, attempt) = next.attempt(request, turn, now);
                 let done = attempt.await;
                 request.learn(&done, sent, clock);
                 (slot, done)
@@ -455,12 +463,13 @@ async fn hedged<B: Balanced>(
     } = policy;
     let Round {
         turn,
+        now,
         delay,
         mut rescues_left,
         place,
     } = round;
     let sent = request.sent_at(clock);
-    let (first_slot, first) = next.attempt(request, turn);
+    let (first_slot, first) = next.attempt(request, turn, now);
     let mut first = std::pin::pin!(first);
     let mut first_place = place;
     // The backup: its slot, the attempt (boxed: backups are the rare case), when it was sent,
@@ -522,7 +531,8 @@ async fn hedged<B: Balanced>(
                     wait = None;
                     continue;
                 };
-                let answer = endpoints.may_backup(first_slot, !asked, clock.now());
+                let now = clock.now();
+                let answer = endpoints.may_backup(first_slot, !asked, now);
                 if !asked && arm.hedge.is_some() && answer != Backup::Hedge {
                     handles.hedge_budget_exhausted.inc();
                 }
@@ -548,7 +558,7 @@ async fn hedged<B: Balanced>(
                     }
                 };
                 let at = request.sent_at(clock);
-                let (slot, b) = next.attempt(request, Turn::Backup { beside: first_slot });
+                let (slot, b) = next.attempt(request, Turn::Backup { beside: first_slot }, now);
                 endpoints.hedged(slot);
                 backup = Some((slot, Box::pin(b), at, backup_place));
                 wait = Some(delay);
@@ -573,6 +583,8 @@ type BackupOut<F> = (usize, Pin<Box<F>>, Option<Duration>, Option<Place>);
 /// send, and the place the attempt holds under the service's admission.
 struct Round {
     turn: Turn,
+    /// When the round starts, on the proxy's clock.
+    now: Duration,
     delay: Duration,
     rescues_left: u32,
     place: Option<Place>,

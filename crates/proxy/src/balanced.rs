@@ -76,8 +76,9 @@ impl<S: upstream::Stage> Balanced for Balancer<'_, S> {
         &'a self,
         request: &'a Outgoing,
         turn: Turn,
+        now: Duration,
     ) -> (usize, impl Future<Output = Attempted> + Send + 'a) {
-        match self.pick(request, turn) {
+        match self.pick(request, turn, now) {
             Ok(pending) => {
                 let backup = matches!(turn, Turn::Backup { .. });
                 if let Some(trail) = &request.trail {
@@ -103,11 +104,15 @@ impl<S: upstream::Stage> Balanced for Balancer<'_, S> {
 impl<S: upstream::Stage> Balancer<'_, S> {
     /// Picks the endpoint of attempt `turn` (avoiding the slot it names when another exists)
     /// and sends the probes a probing balancer asks for with it; the attempt is in flight from
-    /// here. The first attempt also counts the request, under the same lock.
-    fn pick(&self, request: &Outgoing, turn: Turn) -> Result<InFlight, (usize, Duration)> {
+    /// here (`now`). The first attempt also counts the request, under the same lock.
+    fn pick(
+        &self,
+        request: &Outgoing,
+        turn: Turn,
+        now: Duration,
+    ) -> Result<InFlight, (usize, Duration)> {
         let (shared, service, endpoints) = (self.shared, self.service, self.endpoints);
         let clock = shared.clock;
-        let now = clock.now();
         let mut probes = Vec::new();
         let (slot, ticket) =
             match endpoints.send(now, turn.avoid(), turn == Turn::First, &mut probes) {

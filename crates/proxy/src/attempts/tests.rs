@@ -86,6 +86,7 @@ impl Balanced for Scripted {
         &'a self,
         _request: &'a Outgoing,
         turn: Turn,
+        _now: Duration,
     ) -> (usize, impl Future<Output = Attempted> + Send + 'a) {
         let avoid = turn.avoid();
         let (delay, end) = self.script.lock().unwrap().pop_front().expect("scripted");
@@ -472,8 +473,8 @@ impl Balanced for Live<'_> {
         &'a self,
         _request: &'a Outgoing,
         turn: Turn,
+        now: Duration,
     ) -> (usize, impl Future<Output = Attempted> + Send + 'a) {
-        let now = self.clock.now();
         let first = turn == Turn::First;
         let (slot, sent) = self
             .endpoints
