@@ -247,15 +247,18 @@ impl Turn {
 /// The stage below ([`crate::balanced`]): one attempt, to the endpoint the balancer picks.
 pub trait Balanced: Sync {
     /// Picks the endpoint of attempt `turn` of `request` at `now` on the proxy's clock
-    /// (avoiding the slot it names when another exists), and returns its slot and the attempt
-    /// (in flight from the pick: dropping it cancels it). The caller passes the time it read
-    /// for its own decision just before (one clock read per event).
+    /// (avoiding the slot it names when another exists), writes its slot to `slot`, and
+    /// returns the attempt (in flight from the pick: dropping it cancels it). The caller
+    /// passes the time it read for its own decision just before (one clock read per event).
+    /// The slot is written, not returned with the future: a future taken out of a tuple is
+    /// copied whole (kilobytes) where one returned alone is made in its place.
     fn attempt<'a>(
         &'a self,
         request: &'a Outgoing,
         turn: Turn,
         now: Duration,
-    ) -> (usize, impl Future<Output = Attempted> + Send + 'a);
+        slot: &mut usize,
+    ) -> impl Future<Output = Attempted> + Send + 'a;
 }
 
 /// What decides the attempts of one service's requests: its arm (retries, hedging, the
@@ -346,8 +349,8 @@ pub async fn run<B: Balanced>(
             }
             None => {
                 let sent = request.sent_at(clock);
-                let (slot, attempt) = next.attempt(request, turn, now);
-                let done = attempt.await;
+                let mut slot = 0;
+                let done = next.attempt(request, turn, now, &mut slot).await;
                 request.learn(&done, sent, clock);
                 (slot, done)
             }
@@ -469,8 +472,8 @@ async fn hedged<B: Balanced>(
         place,
     } = round;
     let sent = request.sent_at(clock);
-    let (first_slot, first) = next.attempt(request, turn, now);
-    let mut first = std::pin::pin!(first);
+    let mut first_slot = 0;
+    let mut first = std::pin::pin!(next.attempt(request, turn, now, &mut first_slot));
     let mut first_place = place;
     // The backup: its slot, the attempt (boxed: backups are the rare case), when it was sent,
     // and its place.
@@ -558,9 +561,10 @@ async fn hedged<B: Balanced>(
                     }
                 };
                 let at = request.sent_at(clock);
-                let (slot, b) = next.attempt(request, Turn::Backup { beside: first_slot }, now);
+                let (mut slot, turn) = (0, Turn::Backup { beside: first_slot });
+                let b = Box::pin(next.attempt(request, turn, now, &mut slot));
                 endpoints.hedged(slot);
-                backup = Some((slot, Box::pin(b), at, backup_place));
+                backup = Some((slot, b, at, backup_place));
                 wait = Some(delay);
             }
         }

@@ -77,26 +77,25 @@ impl<S: upstream::Stage> Balanced for Balancer<'_, S> {
         request: &'a Outgoing,
         turn: Turn,
         now: Duration,
-    ) -> (usize, impl Future<Output = Attempted> + Send + 'a) {
+        slot: &mut usize,
+    ) -> impl Future<Output = Attempted> + Send + 'a {
         match self.pick(request, turn, now) {
             Ok(pending) => {
                 let backup = matches!(turn, Turn::Backup { .. });
                 if let Some(trail) = &request.trail {
                     trail.sent(backup);
                 }
-                (
-                    pending.slot,
-                    Either::Left(self.once(request, pending, backup)),
-                )
+                *slot = pending.slot;
+                Either::Left(self.once(request, pending, backup))
             }
             // Every endpoint asked to be left alone: answered at once, nothing sent.
-            Err((slot, left)) => (
-                slot,
+            Err((pushed_back, left)) => {
+                *slot = pushed_back;
                 Either::Right(std::future::ready(Attempted {
                     class: Attempted::FINAL,
                     result: Err(Fault::Proxy(ProxyFault::PushedBack(left))),
-                })),
-            ),
+                }))
+            }
         }
     }
 }

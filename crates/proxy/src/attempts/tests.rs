@@ -87,7 +87,8 @@ impl Balanced for Scripted {
         _request: &'a Outgoing,
         turn: Turn,
         _now: Duration,
-    ) -> (usize, impl Future<Output = Attempted> + Send + 'a) {
+        slot_out: &mut usize,
+    ) -> impl Future<Output = Attempted> + Send + 'a {
         let avoid = turn.avoid();
         let (delay, end) = self.script.lock().unwrap().pop_front().expect("scripted");
         let index = {
@@ -134,7 +135,8 @@ impl Balanced for Scripted {
                 },
             }
         };
-        (slot, Box::pin(attempt))
+        *slot_out = slot;
+        Box::pin(attempt)
     }
 }
 
@@ -474,7 +476,8 @@ impl Balanced for Live<'_> {
         _request: &'a Outgoing,
         turn: Turn,
         now: Duration,
-    ) -> (usize, impl Future<Output = Attempted> + Send + 'a) {
+        slot_out: &mut usize,
+    ) -> impl Future<Output = Attempted> + Send + 'a {
         let first = turn == Turn::First;
         let (slot, sent) = self
             .endpoints
@@ -511,7 +514,8 @@ impl Balanced for Live<'_> {
                 result: Ok(response(status)),
             }
         };
-        (slot, Box::pin(attempt))
+        *slot_out = slot;
+        Box::pin(attempt)
     }
 }
 

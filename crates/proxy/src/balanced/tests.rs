@@ -148,7 +148,8 @@ async fn attempt(
         endpoints: &endpoints,
         upstream,
     };
-    let (slot, attempt) = stage.attempt(request, Turn::First, shared.clock.now());
+    let mut slot = usize::MAX;
+    let attempt = stage.attempt(request, Turn::First, shared.clock.now(), &mut slot);
     assert_eq!(slot, 0);
     let done = attempt.await;
     let view = endpoints.views(shared.clock.now()).remove(0);
@@ -285,7 +286,7 @@ async fn an_attempt_dropped_midway_is_cancelled_not_failed() {
         upstream: &upstream,
     };
     let request = request(Reply::Http, None);
-    let (_, attempt) = stage.attempt(&request, Turn::First, shared.clock.now());
+    let attempt = stage.attempt(&request, Turn::First, shared.clock.now(), &mut 0);
     assert_eq!(endpoints.pending(0), 1, "in flight from the pick");
     let given_up = tokio::time::timeout(Duration::from_secs(5), attempt).await;
     assert!(given_up.is_err());
