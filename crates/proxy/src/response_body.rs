@@ -71,8 +71,9 @@ pub struct ResponseBody {
     counts: Option<Counts>,
     /// Some frame went downstream.
     yielded: bool,
-    /// An error held back so the head goes out first (step 4).
-    held: Option<Held>,
+    /// An error held back so the head goes out first (step 4); boxed, as it is rare and
+    /// this body goes up through every stage's return.
+    held: Option<Box<Held>>,
     /// The request's access log line, written when this body drops (`None`: no log).
     line: Option<Box<crate::access_log::Line>>,
     /// The request's SERVER span, ended when this body drops (`None`: not sampled).
@@ -320,7 +321,7 @@ impl Body for ResponseBody {
                 let mut turn: Pin<Box<dyn Future<Output = ()> + Send>> =
                     Box::pin(tokio::time::sleep(HOLD));
                 let _ = turn.as_mut().poll(cx);
-                this.held = Some(Held { error, turn });
+                this.held = Some(Box::new(Held { error, turn }));
                 Poll::Pending
             }
             polled => polled,

@@ -23,7 +23,6 @@ pub(super) struct Back {
 #[derive(Debug)]
 pub struct UpstreamBody {
     inner: Inner,
-    back: Option<Back>,
 }
 
 #[derive(Debug)]
@@ -32,8 +31,9 @@ pub struct UpstreamBody {
     reason = "the lean body carries its connection and reader; boxing it would cost an allocation per request"
 )]
 enum Inner {
-    /// From hyper's client connection.
-    Hyper(Incoming),
+    /// From hyper's client connection, and the connection to hand back when it ends (kept
+    /// in this variant: beside `inner` it would add its size to every response's body).
+    Hyper(Incoming, Option<Back>),
     /// From the lean HTTP/1.1 client, which hands its connection back itself.
     Lean(LeanBody),
     /// From an HTTP/2 stream.
@@ -47,15 +47,13 @@ impl UpstreamBody {
     pub(super) fn h2(inner: RecvBody) -> Self {
         Self {
             inner: Inner::H2(inner),
-            back: None,
         }
     }
 
     /// A body from an HTTP/1.1 connection, handed back at once when there is no body to read.
     pub(super) fn over_h1(inner: Incoming, back: Back) -> Self {
         let mut body = Self {
-            inner: Inner::Hyper(inner),
-            back: Some(back),
+            inner: Inner::Hyper(inner, Some(back)),
         };
         if body.is_end_stream() {
             body.hand_back();
@@ -69,7 +67,6 @@ impl UpstreamBody {
         inner.settle();
         Self {
             inner: Inner::Lean(inner),
-            back: None,
         }
     }
 
@@ -78,13 +75,14 @@ impl UpstreamBody {
     pub fn given(body: ProxyBody) -> Self {
         Self {
             inner: Inner::Given(body),
-            back: None,
         }
     }
 
     fn hand_back(&mut self) {
-        if let Some(b) = self.back.take() {
-            b.free.put(b.tx);
+        if let Inner::Hyper(_, back) = &mut self.inner {
+            if let Some(b) = back.take() {
+                b.free.put(b.tx);
+            }
         }
     }
 }
@@ -98,7 +96,7 @@ impl Body for UpstreamBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let polled = match &mut self.inner {
-            Inner::Hyper(b) => Pin::new(b).poll_frame(cx).map_err(Into::into),
+            Inner::Hyper(b, _) => Pin::new(b).poll_frame(cx).map_err(Into::into),
             Inner::Lean(b) => Pin::new(b).poll_frame(cx),
             Inner::H2(b) => Pin::new(b).poll_frame(cx),
             Inner::Given(b) => Pin::new(b).poll_frame(cx),
@@ -116,7 +114,7 @@ impl Body for UpstreamBody {
 
     fn is_end_stream(&self) -> bool {
         match &self.inner {
-            Inner::Hyper(b) => b.is_end_stream(),
+            Inner::Hyper(b, _) => b.is_end_stream(),
             Inner::Lean(b) => b.is_end_stream(),
             Inner::H2(b) => b.is_end_stream(),
             Inner::Given(b) => b.is_end_stream(),
@@ -125,7 +123,7 @@ impl Body for UpstreamBody {
 
     fn size_hint(&self) -> SizeHint {
         match &self.inner {
-            Inner::Hyper(b) => b.size_hint(),
+            Inner::Hyper(b, _) => b.size_hint(),
             Inner::Lean(b) => b.size_hint(),
             Inner::H2(b) => b.size_hint(),
             Inner::Given(b) => b.size_hint(),
