@@ -8,8 +8,8 @@
 # are divided by the requests. Timers and the runtime's wake-ups are counted too, at this
 # low rate more of them per request than at a high one. System calls are not counted (the
 # kernel's side is `strace -c`'s and `perf`'s). Set PROFILE=DIR to keep each run's
-# callgrind file there for `callgrind_annotate`; CALLGRIND_ARGS=--cache-sim=yes adds its cache model
-# (L1 misses, in the kept files); NO_PEERS=1 leaves HAProxy out.
+# callgrind file there for `callgrind_annotate`; CALLGRIND_ARGS=--cache-sim=yes adds its cache
+# model and prints L1 data misses per GET too; NO_PEERS=1 leaves HAProxy out.
 # Usage: bench/proxy/instructions.sh BIN... [N=2000]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -44,9 +44,13 @@ for arm in "${arms[@]}"; do
   requests=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['requests'])" "$dir/out.json")
   # The dump is the newest part file (callgrind numbers each dump).
   out=$(ls -t "$dir"/cg.out* | head -1)
-  ir=$(awk '/^(summary|totals):/ {print $2; exit}' "$out")
-  printf '%-28s %8d instructions per GET over %d requests\n' "$(basename "$arm")" \
-    "$((ir / requests))" "$requests"
+  # Each event's count per request, by the names on the file's `events:` line.
+  per=$(awk -v n="$requests" '/^events:/ {for (i = 2; i <= NF; i++) name[i] = $i}
+    /^(summary|totals):/ {for (i = 2; i <= NF; i++) v[name[i]] = $i / n; exit}
+    END {printf "%8.0f instructions per GET", v["Ir"];
+      if ("D1mr" in v) printf ", L1 data misses %.0f (read %.0f, write %.0f)",
+        v["D1mr"] + v["D1mw"], v["D1mr"], v["D1mw"]}' "$out")
+  printf '%-28s %s over %d requests\n' "$(basename "$arm")" "$per" "$requests"
   if [ -n "${PROFILE:-}" ]; then
     mkdir -p "$PROFILE" && cp "$out" "$PROFILE/$(basename "$arm").callgrind"
   fi
