@@ -46,7 +46,6 @@ use crate::shared::Shared;
 use crate::upstream::{self, UpstreamBody};
 use crate::{grpc, hygiene};
 use bytes::Bytes;
-use futures_util::future::Either;
 use http::{Request, Response, StatusCode};
 use hyper::body::{Body, Frame};
 use std::collections::VecDeque;
@@ -79,24 +78,22 @@ impl<S: upstream::Stage> Balanced for Balancer<'_, S> {
         now: Duration,
         slot: &mut usize,
     ) -> impl Future<Output = Attempted> + Send + 'a {
-        match self.pick(request, turn, now) {
+        let backup = matches!(turn, Turn::Backup { .. });
+        let picked = match self.pick(request, turn, now) {
             Ok(pending) => {
-                let backup = matches!(turn, Turn::Backup { .. });
                 if let Some(trail) = &request.trail {
                     trail.sent(backup);
                 }
                 *slot = pending.slot;
-                Either::Left(self.once(request, pending, backup))
+                Ok(pending)
             }
-            // Every endpoint asked to be left alone: answered at once, nothing sent.
             Err((pushed_back, left)) => {
                 *slot = pushed_back;
-                Either::Right(std::future::ready(Attempted {
-                    class: Attempted::FINAL,
-                    result: Err(Fault::Proxy(ProxyFault::PushedBack(left))),
-                }))
+                Err(left)
             }
-        }
+        };
+        // One future for both outcomes (no `Either` around it to copy it into).
+        self.once(request, picked, backup)
     }
 }
 
@@ -137,8 +134,23 @@ impl<S: upstream::Stage> Balancer<'_, S> {
     }
 
     /// One attempt, picked (`backup`: a hedge or a rescue), in a CLIENT span of its own when
-    /// the request is traced.
-    async fn once(&self, request: &Outgoing, pending: InFlight, backup: bool) -> Attempted {
+    /// the request is traced; or, when every endpoint asked to be left alone for `left` (the
+    /// pick's `Err`), answered at once with nothing sent.
+    async fn once(
+        &self,
+        request: &Outgoing,
+        picked: Result<InFlight, Duration>,
+        backup: bool,
+    ) -> Attempted {
+        let pending = match picked {
+            Ok(pending) => pending,
+            Err(left) => {
+                return Attempted {
+                    class: Attempted::FINAL,
+                    result: Err(Fault::Proxy(ProxyFault::PushedBack(left))),
+                };
+            }
+        };
         let Some(traced) = &request.trace else {
             return self.send_once(request, pending, None).await;
         };
@@ -169,8 +181,10 @@ impl<S: upstream::Stage> Balancer<'_, S> {
         // fault.
         let attempt = self.service.config.arm.timeouts.attempt;
         let (limit, by_deadline) = match (attempt, request.deadline) {
-            (Some(a), Some(d)) if d.left(Instant::now()) >= a => (Some(a), None),
-            (_, Some(d)) => (Some(d.left(Instant::now())), Some(d.why)),
+            (a, Some(d)) => match (a, d.left(Instant::now())) {
+                (Some(a), left) if left >= a => (Some(a), None),
+                (_, left) => (Some(left), Some(d.why)),
+            },
             (a, None) => (a, None),
         };
         if limit == Some(Duration::ZERO) && by_deadline.is_some() {
