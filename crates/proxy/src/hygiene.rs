@@ -288,6 +288,18 @@ pub fn append_forwarded_for(headers: &mut HeaderMap, client: &HeaderValue) {
 
 #[cfg(test)]
 mod tests {
+    /// A header map of `pairs`, in order (a name twice: both values).
+    fn headers(pairs: &[(&str, &str)]) -> http::HeaderMap {
+        let mut h = http::HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
+        }
+        h
+    }
+
     #[test]
     fn the_indexes_name_their_headers() {
         use super::{CONNECTION_AT, HOP_BY_HOP, TRANSFER_ENCODING_AT};
@@ -313,8 +325,7 @@ mod tests {
     /// `Transfer-Encoding` takes the `Content-Length` with it.
     #[test]
     fn every_hop_by_hop_header_goes_and_a_listed_name_in_any_case() {
-        let mut h = http::HeaderMap::new();
-        for (k, v) in [
+        let mut h = headers(&[
             ("connection", "Keep-Alive, X-Listed, UPGRADE"),
             ("keep-alive", "timeout=5"),
             ("proxy-connection", "keep-alive"),
@@ -327,9 +338,7 @@ mod tests {
             ("x-listed", "1"),
             ("te", "Trailers"),
             ("accept", "*/*"),
-        ] {
-            h.append(k, v.parse().unwrap());
-        }
+        ]);
         super::strip_hop_by_hop(&mut h);
         let mut left: Vec<_> = h.keys().map(|k| k.as_str()).collect();
         left.sort_unstable();
@@ -341,15 +350,12 @@ mod tests {
     /// adds (it used to strip the client's `Host`).
     #[test]
     fn connection_tokens_naming_end_to_end_headers_are_ignored() {
-        let mut h = http::HeaderMap::new();
-        h.insert(
-            "connection",
-            "Host, Content-Length, TE, Via, X-Forwarded-For, grpc-timeout, \
-             x-tailguard-timeout-ms, content-type, x-other"
-                .parse()
-                .unwrap(),
-        );
-        for (k, v) in [
+        let mut h = headers(&[
+            (
+                "connection",
+                "Host, Content-Length, TE, Via, X-Forwarded-For, grpc-timeout, \
+                 x-tailguard-timeout-ms, content-type, x-other",
+            ),
             ("host", "web"),
             ("content-length", "5"),
             ("te", "trailers"),
@@ -359,9 +365,7 @@ mod tests {
             ("x-tailguard-timeout-ms", "300"),
             ("content-type", "application/grpc"),
             ("x-other", "1"),
-        ] {
-            h.insert(k, v.parse().unwrap());
-        }
+        ]);
         super::strip_hop_by_hop(&mut h);
         let left: Vec<_> = h.keys().map(|k| k.as_str()).collect();
         assert_eq!(left.len(), 8, "{left:?}");
