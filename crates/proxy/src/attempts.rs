@@ -561,8 +561,8 @@ async fn hedged<B: Balanced>(
                     }
                 };
                 let at = request.sent_at(clock);
-                let (mut slot, turn) = (0, Turn::Backup { beside: first_slot });
-                let b = Box::pin(next.attempt(request, turn, now, &mut slot));
+                let (mut slot, beside) = (0, Turn::Backup { beside: first_slot });
+                let b = Box::pin(next.attempt(request, beside, now, &mut slot));
                 endpoints.hedged(slot);
                 backup = Some((slot, b, at, backup_place));
                 wait = Some(delay);
