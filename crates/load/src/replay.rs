@@ -39,13 +39,17 @@ pub const MAX_OFFSET: Duration = Duration::from_secs(30 * 24 * 3600);
 /// The most report intervals a replay spans (its due counts are kept per interval).
 pub const MAX_INTERVALS: usize = 1_000_000;
 
-/// Requests the reader hands a thread's pacer at once: it wakes once per batch, not once per
-/// request (a wake-up per request cost the worker thread its CPU: send lag p99 1.1 ms at
-/// 2,000 req/s, against 0.3 ms for the same schedule without a file).
-const BATCH: usize = 256;
+/// Requests the reader hands a thread's pacer at once. The reader wakes once per batch, not
+/// once per request (a wake-up per request cost the worker thread its CPU: send lag p99 1.1 ms
+/// at 2,000 req/s, against 0.3 ms for the same schedule without a file); and a batch is small,
+/// because a woken reader builds its batch at one go (about 5 µs per line in a release build),
+/// and Linux lets it finish its time slice before a pacer woken on the same core. With 256
+/// lines per batch that made the pacer late by 1-2 ms, 13 to 16 times in a 3 s replay at 2,000
+/// req/s (`perf sched`); with 16, 1 to 3 times (docs/load.md, "Replaying traffic").
+const BATCH: usize = 16;
 
 /// Batches the reader keeps ready ahead of each thread's pacer (1,024 requests).
-const BATCHES_AHEAD: usize = 4;
+const BATCHES_AHEAD: usize = 64;
 
 /// `--speed`: 0.001 to 1,000.
 pub fn parse_speed(s: &str) -> Result<f64, String> {
@@ -261,16 +265,45 @@ pub(crate) struct Item {
 /// A batch of requests for one thread, in order.
 pub(crate) type Batch = Vec<Item>;
 
-/// The queues of batches from the reader to each thread's pacer.
-pub(crate) fn queues(
+/// A replay under way: each thread's stream, the reader filling them, and the requests due in
+/// each report interval.
+pub(crate) struct Started {
+    pub streams: Vec<Stream>,
+    pub reader: std::thread::JoinHandle<Result<u64, String>>,
+    pub due_per_interval: Vec<u64>,
+}
+
+/// Starts the reader of the file `scan` went through, streaming to `threads` pacers; returns
+/// once the reader has filled the queues (or read the whole file, or stopped), so that the
+/// run's clock starts with [`BATCHES_AHEAD`] batches built: reading them would otherwise take
+/// the first milliseconds of the schedule from the pacers.
+pub(crate) async fn start(
+    cfg: &Config,
+    spec: &ReplaySpec,
+    scan: Scan,
     threads: usize,
-) -> (
-    Vec<tokio::sync::mpsc::Sender<Batch>>,
-    Vec<tokio::sync::mpsc::Receiver<Batch>>,
-) {
-    (0..threads.max(1))
+    state: Arc<PacerState>,
+) -> Started {
+    let (senders, receivers): (Vec<_>, Vec<_>) = (0..threads.max(1))
         .map(|_| tokio::sync::mpsc::channel(BATCHES_AHEAD))
-        .unzip()
+        .unzip();
+    let (primed, ready) = tokio::sync::oneshot::channel();
+    let reader = start_reader(
+        cfg.clone(),
+        spec.clone(),
+        scan.origins,
+        senders,
+        primed,
+        state,
+    );
+    // An error: the reader ended without saying so (the file ended, or a line it could not
+    // read, which `reader` returns).
+    let _ = ready.await;
+    Started {
+        streams: receivers.into_iter().map(Stream::new).collect(),
+        reader,
+        due_per_interval: scan.due_per_interval,
+    }
 }
 
 /// A thread's share of a replay, as the reader streams it, a batch at a time: its pacer's
@@ -281,7 +314,7 @@ pub(crate) struct Stream {
 }
 
 impl Stream {
-    pub(crate) fn new(rx: tokio::sync::mpsc::Receiver<Batch>) -> Stream {
+    fn new(rx: tokio::sync::mpsc::Receiver<Batch>) -> Stream {
         Stream {
             rx,
             batch: std::collections::VecDeque::new(),
@@ -310,13 +343,15 @@ impl Source for Stream {
 }
 
 /// Streams the file to the pacers (request `i` to thread `i % threads`) on a thread of its
-/// own, until the file ends, the count is reached, the pacers are gone or `stop` is set.
-/// Ends with the requests it read, or the line it could not.
-pub(crate) fn start_reader(
+/// own, until the file ends, the count is reached, the pacers are gone or `stop` is set;
+/// `primed` is sent when a queue is first full. Ends with the requests it read, or the line it
+/// could not.
+fn start_reader(
     cfg: Config,
     spec: ReplaySpec,
     mut origins: Origins,
     senders: Vec<tokio::sync::mpsc::Sender<Batch>>,
+    primed: tokio::sync::oneshot::Sender<()>,
     stop: Arc<PacerState>,
 ) -> std::thread::JoinHandle<Result<u64, String>> {
     std::thread::Builder::new()
@@ -325,10 +360,18 @@ pub(crate) fn start_reader(
             let mut lines = open(&spec.path)?;
             let mut batches: Vec<Batch> =
                 senders.iter().map(|_| Vec::with_capacity(BATCH)).collect();
+            let mut primed = Some(primed);
             let mut index = 0u64;
             // Sends thread `t`'s batch; false when its pacer is gone.
-            let send = |t: usize, batch: &mut Batch| {
-                batch.is_empty() || senders[t].blocking_send(std::mem::take(batch)).is_ok()
+            let mut send = |t: usize, batch: &mut Batch| {
+                if batch.is_empty() {
+                    return true;
+                }
+                if senders[t].capacity() == 0 {
+                    // The queues are full: the run may start.
+                    primed.take().map(|p| p.send(()));
+                }
+                senders[t].blocking_send(std::mem::take(batch)).is_ok()
             };
             while cfg.total_requests.is_none_or(|n| index < n) {
                 if stop.stop.load(std::sync::atomic::Ordering::Relaxed) {

@@ -160,6 +160,16 @@ async fn run_async(
     // ends the run at once, later it stops the sending (see `drive`).
     let mut sigint = signal(SignalKind::interrupt())?;
     let (metrics, metrics_server) = get_ready(&cfg, &mut sigint).await?;
+    // A replay's reader fills each thread's queue before the clock starts: the schedule's
+    // first due times are not spent reading the file.
+    let replay = match (replay, &cfg.replay) {
+        (Some(scan), Some(spec)) => {
+            let state = Arc::new(PacerState::default());
+            let started = crate::replay::start(&cfg, spec, scan, threads, state.clone()).await;
+            Some((started, state))
+        }
+        _ => None,
+    };
     let clock = Clock::start();
     let start_unix_s = epoch_secs();
     let hdr = begin_hdr_log(hdr, start_unix_s)?;
@@ -171,7 +181,7 @@ async fn run_async(
         print_header(&cfg, &urls, out);
     }
     let cpu_start = selfcheck::cpu_time();
-    let due_counts = replay.as_ref().map(|r| r.due_per_interval.clone());
+    let due_counts = replay.as_ref().map(|(r, _)| r.due_per_interval.clone());
     let mut control = start_load(&cfg, clock, threads, &shared, replay);
     let mut reporter = start_reporter(
         &cfg,
@@ -385,7 +395,7 @@ fn start_load(
     clock: Clock,
     threads: usize,
     shared: &Arc<Shared>,
-    replay: Option<crate::replay::Scan>,
+    replay: Option<(crate::replay::Started, Arc<PacerState>)>,
 ) -> Control {
     if !cfg.open_loop() {
         let ctl = Arc::new(ClosedLoop::new(cfg.total_requests, cfg.closed_interval));
@@ -400,24 +410,14 @@ fn start_load(
             reader: None,
         };
     }
-    let state = Arc::new(PacerState::default());
-    // A replay: a reader thread streams the file to one queue per worker thread.
-    let threads = threads.clamp(1, cfg.concurrency);
-    let (streams, reader) = match (replay, &cfg.replay) {
-        (Some(scan), Some(spec)) => {
-            let (senders, receivers) = crate::replay::queues(threads);
-            let reader = crate::replay::start_reader(
-                cfg.clone(),
-                spec.clone(),
-                scan.origins,
-                senders,
-                state.clone(),
-            );
-            let streams = receivers.into_iter().map(|r| Mutex::new(Some(r))).collect();
-            (Some(streams), Some(reader))
+    let (state, streams, reader) = match replay {
+        Some((started, state)) => {
+            let streams = started.streams.into_iter().map(|s| Mutex::new(Some(s)));
+            (state, Some(streams.collect()), Some(started.reader))
         }
-        _ => (None, None),
+        None => (Arc::new(PacerState::default()), None, None),
     };
+    let threads = threads.clamp(1, cfg.concurrency);
     let open = Arc::new(OpenLoop {
         schedule: cfg.schedule(cfg.arrivals),
         part: cfg.part,

@@ -40,7 +40,7 @@ pub(crate) struct OpenLoop {
     pub queues: Vec<(async_channel::Sender<Job>, async_channel::Receiver<Job>)>,
     /// A replay's streams, one per thread, each taken by its thread's pacer (`None`: the
     /// pacers follow `schedule`).
-    pub streams: Option<Vec<Mutex<Option<tokio::sync::mpsc::Receiver<crate::replay::Batch>>>>>,
+    pub streams: Option<Vec<Mutex<Option<crate::replay::Stream>>>>,
     /// Each thread's failed requests waiting to be sent again (`--retry-after`; `None`: off).
     pub resends: Option<Vec<Arc<crate::resend::Resends>>>,
 }
@@ -144,8 +144,8 @@ fn run_thread(
                 open.part.of * threads,
             );
             let stream = open.streams.as_ref().map(|s| {
-                let rx = s[thread].lock().expect("never poisoned").take();
-                crate::replay::Stream::new(rx.expect("one stream per thread"))
+                let stream = s[thread].lock().expect("never poisoned").take();
+                stream.expect("one stream per thread")
             });
             let resends = open.resends.as_ref().map(|r| r[thread].clone());
             let open = open.clone();
