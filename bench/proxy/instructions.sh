@@ -9,8 +9,10 @@
 # low rate more of them per request than at a high one. System calls are not counted (the
 # kernel's side is `strace -c`'s and `perf`'s). Set PROFILE=DIR to keep each run's
 # callgrind file there for `callgrind_annotate`; CALLGRIND_ARGS=--cache-sim=yes adds its cache
-# model and prints L1 data misses per GET too; NO_PEERS=1 leaves HAProxy out.
-# Usage: bench/proxy/instructions.sh BIN... [N=2000]
+# model and prints L1 data misses per GET too; NO_PEERS=1 leaves HAProxy out. With GRPC=1 the
+# requests are gRPC ping calls (tailguard.serve.v1.Ping/Ping) over one HTTP/2 connection to
+# the first binary's `tailguard serve --threads 1`, HAProxy with bench/proxy/haproxy-grpc.cfg.
+# Usage: [GRPC=1] bench/proxy/instructions.sh BIN... [N=2000]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . bench/lib.sh
@@ -20,13 +22,19 @@ load=$1
 dir=$(mktemp -d)
 pids=()
 trap 'for p in "${pids[@]}"; do kill $p 2>/dev/null || true; done; sleep 0.2; rm -rf "$dir"' EXIT
-nginx -p "$dir" -c "$PWD/bench/proxy/nginx-backend.conf" & pids+=($!)
+if [ "${GRPC:-0}" = 1 ]; then
+  "$load" serve --listen 127.0.0.1:18301 --threads 1 --no-control >/dev/null 2>&1 & pids+=($!)
+  cfg=bench/proxy/haproxy-grpc.cfg calls=(--grpc --call ping --h2-connections 1) unit=call
+else
+  nginx -p "$dir" -c "$PWD/bench/proxy/nginx-backend.conf" & pids+=($!)
+  cfg=bench/proxy/haproxy.cfg calls=() unit=GET
+fi
 wait_ready 18301
 arms=("$@")
 [ "${NO_PEERS:-0}" = 1 ] || ! command -v haproxy >/dev/null || arms+=(haproxy)
 for arm in "${arms[@]}"; do
   if [ "$arm" = haproxy ]; then
-    port=18321 cmd=(haproxy -f bench/proxy/haproxy.cfg -db)
+    port=18321 cmd=(haproxy -f "$cfg" -db)
   else
     port=18361 cmd=("$arm" proxy --listen 127.0.0.1:18361 --admin 127.0.0.1:18362
       --upstream 127.0.0.1:18301 --threads 1)
@@ -35,19 +43,19 @@ for arm in "${arms[@]}"; do
   p=$!
   pids+=($p)
   # Under valgrind a start takes seconds: bounded polling, 30 s at most.
-  for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/" >/dev/null 2>&1 && break; sleep 0.3; done
-  "$load" load --rate 500 -c 8 -d 2s -q "http://127.0.0.1:$port/" >/dev/null
+  for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port/" 2>/dev/null && break; sleep 0.3; done
+  "$load" load "${calls[@]}" --rate 500 -c 8 -d 2s -q "http://127.0.0.1:$port/" >/dev/null
   callgrind_control -z "$p" >/dev/null 2>&1
-  "$load" load --rate 500 -c 8 -d "$((n / 500))s" -q --json "$dir/out.json" \
+  "$load" load "${calls[@]}" --rate 500 -c 8 -d "$((n / 500))s" -q --json "$dir/out.json" \
     "http://127.0.0.1:$port/" >/dev/null
   callgrind_control -d "$p" >/dev/null 2>&1
   requests=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['requests'])" "$dir/out.json")
   # The dump is the newest part file (callgrind numbers each dump).
   out=$(ls -t "$dir"/cg.out* | head -1)
   # Each event's count per request, by the names on the file's `events:` line.
-  per=$(awk -v n="$requests" '/^events:/ {for (i = 2; i <= NF; i++) name[i] = $i}
+  per=$(awk -v n="$requests" -v unit="$unit" '/^events:/ {for (i = 2; i <= NF; i++) name[i] = $i}
     /^(summary|totals):/ {for (i = 2; i <= NF; i++) v[name[i]] = $i / n; exit}
-    END {printf "%8.0f instructions per GET", v["Ir"];
+    END {printf "%8.0f instructions per %s", v["Ir"], unit;
       if ("D1mr" in v) printf ", L1 data misses %.0f (read %.0f, write %.0f)",
         v["D1mr"] + v["D1mw"], v["D1mr"], v["D1mw"]}' "$out")
   printf '%-28s %s over %d requests\n' "$(basename "$arm")" "$per" "$requests"
