@@ -135,7 +135,9 @@ enum Source {
         peeked: VecDeque<Frame<Bytes>>,
         inner: UpstreamBody,
         idle: IdleTimer,
-        deferred: Option<Deferred>,
+        /// Boxed: only gRPC's calls have one, and this body goes up through every stage's
+        /// return (128 B off every HTTP response).
+        deferred: Option<Box<Deferred>>,
     },
 }
 
@@ -166,7 +168,7 @@ impl ResponseBody {
                 peeked,
                 inner,
                 idle: IdleTimer::new(idle),
-                deferred,
+                deferred: deferred.map(Box::new),
             },
             tally: None,
             counts: None,
