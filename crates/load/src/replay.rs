@@ -368,8 +368,10 @@ fn start_reader(
                     return true;
                 }
                 if senders[t].capacity() == 0 {
-                    // The queues are full: the run may start.
-                    primed.take().map(|p| p.send(()));
+                    if let Some(primed) = primed.take() {
+                        // The queues are full: the run may start (a run gone is no error).
+                        let _ = primed.send(());
+                    }
                 }
                 senders[t].blocking_send(std::mem::take(batch)).is_ok()
             };
