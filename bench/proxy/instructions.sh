@@ -9,9 +9,10 @@
 # low rate more of them per request than at a high one. System calls are not counted (the
 # kernel's side is `strace -c`'s and `perf`'s). Set PROFILE=DIR to keep each run's
 # callgrind file there for `callgrind_annotate`; CALLGRIND_ARGS=--cache-sim=yes adds its cache
-# model and prints L1 data misses per GET too; NO_PEERS=1 leaves HAProxy out. With GRPC=1 the
-# requests are gRPC ping calls (tailguard.serve.v1.Ping/Ping) over one HTTP/2 connection to
-# the first binary's `tailguard serve --threads 1`, HAProxy with bench/proxy/haproxy-grpc.cfg.
+# model and prints L1 data and instruction misses per GET too; NO_PEERS=1 leaves HAProxy out.
+# With GRPC=1 the requests are gRPC ping calls (tailguard.serve.v1.Ping/Ping) over one HTTP/2
+# connection to the first binary's `tailguard serve --threads 1`, HAProxy with
+# bench/proxy/haproxy-grpc.cfg.
 # Usage: [GRPC=1] bench/proxy/instructions.sh BIN... [N=2000]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -57,8 +58,9 @@ for arm in "${arms[@]}"; do
     /^(summary|totals):/ {for (i = 2; i <= NF; i++) v[name[i]] = $i / n; exit}
     END {printf "%8.0f instructions per %s", v["Ir"], unit;
       if ("D1mr" in v) printf ", L1 data misses %.0f (read %.0f, write %.0f)",
-        v["D1mr"] + v["D1mw"], v["D1mr"], v["D1mw"]}' "$out")
-  printf '%-28s %s over %d requests\n' "$(basename "$arm")" "$per" "$requests"
+        v["D1mr"] + v["D1mw"], v["D1mr"], v["D1mw"];
+      if ("I1mr" in v) printf ", L1 instruction misses %.0f", v["I1mr"]}' "$out")
+  printf '%-28s %s over %d requests\n' "$arm" "$per" "$requests"
   if [ -n "${PROFILE:-}" ]; then
     mkdir -p "$PROFILE" && cp "$out" "$PROFILE/$(basename "$arm").callgrind"
   fi

@@ -1,6 +1,7 @@
-//! Records which Cargo profile built this crate, so that `tailguard bench` and `demo` say it:
-//! figures from the quick `release` build and from the `dist` build the published ones come
-//! from are not comparable.
+//! Records which Cargo profile built this crate, and whether LLVM's profile-guided
+//! optimisation did (`scripts/build-pgo.sh`), so that `tailguard bench` and `demo` say it:
+//! figures from the quick `release` build, the `dist` build the published ones come from and a
+//! PGO build are not comparable.
 
 fn main() {
     // OUT_DIR is <target>/<profile>/build/<package>-<hash>/out.
@@ -13,5 +14,12 @@ fn main() {
         .unwrap_or("unknown")
         .to_owned();
     println!("cargo:rustc-env=TAILGUARD_BUILD_PROFILE={profile}");
+    // The flags rustc gets for this crate, separated by 0x1f.
+    let flags = std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
+    let pgo = flags.split('\x1f').any(|f| f.contains("profile-use"));
+    println!(
+        "cargo:rustc-env=TAILGUARD_BUILD_PGO={}",
+        if pgo { "1" } else { "" }
+    );
     println!("cargo:rerun-if-changed=build.rs");
 }

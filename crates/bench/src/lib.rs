@@ -41,10 +41,26 @@ use tailguard_sim::Scenario;
 /// codegen unit, fat LTO) built the published figures; `release` builds several times faster.
 pub const BUILD_PROFILE: &str = env!("TAILGUARD_BUILD_PROFILE");
 
+/// Whether LLVM's profile-guided optimisation built this binary (`scripts/build-pgo.sh`).
+pub const BUILD_PGO: bool = !env!("TAILGUARD_BUILD_PGO").is_empty();
+
+/// The build, as `tool` in a report says it: `release`, `dist`, or `dist, PGO`.
+fn build_name() -> String {
+    match BUILD_PGO {
+        true => format!("{BUILD_PROFILE}, PGO"),
+        false => BUILD_PROFILE.to_owned(),
+    }
+}
+
 /// The line a run starts with: which profile built the binary, and what that means for its
 /// figures.
 fn build_line() -> String {
-    if BUILD_PROFILE == "dist" {
+    if BUILD_PGO {
+        format!(
+            "# built with the {BUILD_PROFILE} profile and profile-guided optimisation \
+             (scripts/build-pgo.sh); the published figures come from the dist profile without it"
+        )
+    } else if BUILD_PROFILE == "dist" {
         "# built with the dist profile (one codegen unit, fat LTO), as the published figures".into()
     } else {
         format!(
@@ -130,7 +146,7 @@ pub fn run(name: &str, opts: &Options, console: &Console) -> Result<BenchReport,
             tool: format!(
                 "tailguard {} ({} profile)",
                 env!("CARGO_PKG_VERSION"),
-                BUILD_PROFILE
+                build_name()
             ),
             scenario: title,
             description,
