@@ -54,7 +54,7 @@ pub(super) enum Sender {
         hyper::client::conn::http1::SendRequest<ProxyBody>,
         tailguard_http::client::Interim,
     ),
-    Lean(Lean),
+    Lean(Box<Lean>),
     H2(H2Sender),
 }
 
@@ -113,7 +113,7 @@ impl Free {
 }
 
 impl Home for Free {
-    fn put_back(&self, conn: Lean) {
+    fn put_back(&self, conn: Box<Lean>) {
         self.put(Sender::Lean(conn));
     }
 }
