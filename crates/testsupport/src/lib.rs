@@ -61,3 +61,46 @@ impl Deadline {
         self.left().is_zero()
     }
 }
+
+/// A port on 127.0.0.1 that refuses every connection and stays taken while this value lives:
+/// a socket bound to it that never listens. A listener bound and dropped frees its port, which
+/// a test running alongside may bind next, and the "closed" port then answers (a collector
+/// that was meant to be down got another test's requests).
+#[derive(Debug)]
+pub struct ClosedPort {
+    _socket: socket2::Socket,
+    addr: std::net::SocketAddr,
+}
+
+impl ClosedPort {
+    /// Takes a free port and never listens on it.
+    ///
+    /// # Panics
+    /// When no socket can be made or bound (the test cannot run).
+    pub fn new() -> Self {
+        use socket2::{Domain, Socket, Type};
+        let socket = Socket::new(Domain::IPV4, Type::STREAM, None).expect("a socket");
+        let any: std::net::SocketAddr = "127.0.0.1:0".parse().expect("an address");
+        socket.bind(&any.into()).expect("bind 127.0.0.1:0");
+        let addr = socket
+            .local_addr()
+            .expect("its address")
+            .as_socket()
+            .expect("an IP address");
+        Self {
+            _socket: socket,
+            addr,
+        }
+    }
+
+    /// The refusing address.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.addr
+    }
+}
+
+impl Default for ClosedPort {
+    fn default() -> Self {
+        Self::new()
+    }
+}

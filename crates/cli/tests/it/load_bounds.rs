@@ -258,10 +258,8 @@ fn an_interrupted_run_says_so_in_its_report_and_json() {
 /// table shows `-`, the JSON `null`, and a latency objective is missed for want of data.
 #[test]
 fn no_figure_and_no_met_objective_from_no_data() {
-    let closed = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let closed_port = tailguard_testsupport::ClosedPort::new();
+    let closed = closed_port.addr();
     let json = temp_json("nodata");
     let (code, out, err, _) = tailguard(&[
         "load",

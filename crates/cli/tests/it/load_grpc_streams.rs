@@ -284,9 +284,8 @@ fn a_method_no_proto_declares_is_found_by_the_servers_reflection() {
         "{err}"
     );
     // Nothing listening: a closed port on this machine.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let closed_url = format!("http://{}", closed.local_addr().unwrap());
-    drop(closed);
+    let closed = tailguard_testsupport::ClosedPort::new();
+    let closed_url = format!("http://{}", closed.addr());
     refused("nosuch.v1.Svc/M", &closed_url, "cannot connect to");
     // A server that accepts and never answers: the wait is the request timeout.
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -260,10 +260,8 @@ async fn large_bodies_and_grpc_pass_through_a_logged_and_traced_proxy() {
     let path = dir.0.join("access.log");
     let backend = TestServer::start().await;
     let mut config = logged(web(&[&backend]), &path, false);
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let closed_port = tailguard_testsupport::ClosedPort::new();
+    let closed = closed_port.addr();
     config.tracing = Some(tailguard_proxy::config::TracingConfig {
         otlp_endpoint: format!("http://{closed}/v1/traces").parse().unwrap(),
         sample_rate: 1.0,

@@ -204,10 +204,8 @@ async fn the_gradient_limit_grows_over_a_backend_that_does_not_slow_down() {
 /// anyone; the admission adds nothing to the outage.
 #[tokio::test(start_paused = true)]
 async fn every_endpoint_failing_at_once_costs_the_limit_nothing() {
-    let closed = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap()
-    };
+    let closed_port = tailguard_testsupport::ClosedPort::new();
+    let closed = closed_port.addr();
     let mut s = ServiceConfig::new("web", vec![tailguard_proxy::config::Upstream::new(closed)]);
     s.arm.admission = Some(gradient());
     let proxy = start(s).await;

@@ -331,12 +331,8 @@ async fn shutdown_drains_requests_in_flight_and_reload_swaps_upstreams() {
 /// `connect-failure`): POSTs round-robined onto a closed port all arrive whole.
 #[tokio::test]
 async fn a_refused_connection_is_retried_for_any_method_with_the_body_intact() {
-    let closed = {
-        let l = tailguard_http::tcp::bind("127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
-        l.local_addr().unwrap()
-    };
+    let closed_port = tailguard_testsupport::ClosedPort::new();
+    let closed = closed_port.addr();
     let backend = TestServer::start().await;
     let mut s = ServiceConfig::new(
         "web",

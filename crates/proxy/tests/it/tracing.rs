@@ -227,10 +227,8 @@ async fn an_unsampled_parent_and_tracing_off_pass_traceparent_through_unchanged(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_collector_that_is_down_costs_spans_not_requests() {
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let closed_port = tailguard_testsupport::ClosedPort::new();
+    let closed = closed_port.addr();
     let backend = TestServer::start().await;
     let proxy = tailguard_proxy::start(traced(web(&[&backend]), closed, 1.0))
         .await
