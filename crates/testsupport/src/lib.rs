@@ -66,6 +66,14 @@ impl Deadline {
 /// a socket bound to it that never listens. A listener bound and dropped frees its port, which
 /// a test running alongside may bind next, and the "closed" port then answers (a collector
 /// that was meant to be down got another test's requests).
+///
+/// ```
+/// let closed = tailguard_testsupport::ClosedPort::new();
+/// let refused = std::net::TcpStream::connect(closed.addr()).unwrap_err();
+/// assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused);
+/// // Its port stays taken: a listener cannot have it.
+/// assert!(std::net::TcpListener::bind(closed.addr()).is_err());
+/// ```
 #[derive(Debug)]
 pub struct ClosedPort {
     _socket: socket2::Socket,
