@@ -11,9 +11,46 @@
 # crates only, not to build scripts (`--target`). It needs `llvm-profdata` of rustc's own LLVM:
 # the rustup component `llvm-tools`, added when missing. Takes about 20 minutes on 2 cores.
 # What it gains is measured in docs/proxy.md ("Build profiles and PGO").
-# Usage: scripts/build-pgo.sh
+# Usage: scripts/build-pgo.sh, or scripts/build-pgo.sh --train BIN for the training alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# Runs the hop on BIN as users run it; fails when any request of it failed (`--slo`), so a
+# training that trained nothing stops the build.
+train() {
+  local bin=$1 serve proxy url
+  "$bin" serve --listen 127.0.0.1:18401 --threads 1 --no-control >/dev/null 2>&1 &
+  serve=$!
+  "$bin" proxy --listen 127.0.0.1:18402 --admin 127.0.0.1:18403 --upstream 127.0.0.1:18401 \
+    --threads 1 >/dev/null 2>&1 &
+  proxy=$!
+  train_pids=("$serve" "$proxy")
+  trap 'kill "${train_pids[@]}" 2>/dev/null || true' EXIT
+  # Bounded polling: about 20 s at most for both to listen and answer.
+  for _ in $(seq 20); do
+    curl -s -m 1 -o /dev/null http://127.0.0.1:18402/ && break
+    sleep 0.1
+  done
+  curl -s -m 1 -o /dev/null --fail http://127.0.0.1:18402/ || { echo "the proxy did not answer" >&2; exit 1; }
+  url=http://127.0.0.1:18402/
+  local all=(-q --slo 'success>=100%')
+  "$bin" load "${all[@]}" -r 5000 -c 16 -d 4s "$url" >/dev/null
+  "$bin" load "${all[@]}" -r 0 -c 32 -d 4s "$url" >/dev/null
+  "$bin" load "${all[@]}" -r 2000 -c 8 -d 2s -X POST --data 'a small body' "$url" >/dev/null
+  "$bin" load "${all[@]}" --grpc --call ping --h2-connections 1 -r 0 -c 32 -d 4s "$url" >/dev/null
+  # The proxy drains and exits on SIGTERM, `serve` on SIGINT: both write their counts then.
+  kill -TERM "$proxy"
+  kill -INT "$serve"
+  wait "$proxy" "$serve"
+  trap - EXIT
+  echo "trained: HTTP/1.1 open and closed loop, POST, gRPC; every request answered"
+}
+
+if [ "${1:-}" = --train ]; then
+  # The training alone, on any tailguard binary (a tier-2 test runs it so it cannot rot).
+  train "$2"
+  exit 0
+fi
 host=$(rustc -vV | sed -n 's/^host: //p')
 profdata="$(rustc --print sysroot)/lib/rustlib/$host/bin/llvm-profdata"
 if [ ! -x "$profdata" ]; then
@@ -30,31 +67,7 @@ RUSTFLAGS="-Cprofile-generate=$work/profiles" \
 bin=$work/gen/$host/dist/tailguard
 
 echo "== 2/3: training"
-pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done' EXIT
-"$bin" serve --listen 127.0.0.1:18401 --threads 1 --no-control >/dev/null 2>&1 &
-serve=$!
-pids+=("$serve")
-"$bin" proxy --listen 127.0.0.1:18402 --admin 127.0.0.1:18403 --upstream 127.0.0.1:18401 \
-  --threads 1 >/dev/null 2>&1 &
-proxy=$!
-pids+=("$proxy")
-# Bounded polling: 10 s at most for both to listen.
-for _ in $(seq 100); do
-  curl -s -o /dev/null http://127.0.0.1:18402/ && break
-  sleep 0.1
-done
-curl -s -o /dev/null --fail http://127.0.0.1:18402/ || { echo "the proxy did not answer" >&2; exit 1; }
-url=http://127.0.0.1:18402/
-"$bin" load -r 5000 -c 16 -d 4s -q "$url" >/dev/null
-"$bin" load -r 0 -c 32 -d 4s -q "$url" >/dev/null
-"$bin" load -r 2000 -c 8 -d 2s -q -X POST --data 'a small body' "$url" >/dev/null
-"$bin" load --grpc --call ping --h2-connections 1 -r 0 -c 32 -d 4s -q "$url" >/dev/null
-# The proxy drains and exits on SIGTERM, `serve` on SIGINT: both write their counts then.
-kill -TERM "$proxy"
-kill -INT "$serve"
-wait "$proxy" "$serve" || true
-pids=()
+train "$bin"
 "$profdata" merge -o "$work/merged.profdata" "$work/profiles"
 echo "profiles: $(ls "$work/profiles" | wc -l) files merged"
 

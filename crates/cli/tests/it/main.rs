@@ -15,6 +15,7 @@ mod load_grpc;
 mod load_grpc_streams;
 mod merge_bounds;
 mod merge_cli;
+mod pgo_training;
 mod proxy_config_files;
 mod proxy_signals;
 mod stall_default;
