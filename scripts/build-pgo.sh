@@ -53,10 +53,13 @@ if [ "${1:-}" = --train ]; then
 fi
 host=$(rustc -vV | sed -n 's/^host: //p')
 profdata="$(rustc --print sysroot)/lib/rustlib/$host/bin/llvm-profdata"
-if [ ! -x "$profdata" ]; then
-  rustup component add llvm-tools
+if [ ! -x "$profdata" ] && command -v rustup >/dev/null; then
+  rustup component add llvm-tools || true
 fi
-[ -x "$profdata" ] || { echo "no llvm-profdata at $profdata (rustup component add llvm-tools)" >&2; exit 2; }
+[ -x "$profdata" ] || {
+  echo "no llvm-profdata of this rustc's LLVM at $profdata: rustup component add llvm-tools" >&2
+  exit 2
+}
 work=$PWD/target/pgo-work
 rm -rf "$work/profiles"
 mkdir -p "$work/profiles" target/pgo
