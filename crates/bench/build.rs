@@ -14,9 +14,13 @@ fn main() {
         .unwrap_or("unknown")
         .to_owned();
     println!("cargo:rustc-env=TAILGUARD_BUILD_PROFILE={profile}");
-    // The flags rustc gets for this crate, separated by 0x1f.
+    // The flags rustc gets for this crate, separated by 0x1f. The instrumented build counts
+    // as PGO too: its code must be the optimised build's, or LLVM finds `bench::run` changed
+    // between the two and discards its counts (a "hash mismatch" warning).
     let flags = std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
-    let pgo = flags.split('\x1f').any(|f| f.contains("profile-use"));
+    let pgo = flags
+        .split('\x1f')
+        .any(|f| f.contains("profile-use") || f.contains("profile-generate"));
     println!(
         "cargo:rustc-env=TAILGUARD_BUILD_PGO={}",
         if pgo { "1" } else { "" }
