@@ -227,7 +227,7 @@ where
             let conn = graceful.watch(conn.into_owned());
             let limit = gates.limits.header_read_timeout;
             tokio::spawn(connection(conn, progress, limit, place));
-        } else if lane.make_room() {
+        } else if lane.make_room(&gates) {
             // 3. The probe lane.
             let fd = Some(std::os::fd::AsRawFd::as_raw_fd(&stream));
             let progress = Progress::default();

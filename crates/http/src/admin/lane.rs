@@ -9,8 +9,9 @@
 //!    head is closed to make room: the oldest that has sent part of its head, else the oldest
 //!    that has sent nothing; when every one is answering a health check, the new one is
 //!    closed at once (unanswered: it cost an accept). A connection whose task has not read
-//!    yet is judged by what waits in its socket (`MSG_PEEK`): a whole head counts as answering
-//!    (kept), part of one as a partial head.
+//!    yet is judged by what waits in its socket (`MSG_PEEK`): part of a head counts as a
+//!    partial head, a whole health check's head as one being answered (kept), any other
+//!    whole head as a refusal (it will be refused when read, so it takes no room).
 //! 2. Its head must arrive whole within [`Limits::probe_head_timeout`] (1 s; a probe's head
 //!    is one write), or the connection closes.
 //! 3. `GET` or `HEAD` of a [`Limits::health`] path is answered by the handler, within the
@@ -24,12 +25,21 @@
 //! read the probe is safe, while a slow client's head is never complete. Why one that has sent
 //! part of its head goes before one that has sent nothing: a probe accepted before its head
 //! arrived (a client descheduled between its connect and its write, a network's round trip)
-//! has sent nothing, and at 10,000 accepts a second a lane of 8 turns over in 0.8 ms; the slow
-//! clients, having sent the start of theirs, go first. Why a refusal leaves the room: a flood
-//! of whole requests (a hammered dashboard) would otherwise fill the lane with refusals
-//! waiting on the pace, and closing those to make room would only bring their clients back at
-//! once, costing an accept and a close each instead of one paced answer. The accept loop
-//! yields after each connection it puts here (see [`Lane::make_room`]).
+//! has sent nothing; the slow clients, having sent the start of theirs, go first. Why the
+//! lane has as many places as the connections (32): clients turned away reconnect in bursts
+//! (a client runtime's connects complete together and their heads follow on its next turn),
+//! so for a moment the lane holds only connections that have sent nothing, and with fewer
+//! places than the burst the oldest of them, perhaps a probe whose head is a moment late, is
+//! closed. With a lane of 8, about one probe in 600 failed so under 64 clients hammering a
+//! page (`tests/admin_probes.rs`); at 10,000 accepts a second, a lane of 32 turns over in
+//! 3.2 ms.
+//! Why a refusal leaves the room: a flood of whole requests (a hammered dashboard) would
+//! otherwise fill the lane with refusals waiting on the pace, and closing those to make room
+//! would only bring their clients back at once, costing an accept and a close each instead of
+//! one paced answer. For the same reason a flood's heads that wait unread count as the
+//! refusals they will be: counted as answered, a lane full of them closed every newcomer
+//! (the hammered page's heads did, a probe among the newcomers). The accept loop yields after
+//! each connection it puts here (see [`Lane::make_room`]).
 //!
 //! ```text
 //! lane of 2: [probe (waiting), slow A (partial)] + new C -> A closed -> [probe, C]
@@ -89,27 +99,34 @@ impl Lane {
     /// A connection that enters must have its first read before the next call: the caller
     /// yields to the runtime in between, or a current-thread runtime accepting a queue of
     /// connections in a row would close a probe whose head was waiting, unread, in its socket.
-    pub(crate) fn make_room(&mut self) -> bool {
+    pub(crate) fn make_room(&mut self, gates: &Gates) -> bool {
         self.entries.retain(|e| !e.task.is_finished());
         let stages = || self.entries.iter().map(|e| e.progress.get());
         if stages().filter(|&s| s != Stage::Refusing).count() < self.room {
             return true;
         }
         // A connection whose task has not read yet is judged by what waits in its socket: a
-        // whole head (a probe's, sent in one write) is kept as one being answered; part of
-        // one goes with the partial heads. The fd is open: its task has not finished, and
-        // this runs on the admin thread's only runtime thread, between its tasks' turns.
-        let stages = || {
-            self.entries.iter().map(|e| match (e.progress.get(), e.fd) {
-                (Stage::Waiting, Some(fd)) => match peek(fd) {
+        // whole health check's head (a probe's, sent in one write) is kept as one being
+        // answered, any other whole head will be refused, part of one goes with the partial
+        // heads. The fd is open: its task has not finished, and this runs on the admin
+        // thread's only runtime thread, between its tasks' turns. Each socket is looked at
+        // once: the lane holds its room and the refusals waiting, a few dozen.
+        let judged: Vec<Stage> = (self.entries.iter())
+            .map(|e| match (e.progress.get(), e.fd) {
+                (Stage::Waiting, Some(fd)) => match peek(fd, gates) {
                     Pending::Nothing => Stage::Waiting,
                     Pending::Part => Stage::Partial,
-                    Pending::Head => Stage::Answering,
+                    Pending::Health => Stage::Answering,
+                    Pending::Other => Stage::Refusing,
                 },
                 (stage, _) => stage,
             })
-        };
-        let Some(entry) = victim(stages()).and_then(|i| self.entries.remove(i)) else {
+            .collect();
+        if judged.iter().filter(|&&s| s != Stage::Refusing).count() < self.room {
+            return true;
+        }
+        let chosen = victim(judged.iter().copied());
+        let Some(entry) = chosen.and_then(|i| self.entries.remove(i)) else {
             return false;
         };
         entry.task.abort();
@@ -127,23 +144,49 @@ impl Lane {
 enum Pending {
     /// Nothing (or the socket cannot say).
     Nothing,
-    /// Bytes without the end of a head.
+    /// Bytes without the end of a head (`\r\n\r\n` within the first [`PEEK_BYTES`]).
     Part,
-    /// A whole head, `\r\n\r\n` within the first [`PEEK_BYTES`].
-    Head,
+    /// A whole head that asks for a health check.
+    Health,
+    /// A whole head that asks for anything else, or that is not HTTP: it will be refused.
+    Other,
 }
 
 /// How far a waiting connection's bytes are looked at: a probe's head is about 100 bytes.
 const PEEK_BYTES: usize = 1024;
 
+/// The most header lines a waiting head is parsed with: a probe sends three or four; a head
+/// with more is not a probe's, and is judged as one that will be refused.
+const PEEK_HEADERS: usize = 32;
+
 /// Looks at what waits in socket `fd` without taking it (`MSG_PEEK`, never blocking).
-fn peek(fd: RawFd) -> Pending {
+fn peek(fd: RawFd, gates: &Gates) -> Pending {
     use nix::sys::socket::{recv, MsgFlags};
     let mut buf = [0u8; PEEK_BYTES];
     match recv(fd, &mut buf, MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT) {
         Ok(0) | Err(_) => Pending::Nothing,
-        Ok(n) if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") => Pending::Head,
-        Ok(_) => Pending::Part,
+        Ok(n) => judge(&buf[..n], gates),
+    }
+}
+
+/// What `bytes`, the start of a connection's first request, will get once read: a head
+/// parsed as the connection's task will parse it, and asked of `gates` as it will ask.
+fn judge(bytes: &[u8], gates: &Gates) -> Pending {
+    if !bytes.windows(4).any(|w| w == b"\r\n\r\n") {
+        return Pending::Part;
+    }
+    let mut headers = [httparse::EMPTY_HEADER; PEEK_HEADERS];
+    let mut head = httparse::Request::new(&mut headers);
+    let Ok(httparse::Status::Complete(_)) = head.parse(bytes) else {
+        return Pending::Other;
+    };
+    let method = head
+        .method
+        .and_then(|m| http::Method::from_bytes(m.as_bytes()).ok());
+    let uri = head.path.and_then(|p| p.parse::<http::Uri>().ok());
+    match (method, uri) {
+        (Some(method), Some(uri)) if gates.is_health(&method, uri.path()) => Pending::Health,
+        _ => Pending::Other,
     }
 }
 
@@ -250,35 +293,67 @@ mod tests {
         }
     }
 
+    /// A waiting head is judged as its task will judge it once read: a health check's
+    /// (`GET` or `HEAD` of a health path, whatever its query or form) is answered, anything
+    /// else, malformed or not HTTP included, refused; without its end, a partial head.
+    #[test]
+    fn a_waiting_head_is_judged_as_its_task_will_judge_it() {
+        let gates = Gates::new(super::super::Limits::default());
+        let many = format!("GET /ready HTTP/1.1\r\n{}\r\n", "a: b\r\n".repeat(40));
+        let cases: [(&[u8], Pending); 10] = [
+            (b"GET /ready HTTP/1.1\r\nHost: x\r\n", Pending::Part),
+            (b"GET /ready HTTP/1.1\r\nHost: x\r\n\r\n", Pending::Health),
+            (b"HEAD /live HTTP/1.1\r\nHost: x\r\n\r\n", Pending::Health),
+            (b"GET /ready?verbose=1 HTTP/1.1\r\n\r\n", Pending::Health),
+            (b"GET http://x/ready HTTP/1.1\r\n\r\n", Pending::Health),
+            (b"POST /ready HTTP/1.1\r\n\r\n", Pending::Other),
+            (b"GET /page HTTP/1.1\r\nHost: x\r\n\r\n", Pending::Other),
+            (b"GET /ready HTTP/1.1 junk\r\n\r\n", Pending::Other),
+            (b"\x16\x03\x01\x02\x00\r\n\r\n", Pending::Other),
+            (many.as_bytes(), Pending::Other),
+        ];
+        for (bytes, want) in cases {
+            let shown = String::from_utf8_lossy(bytes);
+            assert_eq!(judge(bytes, &gates), want, "{shown:?}");
+        }
+    }
+
+    /// A connected pair on loopback: the client's end and the server's.
+    async fn pair() -> (tokio::net::TcpStream, tokio::net::TcpStream) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        (client, listener.accept().await.unwrap().0)
+    }
+
+    /// Waits (bounded: loopback delivers at once, but no test assumes it) until `fd` shows
+    /// `want`.
+    async fn until_peek(fd: RawFd, gates: &Gates, want: Pending) {
+        for _ in 0..1000 {
+            if peek(fd, gates) == want {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+        panic!("never {want:?}");
+    }
+
     /// What waits unread is looked at, not taken: nothing, part of a head, a whole head.
     #[tokio::test]
     async fn peek_sees_what_waits_and_leaves_it() {
         use std::os::fd::AsRawFd;
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let mut client = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
-            .await
-            .unwrap();
-        let (mut server, _) = listener.accept().await.unwrap();
+        let gates = Gates::new(super::super::Limits::default());
+        let (mut client, mut server) = pair().await;
         let fd = server.as_raw_fd();
-        assert_eq!(peek(fd), Pending::Nothing);
-        // Bounded polls: loopback delivers at once, but the test does not assume it.
-        let wait_for = |want: Pending| async move {
-            for _ in 0..1000 {
-                if peek(fd) == want {
-                    return;
-                }
-                tokio::task::yield_now().await;
-            }
-            panic!("never {want:?}");
-        };
+        assert_eq!(peek(fd, &gates), Pending::Nothing);
         client
             .write_all(b"GET /ready HTTP/1.1\r\nHost: x\r\n")
             .await
             .unwrap();
-        wait_for(Pending::Part).await;
+        until_peek(fd, &gates, Pending::Part).await;
         client.write_all(b"\r\n").await.unwrap();
-        wait_for(Pending::Head).await;
+        until_peek(fd, &gates, Pending::Health).await;
         let want = b"GET /ready HTTP/1.1\r\nHost: x\r\n\r\n";
         let mut got = vec![0u8; want.len()];
         let read = tokio::time::timeout(
@@ -289,30 +364,69 @@ mod tests {
         assert_eq!(&got[..], want);
     }
 
+    /// A full lane judges connections whose heads wait unread by what they ask: heads that
+    /// will be refused take no room, so a newcomer (perhaps a probe) enters and nobody is
+    /// closed; heads of health checks are kept, and the newcomer has no room. (Counted as
+    /// answered, as they once were, a hammered page's unread heads closed every newcomer.)
+    #[tokio::test]
+    async fn unread_heads_take_room_by_what_they_ask() {
+        use std::os::fd::AsRawFd;
+        use tokio::io::AsyncWriteExt;
+        let gates = Gates::new(super::super::Limits::default());
+        for (head, room) in [
+            (&b"GET /page HTTP/1.1\r\nHost: x\r\n\r\n"[..], true),
+            (&b"GET /ready HTTP/1.1\r\nHost: x\r\n\r\n"[..], false),
+        ] {
+            let mut lane = Lane::new(2);
+            let mut held = Vec::new();
+            for _ in 0..2 {
+                let (mut client, server) = pair().await;
+                let task = tokio::spawn(std::future::pending::<()>());
+                assert!(lane.make_room(&gates));
+                let fd = server.as_raw_fd();
+                lane.enter(Progress::default(), task.abort_handle(), Some(fd));
+                client.write_all(head).await.unwrap();
+                until_peek(fd, &gates, judge(head, &gates)).await;
+                held.push((client, server, task));
+            }
+            assert_eq!(
+                lane.make_room(&gates),
+                room,
+                "{}",
+                String::from_utf8_lossy(head)
+            );
+            for (_, _, task) in &held {
+                assert!(!task.is_finished(), "nobody closed");
+                task.abort();
+            }
+        }
+    }
+
     /// A full lane closes its victim's task to make room; with every connection answering
     /// it has none to give; refusals and finished connections take no room.
     #[tokio::test]
     async fn a_full_lane_closes_its_victim_or_refuses() {
+        let gates = Gates::new(super::super::Limits::default());
         let mut lane = Lane::new(2);
         let idle = || tokio::spawn(std::future::pending::<()>());
         let (first, second, third) = (idle(), idle(), idle());
         let (p1, p3) = (Progress::default(), Progress::default());
-        assert!(lane.make_room());
+        assert!(lane.make_room(&gates));
         lane.enter(p1.clone(), first.abort_handle(), None);
-        assert!(lane.make_room());
+        assert!(lane.make_room(&gates));
         lane.enter(Progress::default(), second.abort_handle(), None);
         p1.set(Stage::Answering);
-        assert!(lane.make_room(), "the second, silent, makes room");
+        assert!(lane.make_room(&gates), "the second, silent, makes room");
         assert!(second.await.unwrap_err().is_cancelled());
         lane.enter(p3.clone(), third.abort_handle(), None);
         p3.set(Stage::Answering);
-        assert!(!lane.make_room(), "both answer: no room");
+        assert!(!lane.make_room(&gates), "both answer: no room");
         p3.set(Stage::Refusing);
-        assert!(lane.make_room(), "a refusal takes no room");
+        assert!(lane.make_room(&gates), "a refusal takes no room");
         p3.set(Stage::Answering);
         first.abort();
         assert!(first.await.unwrap_err().is_cancelled());
-        assert!(lane.make_room(), "a finished one leaves");
+        assert!(lane.make_room(&gates), "a finished one leaves");
         third.abort();
     }
 }

@@ -17,7 +17,7 @@
 //!    The wait is bounded too: the waiters are at most [`Limits::max_connections`]
 //!    connections of [`Limits::max_in_flight`] streams, as many refusals in the probe lane
 //!    and its [`Limits::probe_lane`] health checks, so a turn comes within
-//!    `(max_connections x (max_in_flight + 1) + probe_lane) / answers_per_sec` (168 ms by
+//!    `(max_connections x (max_in_flight + 1) + probe_lane) / answers_per_sec` (192 ms by
 //!    default). A caller that gives up waiting gives its turn back;
 //! 2. health checks (`GET` or `HEAD` of [`Limits::health`]): their own allowance of
 //!    [`Limits::health_per_sec`] a second, [`Limits::health_burst`] at once, and past it the
@@ -100,7 +100,8 @@ pub struct Limits {
     pub health_burst: u32,
     /// Connections past [`Limits::max_connections`] kept while they send a health check's
     /// head; when they are all taken, the one longest on an incomplete head is closed for a
-    /// new one (default 8; zero: none, connections past the limit are closed at once).
+    /// new one (default 32, as many as the connections: see `admin::lane` for why; zero:
+    /// none, connections past the limit are closed at once).
     pub probe_lane: usize,
     /// The longest a connection in the probe lane may take to send its head (default 1 s).
     pub probe_head_timeout: Duration,
@@ -124,7 +125,7 @@ impl Default for Limits {
             health: &["/ready", "/live"],
             health_per_sec: 100,
             health_burst: 20,
-            probe_lane: 8,
+            probe_lane: 32,
             probe_head_timeout: PROBE_HEAD_TIMEOUT,
             header_read_timeout: HEADER_READ_TIMEOUT,
         }
