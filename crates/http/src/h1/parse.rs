@@ -6,6 +6,7 @@
 
 use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Version};
+use std::mem::MaybeUninit;
 use std::ops::Range;
 use tailguard_record::ErrorKind;
 
@@ -297,9 +298,12 @@ impl Reader {
         buf: &[u8],
         seen: impl FnOnce(&httparse::Response<'_, '_>),
     ) -> Result<usize, Error> {
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut res = httparse::Response::new(&mut headers);
-        let len = match res.parse(buf) {
+        // Left uninitialised: httparse writes the fields it finds (empty ones written per
+        // response cost L1 data misses on every exchange: see `h1::server::head::parse`).
+        let mut headers = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+        let mut res = httparse::Response::new(&mut []);
+        let config = httparse::ParserConfig::default();
+        let len = match config.parse_response_with_uninit_headers(&mut res, buf, &mut headers) {
             Ok(httparse::Status::Complete(len)) => len,
             Ok(httparse::Status::Partial) if buf.len() >= MAX_HEAD_BYTES => {
                 return Err(Error::TooLarge)

@@ -5,6 +5,7 @@ use crate::h1::parse;
 use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Request, Uri, Version};
+use std::mem::MaybeUninit;
 
 /// Most header fields in a request head (hyper's server's limit; more: handed to hyper).
 const MAX_HEADERS: usize = 100;
@@ -36,9 +37,12 @@ pub(super) fn parse(buf: &mut BytesMut, max_head: usize) -> Parsed {
     // Where each header's name and value are in the head.
     let mut fields = [(0u32, 0u32, 0u32, 0u32); MAX_HEADERS];
     let (len, count, path, method) = {
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut req = httparse::Request::new(&mut headers);
-        let len = match req.parse(buf) {
+        // Left uninitialised: httparse writes the fields it finds. The 3.2 KiB of empty ones
+        // written per request here and per response in `h1::parse` cost the proxy 114 L1
+        // data misses and 680 instructions a GET (callgrind; issue 49).
+        let mut headers = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+        let mut req = httparse::Request::new(&mut []);
+        let len = match req.parse_with_uninit_headers(buf, &mut headers) {
             Ok(httparse::Status::Complete(len)) => len,
             Ok(httparse::Status::Partial) if buf.len() < max_head => return Parsed::Partial,
             // `HTTP/1.2` is served as HTTP/1.1 (RFC 9110 section 2.5), as nginx does.
