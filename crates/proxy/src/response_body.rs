@@ -80,8 +80,8 @@ struct Inner {
     counts: Option<Counts>,
     /// Some frame went downstream.
     yielded: bool,
-    /// An error held back so the head goes out first (step 4); boxed, as it is rare and
-    /// this body goes up through every stage's return.
+    /// An error held back so the head goes out first (step 4); boxed, as it is rare: every
+    /// response's box stays smaller.
     held: Option<Box<Held>>,
     /// The request's access log line, written when this body drops (`None`: no log).
     line: Option<Box<crate::access_log::Line>>,
@@ -144,8 +144,8 @@ enum Source {
         peeked: VecDeque<Frame<Bytes>>,
         inner: UpstreamBody,
         idle: IdleTimer,
-        /// Boxed: only gRPC's calls have one, and this body goes up through every stage's
-        /// return (128 B off every HTTP response).
+        /// Boxed: only gRPC's calls have one (128 B off every HTTP response's box; before the
+        /// body itself was boxed, off every stage's return).
         deferred: Option<Box<Deferred>>,
     },
 }
