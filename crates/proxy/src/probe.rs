@@ -114,7 +114,7 @@ async fn ask(
         req.headers_mut().insert(http::header::HOST, host);
     }
     let conn = service.upstreams.checkout(h2, addr).await.ok()?;
-    let resp = conn.send(req).await.ok()?;
+    let resp = conn.send(|_| req).await.ok()?;
     if resp.status() != http::StatusCode::OK {
         return None;
     }
