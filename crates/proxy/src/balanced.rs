@@ -190,16 +190,11 @@ impl<S: upstream::Stage> Balancer<'_, S> {
         if limit == Some(Duration::ZERO) && by_deadline.is_some() {
             return past_deadline(pending, by_deadline);
         }
-        let make = |h2| {
-            let mut req = build(&request.parts, request.body().take(), endpoints, slot, h2);
-            if let Some(d) = &request.deadline {
-                d.stamp(req.headers_mut(), Instant::now());
-            }
-            if let Some(t) = &traceparent {
-                req.headers_mut()
-                    .insert(crate::trace::TRACEPARENT, t.clone());
-            }
-            req
+        let make = Make {
+            request,
+            endpoints,
+            slot,
+            traceparent: traceparent.as_ref(),
         };
         let sending = self.upstream.send(addr, request.h2, &make);
         let result = match limit {
@@ -369,6 +364,63 @@ fn peek(
             Poll::Ready(None) => return Some(Ok(Answer::Grpc(grpc::MISSING_STATUS))),
             Poll::Pending => return None,
         }
+    }
+}
+
+/// An attempt's request, made once its connection is known.
+struct Make<'a> {
+    request: &'a Outgoing,
+    endpoints: &'a Endpoints,
+    slot: usize,
+    traceparent: Option<&'a http::HeaderValue>,
+}
+
+impl upstream::Make for Make<'_> {
+    fn request(&self, h2: bool) -> Request<ProxyBody> {
+        let request = self.request;
+        let body = request.body().take();
+        let mut req = build(&request.parts, body, self.endpoints, self.slot, h2);
+        if let Some(d) = &request.deadline {
+            d.stamp(req.headers_mut(), Instant::now());
+        }
+        if let Some(t) = self.traceparent {
+            req.headers_mut()
+                .insert(crate::trace::TRACEPARENT, t.clone());
+        }
+        req
+    }
+
+    /// A request with no body, no deadline to forward and no trace (the default GET) is
+    /// written from the client's parts: one pass over its headers, where
+    /// [`upstream::Make::request`] copies the header map (two allocations) for the lean client
+    /// to write. (A `Transfer-Encoding` on a request without a body, which the lean client
+    /// removes, goes that way too.)
+    fn bare(&self, out: &mut Vec<u8>) -> Option<upstream::Bare> {
+        let request = self.request;
+        let parts = &request.parts;
+        let stamps = request.deadline.as_ref().is_some_and(|d| d.stamps());
+        if stamps
+            || self.traceparent.is_some()
+            || parts.headers.contains_key(http::header::TRANSFER_ENCODING)
+            || !matches!(*request.body(), crate::attempts::AttemptBody::Empty)
+        {
+            return None;
+        }
+        let path = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
+        let host = match parts.headers.contains_key(http::header::HOST) {
+            true => None,
+            false => self
+                .endpoints
+                .authority(self.slot)
+                .and_then(|a| http::HeaderValue::from_str(a.as_str()).ok()),
+        };
+        Some(upstream::encode_bare(
+            &parts.method,
+            path,
+            &parts.headers,
+            host.as_ref(),
+            out,
+        ))
     }
 }
 

@@ -98,6 +98,11 @@ impl Deadline {
         until + Duration::from_millis(1) <= self.at
     }
 
+    /// Whether [`Deadline::stamp`] writes a header: the caller sent one.
+    pub fn stamps(&self) -> bool {
+        self.caller.grpc.is_some() || self.caller.http.is_some()
+    }
+
     /// Writes the time left at `now` into the headers the caller sent.
     pub fn stamp(&self, headers: &mut HeaderMap, now: Instant) {
         let left = self.left(now);

@@ -102,19 +102,23 @@ async fn ask(
     } else {
         service.config.probe_path.clone()
     };
-    let mut req = http::Request::get(uri)
-        .body(
+    let uri = http::Uri::try_from(uri).ok()?;
+    let host = http::HeaderValue::from_str(&authority).ok()?;
+    // Made in the form chosen above, whatever the connection turns out to speak (as before).
+    let make = |_| {
+        let mut req = http::Request::new(
             Empty::<Bytes>::new()
                 .map_err(|never| match never {})
                 .boxed(),
-        )
-        .ok()?;
-    if !h2 {
-        let host = http::HeaderValue::from_str(&authority).ok()?;
-        req.headers_mut().insert(http::header::HOST, host);
-    }
+        );
+        *req.uri_mut() = uri.clone();
+        if !h2 {
+            req.headers_mut().insert(http::header::HOST, host.clone());
+        }
+        req
+    };
     let conn = service.upstreams.checkout(h2, addr).await.ok()?;
-    let resp = conn.send(|_| req).await.ok()?;
+    let resp = conn.send(&make).await.ok()?;
     if resp.status() != http::StatusCode::OK {
         return None;
     }

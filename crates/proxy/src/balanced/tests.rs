@@ -3,7 +3,7 @@
 
 use super::Balancer;
 use crate::attempts::{AttemptBody, Attempted, Balanced, Outgoing, Turn};
-use crate::body::{BoxError, ProxyBody};
+use crate::body::BoxError;
 use crate::clock::Clock;
 use crate::config::{ServiceConfig, Upstream};
 use crate::endpoints::EndpointView;
@@ -62,7 +62,7 @@ impl Stage for Scripted {
         &'a self,
         _addr: SocketAddr,
         _h2: bool,
-        make: &'a (dyn Fn(bool) -> Request<ProxyBody> + Sync),
+        make: &'a dyn crate::upstream::Make,
     ) -> impl Future<Output = Result<Response<UpstreamBody>, SendError>> + Send + 'a {
         let step = self.steps.lock().unwrap().pop_front().expect("scripted");
         Box::pin(async move {
@@ -77,7 +77,7 @@ impl Stage for Scripted {
                 }
                 _ => {}
             }
-            drop(make(false));
+            drop(make.request(false));
             self.made.fetch_add(1, Ordering::Relaxed);
             match step {
                 Step::Broken => Err(SendError::Http("connection reset by peer".into())),
@@ -292,4 +292,109 @@ async fn an_attempt_dropped_midway_is_cancelled_not_failed() {
     assert!(given_up.is_err());
     let view = endpoints.views(shared.clock.now()).remove(0);
     assert_eq!((view.successes, view.failures, view.pending), (0, 0, 0));
+}
+
+/// A request without a body goes to the lean client as the head written from its parts
+/// (`Make::bare`): the same bytes, and the same `HEAD` and close, as the lean client writes
+/// for the request made the long way (`Make::request`), with or without a `Host`, whatever
+/// the method, values repeated, a close asked. A body, a deadline to forward, a trace or a
+/// `Transfer-Encoding` take the long way.
+#[test]
+fn a_bare_head_is_the_head_the_lean_client_writes() {
+    use crate::upstream::Make as _;
+    let (_shared, service) = service(|_| {});
+    let endpoints = service.endpoints();
+    type Case<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)]);
+    let cases: &[Case] = &[
+        ("GET", "/", &[("host", "example.test")]),
+        ("GET", "/a?b=c&d", &[]),
+        ("HEAD", "/h", &[("accept", "*/*"), ("host", "h.test")]),
+        (
+            "DELETE",
+            "/x",
+            &[
+                ("cookie", "a=1"),
+                ("x-b", "2"),
+                ("cookie", "b=2"),
+                ("connection", "keep-alive, close"),
+            ],
+        ),
+        ("OPTIONS", "*", &[("content-length", "0")]),
+    ];
+    for (method, target, headers) in cases {
+        let mut req = Request::builder().method(*method).uri(*target);
+        for (n, v) in *headers {
+            req = req.header(*n, *v);
+        }
+        let mut sent = request(Reply::Http, None);
+        sent.parts = req.body(()).unwrap().into_parts().0;
+        let make = super::Make {
+            request: &sent,
+            endpoints: &endpoints,
+            slot: 0,
+            traceparent: None,
+        };
+        let mut bare = Vec::new();
+        let flags = make.bare(&mut bare).expect("no body, deadline or trace");
+        let (long, long_flags) = crate::upstream::written(make.request(false));
+        assert_eq!(
+            String::from_utf8_lossy(&bare),
+            String::from_utf8_lossy(&long),
+            "{method} {target}"
+        );
+        if *target == "/a?b=c&d" {
+            assert!(
+                bare.ends_with(b"host: 127.0.0.1:9\r\n\r\n"),
+                "the endpoint's host, last"
+            );
+        }
+        assert_eq!(flags, long_flags, "{method} {target}");
+    }
+    let mut with_te = request(Reply::Http, None);
+    with_te
+        .parts
+        .headers
+        .insert("transfer-encoding", "chunked".parse().unwrap());
+    let mut with_body = request(Reply::Http, None);
+    with_body.body = Mutex::new(AttemptBody::Streaming(None));
+    let traceparent =
+        http::HeaderValue::from_static("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
+    let plain = request(Reply::Http, None);
+    let mut with_deadline = request(Reply::Http, None);
+    with_deadline.deadline = Some(crate::deadline::Deadline {
+        at: tokio::time::Instant::now() + Duration::from_secs(1),
+        why: crate::deadline::HTTP_HEADER,
+        caller: crate::deadline::Caller {
+            grpc: None,
+            http: Some(Duration::from_secs(1)),
+        },
+    });
+    let mut total_timeout = request(Reply::Http, None);
+    total_timeout.deadline = Some(crate::deadline::Deadline {
+        caller: crate::deadline::Caller::default(),
+        ..with_deadline.deadline.unwrap()
+    });
+    let long_way = [
+        (&with_te, None),
+        (&with_body, None),
+        (&plain, Some(&traceparent)),
+        (&with_deadline, None),
+    ];
+    for (sent, traceparent) in long_way {
+        let make = super::Make {
+            request: sent,
+            endpoints: &endpoints,
+            slot: 0,
+            traceparent,
+        };
+        assert_eq!(make.bare(&mut Vec::new()), None);
+    }
+    // A deadline the caller did not send (the total timeout) adds no header: bare.
+    let make = super::Make {
+        request: &total_timeout,
+        endpoints: &endpoints,
+        slot: 0,
+        traceparent: None,
+    };
+    assert!(make.bare(&mut Vec::new()).is_some());
 }

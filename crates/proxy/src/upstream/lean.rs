@@ -79,24 +79,19 @@ impl Lean {
     /// [`SendError::Http`]: the write or read failed, the response is not HTTP/1.1, or the
     /// request body failed.
     pub(super) async fn send(
-        mut self: Box<Self>,
+        self: Box<Self>,
         req: Request<ProxyBody>,
         home: Arc<dyn Home>,
     ) -> Result<Response<LeanBody>, SendError> {
         let (mut parts, mut body) = req.into_parts();
         let framing = frame(&parts.method, parts.version, &mut parts.headers, &body);
-        // A request that asks for the close leaves its connection unused after it, whatever
-        // the response says (hyper's client does the same).
-        let closes = parts
-            .headers
-            .get_all(http::header::CONNECTION)
-            .iter()
-            .any(|v| parse::has_token(v.as_bytes(), "close"));
-        let mut head = Vec::with_capacity(64 + parts.headers.len() * 32);
-        encode_head(&parts, &mut head);
-        let mut reader = Reader::new(parts.method == Method::HEAD);
+        let bare = Bare {
+            head: parts.method == Method::HEAD,
+            closes: asks_close(&parts.headers),
+        };
+        let mut out = Vec::with_capacity(64 + parts.headers.len() * 32);
+        encode_head(&parts, &mut out);
         let mut sender = BodySender::new(framing);
-        let mut out = head;
         // Most requests have no body, or all of it already here: one write.
         let mut rest = !body.is_end_stream();
         if rest {
@@ -114,10 +109,45 @@ impl Lean {
         if !rest {
             sender.finish(&mut out).map_err(SendError::Http)?;
         }
+        let upload = Upload::new(body, sender, out, !rest);
+        self.exchange(upload, bare, home).await
+    }
+
+    /// Sends a request without a body whose head is already written ([`encode_bare`]), and
+    /// reads its response head, as [`Lean::send`].
+    ///
+    /// # Errors
+    /// As [`Lean::send`].
+    pub(super) async fn send_bare(
+        self: Box<Self>,
+        head: Vec<u8>,
+        bare: Bare,
+        home: Arc<dyn Home>,
+    ) -> Result<Response<LeanBody>, SendError> {
+        use http_body_util::BodyExt;
+        let none = http_body_util::Empty::new().map_err(|never| match never {});
+        let upload = Upload::new(
+            none.boxed(),
+            BodySender::new(Framing::Length(0)),
+            head,
+            true,
+        );
+        self.exchange(upload, bare, home).await
+    }
+
+    /// Writes `upload` (the head, then what is left of the body) while the response head is
+    /// read; the body follows in the response.
+    async fn exchange(
+        mut self: Box<Self>,
+        upload: Upload,
+        bare: Bare,
+        home: Arc<dyn Home>,
+    ) -> Result<Response<LeanBody>, SendError> {
+        let mut reader = Reader::new(bare.head);
         // The head (and what came of the body) is written, and the rest of the body streams,
         // while the response is read: an endpoint may answer before it has read it all, or
         // echo it as it reads.
-        let mut upload = Some(Upload::new(body, sender, out, !rest));
+        let mut upload = Some(upload);
         let resp_head = std::future::poll_fn(|cx| {
             let Lean { conn, buf } = &mut *self;
             if let Some(up) = &mut upload {
@@ -142,7 +172,7 @@ impl Lean {
             conn: Some(self),
             reader,
             upload: upload.map(Box::new),
-            reuse: resp_head.keep_alive && !closes,
+            reuse: resp_head.keep_alive && !bare.closes,
             home,
             trailers: None,
             ended: false,
@@ -151,6 +181,69 @@ impl Lean {
         };
         Ok(resp.map(|()| body))
     }
+}
+
+/// What the lean client must know of a request whose head it did not write itself
+/// ([`encode_bare`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bare {
+    /// A `HEAD`: its response has no body, whatever its head says.
+    head: bool,
+    /// It asks for the close (`Connection: close`): the connection is not used after it,
+    /// whatever the response says (hyper's client does the same).
+    closes: bool,
+}
+
+/// The HTTP/1.1 head of a request without a body, as [`Lean::send`] would write it for the
+/// request `balanced::build` makes of the same parts (the differential test against hyper's
+/// client holds both): the request line in origin form, `headers` in their order, then
+/// `Host: {host}` when `headers` has none. For headers without `Transfer-Encoding`, which
+/// [`Lean::send`] removes from a request without a body (and so reorders the rest).
+pub fn encode_bare(
+    method: &Method,
+    path: &str,
+    headers: &HeaderMap,
+    host: Option<&HeaderValue>,
+    out: &mut Vec<u8>,
+) -> Bare {
+    out.reserve(64 + headers.len() * 32);
+    request_line(method, path, Version::HTTP_11, out);
+    debug_assert!(!headers.contains_key(TRANSFER_ENCODING));
+    for (name, value) in headers {
+        field(name, value, out);
+    }
+    if !headers.contains_key(http::header::HOST) {
+        if let Some(host) = host {
+            field(&http::header::HOST, host, out);
+        }
+    }
+    out.extend_from_slice(b"\r\n");
+    Bare {
+        head: *method == Method::HEAD,
+        closes: asks_close(headers),
+    }
+}
+
+/// The head [`Lean::send`] writes for `req` (its framing applied), and what it knows of it.
+#[cfg(test)]
+pub fn written(req: Request<ProxyBody>) -> (Vec<u8>, Bare) {
+    let (mut parts, body) = req.into_parts();
+    frame(&parts.method, parts.version, &mut parts.headers, &body);
+    let mut out = Vec::new();
+    encode_head(&parts, &mut out);
+    let bare = Bare {
+        head: parts.method == Method::HEAD,
+        closes: asks_close(&parts.headers),
+    };
+    (out, bare)
+}
+
+/// A `Connection` header asks for the close.
+fn asks_close(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(http::header::CONNECTION)
+        .iter()
+        .any(|v| parse::has_token(v.as_bytes(), "close"))
 }
 
 fn io_err(e: io::Error) -> SendError {
@@ -359,22 +452,32 @@ fn add_chunked(headers: &mut HeaderMap) {
 
 /// The request line and headers, as hyper's client writes them (names as stored: lower case).
 fn encode_head(parts: &http::request::Parts, out: &mut Vec<u8>) {
-    out.extend_from_slice(parts.method.as_str().as_bytes());
-    out.push(b' ');
     match parts.uri.path_and_query() {
-        Some(pq) if parts.uri.scheme().is_none() => out.extend_from_slice(pq.as_str().as_bytes()),
-        _ => out.extend_from_slice(parts.uri.to_string().as_bytes()),
+        Some(pq) if parts.uri.scheme().is_none() => {
+            request_line(&parts.method, pq.as_str(), parts.version, out);
+        }
+        _ => request_line(&parts.method, &parts.uri.to_string(), parts.version, out),
     }
-    out.extend_from_slice(match parts.version {
+    for (name, value) in &parts.headers {
+        field(name, value, out);
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+fn request_line(method: &Method, target: &str, version: Version, out: &mut Vec<u8>) {
+    out.extend_from_slice(method.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(target.as_bytes());
+    out.extend_from_slice(match version {
         Version::HTTP_10 => b" HTTP/1.0\r\n",
         _ => b" HTTP/1.1\r\n",
     });
-    for (name, value) in &parts.headers {
-        out.extend_from_slice(name.as_str().as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value.as_bytes());
-        out.extend_from_slice(b"\r\n");
-    }
+}
+
+fn field(name: &HeaderName, value: &HeaderValue, out: &mut Vec<u8>) {
+    out.extend_from_slice(name.as_str().as_bytes());
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value.as_bytes());
     out.extend_from_slice(b"\r\n");
 }
 

@@ -254,6 +254,32 @@ enum Held<'a> {
     },
 }
 
+/// How an attempt's request is made once its connection is known (the balanced stage's maker;
+/// a closure for a request made whole, as the probe's).
+pub trait Make: Sync {
+    /// The request, in HTTP/2 form when `h2`.
+    fn request(&self, h2: bool) -> http::Request<ProxyBody>;
+
+    /// For the lean HTTP/1.1 client: the request's head written into `out` straight from the
+    /// client's parts, for a request that needs nothing an attempt adds (no body, no header of
+    /// the attempt's own), so no header map is copied for it. `None`: the request is made by
+    /// [`Make::request`].
+    fn bare(&self, out: &mut Vec<u8>) -> Option<Bare> {
+        let _ = out;
+        None
+    }
+}
+
+impl<F: Fn(bool) -> http::Request<ProxyBody> + Sync> Make for F {
+    fn request(&self, h2: bool) -> http::Request<ProxyBody> {
+        self(h2)
+    }
+}
+
+#[cfg(test)]
+pub(crate) use lean::written;
+pub use lean::{encode_bare, Bare};
+
 impl Checkout<'_> {
     /// The connection speaks HTTP/2: the request goes in that form.
     pub fn is_h2(&self) -> bool {
@@ -266,18 +292,19 @@ impl Checkout<'_> {
     /// taking the request is replaced (nothing was sent).
     ///
     /// The request is built here, not passed in: on the lean path it goes straight into the
-    /// send, so this future holds no copy of it (240 B, moved in and out of its state).
+    /// send, so this future holds no copy of it (240 B, moved in and out of its state); a
+    /// request without a body goes to the lean client as the bytes of its head ([`Make::bare`]).
     ///
     /// # Errors
     /// [`SendError::Http`] when the connection fails with the request on it, or those of a
     /// replacement connection.
     pub async fn send(
         self,
-        make: impl FnOnce(bool) -> http::Request<ProxyBody>,
+        make: &(impl Make + ?Sized),
     ) -> Result<http::Response<UpstreamBody>, SendError> {
         let (mut tx, mut reused, free, pool, addr) = match self.0 {
             Held::H2 { mut tx, tls } => {
-                let mut req = make(true);
+                let mut req = make.request(true);
                 if tls {
                     let mut uri = std::mem::take(req.uri_mut()).into_parts();
                     uri.scheme = Some(http::uri::Scheme::HTTPS);
@@ -298,10 +325,14 @@ impl Checkout<'_> {
             } => (tx, reused, free, pool, addr),
         };
         if let Sender::Lean(conn) = tx {
-            let resp = conn.send(make(false), free).await?;
+            let mut head = Vec::new();
+            let resp = match make.bare(&mut head) {
+                Some(bare) => conn.send_bare(head, bare, free).await?,
+                None => conn.send(make.request(false), free).await?,
+            };
             return Ok(resp.map(UpstreamBody::lean));
         }
-        let mut req = make(false);
+        let mut req = make.request(false);
         loop {
             let (mut hyper_tx, interim) = match tx {
                 Sender::Lean(conn) => {
@@ -367,7 +398,7 @@ pub trait Stage: Sync {
         &'a self,
         addr: SocketAddr,
         h2: bool,
-        make: &'a (dyn Fn(bool) -> http::Request<ProxyBody> + Sync),
+        make: &'a dyn Make,
     ) -> impl Future<Output = Result<http::Response<UpstreamBody>, SendError>> + Send + 'a;
 }
 
@@ -377,7 +408,7 @@ impl Stage for Upstreams {
         &self,
         addr: SocketAddr,
         h2: bool,
-        make: &(dyn Fn(bool) -> http::Request<ProxyBody> + Sync),
+        make: &dyn Make,
     ) -> Result<http::Response<UpstreamBody>, SendError> {
         let conn = self.checkout(h2, addr).await?;
         conn.send(make).await
