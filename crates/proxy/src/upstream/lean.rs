@@ -85,10 +85,7 @@ impl Lean {
     ) -> Result<Response<LeanBody>, SendError> {
         let (mut parts, mut body) = req.into_parts();
         let framing = frame(&parts.method, parts.version, &mut parts.headers, &body);
-        let bare = Bare {
-            head: parts.method == Method::HEAD,
-            closes: asks_close(&parts.headers),
-        };
+        let bare = Bare::of(&parts.method, &parts.headers);
         let mut out = Vec::with_capacity(64 + parts.headers.len() * 32);
         encode_head(&parts, &mut out);
         let mut sender = BodySender::new(framing);
@@ -218,10 +215,7 @@ pub fn encode_bare(
         }
     }
     out.extend_from_slice(b"\r\n");
-    Bare {
-        head: *method == Method::HEAD,
-        closes: asks_close(headers),
-    }
+    Bare::of(method, headers)
 }
 
 /// The head [`Lean::send`] writes for `req` (its framing applied), and what it knows of it.
@@ -231,19 +225,19 @@ pub fn written(req: Request<ProxyBody>) -> (Vec<u8>, Bare) {
     frame(&parts.method, parts.version, &mut parts.headers, &body);
     let mut out = Vec::new();
     encode_head(&parts, &mut out);
-    let bare = Bare {
-        head: parts.method == Method::HEAD,
-        closes: asks_close(&parts.headers),
-    };
-    (out, bare)
+    (out, Bare::of(&parts.method, &parts.headers))
 }
 
-/// A `Connection` header asks for the close.
-fn asks_close(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(http::header::CONNECTION)
-        .iter()
-        .any(|v| parse::has_token(v.as_bytes(), "close"))
+impl Bare {
+    fn of(method: &Method, headers: &HeaderMap) -> Bare {
+        Bare {
+            head: *method == Method::HEAD,
+            closes: headers
+                .get_all(http::header::CONNECTION)
+                .iter()
+                .any(|v| parse::has_token(v.as_bytes(), "close")),
+        }
+    }
 }
 
 fn io_err(e: io::Error) -> SendError {
