@@ -18,6 +18,8 @@
 
 use std::net::SocketAddr;
 
+type Io<T> = std::io::Result<T>;
+
 /// The length of the whole message at the start of `buf` (a request head; with `response`, a
 /// response head and its `Content-Length` body), once all of it is there.
 fn complete(buf: &[u8], response: bool) -> Option<usize> {
@@ -45,12 +47,12 @@ fn room(buf: &mut Vec<u8>) {
 }
 
 mod epoll {
-    use super::{complete, room};
+    use super::{complete, room, Io};
     use std::net::SocketAddr;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::{TcpListener, TcpStream};
 
-    pub fn run(listen: SocketAddr, upstream: SocketAddr) -> std::io::Result<()> {
+    pub fn run(listen: SocketAddr, upstream: SocketAddr) -> Io<()> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_io()
             .build()?;
@@ -64,31 +66,32 @@ mod epoll {
         })
     }
 
-    async fn relay(mut client: TcpStream, upstream: SocketAddr) -> std::io::Result<()> {
+    /// Reads into `buf` until it starts with a whole message: its length (`None`: closed).
+    async fn message(s: &mut TcpStream, buf: &mut Vec<u8>, response: bool) -> Io<Option<usize>> {
+        loop {
+            if let Some(n) = complete(buf, response) {
+                return Ok(Some(n));
+            }
+            room(buf);
+            if s.read_buf(buf).await? == 0 {
+                return Ok(None);
+            }
+        }
+    }
+
+    async fn relay(mut client: TcpStream, upstream: SocketAddr) -> Io<()> {
         client.set_nodelay(true)?;
         let mut up = TcpStream::connect(upstream).await?;
         up.set_nodelay(true)?;
         let (mut req, mut resp) = (Vec::with_capacity(4096), Vec::with_capacity(8192));
         loop {
-            let n = loop {
-                if let Some(n) = complete(&req, false) {
-                    break n;
-                }
-                room(&mut req);
-                if client.read_buf(&mut req).await? == 0 {
-                    return Ok(());
-                }
+            let Some(n) = message(&mut client, &mut req, false).await? else {
+                return Ok(());
             };
             up.write_all(&req[..n]).await?;
             req.drain(..n);
-            let m = loop {
-                if let Some(m) = complete(&resp, true) {
-                    break m;
-                }
-                room(&mut resp);
-                if up.read_buf(&mut resp).await? == 0 {
-                    return Ok(());
-                }
+            let Some(m) = message(&mut up, &mut resp, true).await? else {
+                return Ok(());
             };
             client.write_all(&resp[..m]).await?;
             resp.drain(..m);
@@ -97,7 +100,7 @@ mod epoll {
 }
 
 mod tokio_ring {
-    use super::{complete, room};
+    use super::{complete, room, Io};
     use std::net::SocketAddr;
     use tokio_uring::buf::BoundedBuf;
     use tokio_uring::net::{TcpListener, TcpStream};
@@ -109,7 +112,7 @@ mod tokio_ring {
             .unwrap_or_else(|e| panic!("{e}"));
     }
 
-    async fn serve(listen: SocketAddr, upstream: SocketAddr) -> std::io::Result<()> {
+    async fn serve(listen: SocketAddr, upstream: SocketAddr) -> Io<()> {
         let listener = TcpListener::bind(listen)?;
         loop {
             let (client, _) = listener.accept().await?;
@@ -117,54 +120,55 @@ mod tokio_ring {
         }
     }
 
-    /// Reads into the free room of `buf` (owned buffers: the ring holds it meanwhile).
-    async fn read(s: &TcpStream, mut buf: Vec<u8>) -> (std::io::Result<usize>, Vec<u8>) {
-        room(&mut buf);
-        let (len, cap) = (buf.len(), buf.capacity());
-        let (r, slice) = s.read(buf.slice(len..cap)).await;
-        (r, slice.into_inner())
+    /// Reads into `buf` until it starts with a whole message: its length (`None`: closed).
+    /// The buffer is owned: the ring holds it while a read is out, and it comes back.
+    async fn message(
+        s: &TcpStream,
+        mut buf: Vec<u8>,
+        response: bool,
+    ) -> (Io<Option<usize>>, Vec<u8>) {
+        loop {
+            if let Some(n) = complete(&buf, response) {
+                return (Ok(Some(n)), buf);
+            }
+            room(&mut buf);
+            let (len, cap) = (buf.len(), buf.capacity());
+            let (read, slice) = s.read(buf.slice(len..cap)).await;
+            buf = slice.into_inner();
+            match read {
+                Ok(0) => return (Ok(None), buf),
+                Ok(_) => {}
+                Err(e) => return (Err(e), buf),
+            }
+        }
     }
 
-    async fn relay(client: TcpStream, upstream: SocketAddr) -> std::io::Result<()> {
+    async fn relay(client: TcpStream, upstream: SocketAddr) -> Io<()> {
         client.set_nodelay(true)?;
         let up = TcpStream::connect(upstream).await?;
         up.set_nodelay(true)?;
         let (mut req, mut resp) = (Vec::with_capacity(4096), Vec::with_capacity(8192));
         loop {
-            let n = loop {
-                if let Some(n) = complete(&req, false) {
-                    break n;
-                }
-                let (r, b) = read(&client, req).await;
-                req = b;
-                if r? == 0 {
-                    return Ok(());
-                }
-            };
-            let (r, s) = up.write_all(req.slice(..n)).await;
+            let (n, b) = message(&client, req, false).await;
+            req = b;
+            let Some(n) = n? else { return Ok(()) };
+            let (written, s) = up.write_all(req.slice(..n)).await;
             req = s.into_inner();
-            r?;
+            written?;
             req.drain(..n);
-            let m = loop {
-                if let Some(m) = complete(&resp, true) {
-                    break m;
-                }
-                let (r, b) = read(&up, resp).await;
-                resp = b;
-                if r? == 0 {
-                    return Ok(());
-                }
-            };
-            let (r, s) = client.write_all(resp.slice(..m)).await;
+            let (m, b) = message(&up, resp, true).await;
+            resp = b;
+            let Some(m) = m? else { return Ok(()) };
+            let (written, s) = client.write_all(resp.slice(..m)).await;
             resp = s.into_inner();
-            r?;
+            written?;
             resp.drain(..m);
         }
     }
 }
 
 mod mono {
-    use super::{complete, room};
+    use super::{complete, room, Io};
     use monoio::buf::{IoBuf, IoBufMut};
     use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
     use monoio::net::{TcpListener, TcpStream};
@@ -180,7 +184,7 @@ mod mono {
             .unwrap_or_else(|e| panic!("{e}"));
     }
 
-    async fn serve(listen: SocketAddr, upstream: SocketAddr) -> std::io::Result<()> {
+    async fn serve(listen: SocketAddr, upstream: SocketAddr) -> Io<()> {
         let listener = TcpListener::bind(listen)?;
         loop {
             let (client, _) = listener.accept().await?;
@@ -188,46 +192,47 @@ mod mono {
         }
     }
 
-    async fn read(s: &mut TcpStream, mut buf: Vec<u8>) -> (std::io::Result<usize>, Vec<u8>) {
-        room(&mut buf);
-        let (len, cap) = (buf.len(), buf.capacity());
-        let (r, slice) = s.read(buf.slice_mut(len..cap)).await;
-        (r, slice.into_inner())
+    /// As `tokio_ring::message`, over monoio's owned-buffer reads.
+    async fn message(
+        s: &mut TcpStream,
+        mut buf: Vec<u8>,
+        response: bool,
+    ) -> (Io<Option<usize>>, Vec<u8>) {
+        loop {
+            if let Some(n) = complete(&buf, response) {
+                return (Ok(Some(n)), buf);
+            }
+            room(&mut buf);
+            let (len, cap) = (buf.len(), buf.capacity());
+            let (read, slice) = s.read(buf.slice_mut(len..cap)).await;
+            buf = slice.into_inner();
+            match read {
+                Ok(0) => return (Ok(None), buf),
+                Ok(_) => {}
+                Err(e) => return (Err(e), buf),
+            }
+        }
     }
 
-    async fn relay(mut client: TcpStream, upstream: SocketAddr) -> std::io::Result<()> {
+    async fn relay(mut client: TcpStream, upstream: SocketAddr) -> Io<()> {
         client.set_nodelay(true)?;
         let mut up = TcpStream::connect(upstream).await?;
         up.set_nodelay(true)?;
         let (mut req, mut resp) = (Vec::with_capacity(4096), Vec::with_capacity(8192));
         loop {
-            let n = loop {
-                if let Some(n) = complete(&req, false) {
-                    break n;
-                }
-                let (r, b) = read(&mut client, req).await;
-                req = b;
-                if r? == 0 {
-                    return Ok(());
-                }
-            };
-            let (r, s) = up.write_all(req.slice(..n)).await;
+            let (n, b) = message(&mut client, req, false).await;
+            req = b;
+            let Some(n) = n? else { return Ok(()) };
+            let (written, s) = up.write_all(req.slice(..n)).await;
             req = s.into_inner();
-            r?;
+            written?;
             req.drain(..n);
-            let m = loop {
-                if let Some(m) = complete(&resp, true) {
-                    break m;
-                }
-                let (r, b) = read(&mut up, resp).await;
-                resp = b;
-                if r? == 0 {
-                    return Ok(());
-                }
-            };
-            let (r, s) = client.write_all(resp.slice(..m)).await;
+            let (m, b) = message(&mut up, resp, true).await;
+            resp = b;
+            let Some(m) = m? else { return Ok(()) };
+            let (written, s) = client.write_all(resp.slice(..m)).await;
             resp = s.into_inner();
-            r?;
+            written?;
             resp.drain(..m);
         }
     }
