@@ -409,10 +409,7 @@ impl upstream::Make for Make<'_> {
         let path = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
         let host = match parts.headers.contains_key(http::header::HOST) {
             true => None,
-            false => self
-                .endpoints
-                .authority(self.slot)
-                .and_then(|a| http::HeaderValue::from_str(a.as_str()).ok()),
+            false => endpoint_host(self.endpoints, self.slot),
         };
         Some(upstream::encode_bare(
             &parts.method,
@@ -459,8 +456,7 @@ fn build(
     } else {
         *req.uri_mut() = http::Uri::from(path);
         if !req.headers().contains_key(http::header::HOST) {
-            let host = endpoints.authority(slot).map(|a| a.as_str());
-            if let Some(v) = host.and_then(|h| http::HeaderValue::from_str(h).ok()) {
+            if let Some(v) = endpoint_host(endpoints, slot) {
                 req.headers_mut().insert(http::header::HOST, v);
             }
         }
@@ -469,6 +465,13 @@ fn build(
         }
     }
     req
+}
+
+/// The `Host` an HTTP/1.1 request to slot `slot` gets when the client sent none: the
+/// endpoint's authority.
+fn endpoint_host(endpoints: &Endpoints, slot: usize) -> Option<http::HeaderValue> {
+    let authority = endpoints.authority(slot)?;
+    http::HeaderValue::from_str(authority.as_str()).ok()
 }
 
 /// An HTTP/1.1 request that has a body, whatever its method:

@@ -194,8 +194,9 @@ pub struct Bare {
 /// The HTTP/1.1 head of a request without a body, as [`Lean::send`] would write it for the
 /// request `balanced::build` makes of the same parts (the differential test against hyper's
 /// client holds both): the request line in origin form, `headers` in their order, then
-/// `Host: {host}` when `headers` has none. For headers without `Transfer-Encoding`, which
-/// [`Lean::send`] removes from a request without a body (and so reorders the rest).
+/// `Host: {host}` if given (the caller gives one only when `headers` has none). For headers
+/// without `Transfer-Encoding`, which [`Lean::send`] removes from a request without a body (and
+/// so reorders the rest).
 pub fn encode_bare(
     method: &Method,
     path: &str,
@@ -209,10 +210,8 @@ pub fn encode_bare(
     for (name, value) in headers {
         field(name, value, out);
     }
-    if !headers.contains_key(http::header::HOST) {
-        if let Some(host) = host {
-            field(&http::header::HOST, host, out);
-        }
+    if let Some(host) = host {
+        field(&http::header::HOST, host, out);
     }
     out.extend_from_slice(b"\r\n");
     Bare::of(method, headers)
