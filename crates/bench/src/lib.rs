@@ -26,6 +26,7 @@ mod nagle;
 mod options;
 mod overhead;
 mod peers;
+mod pin;
 mod run;
 
 pub use console::Console;
@@ -133,8 +134,16 @@ pub fn run(name: &str, opts: &Options, console: &Console) -> Result<BenchReport,
             name.to_owned(),
         ),
     };
+    if opts.pin && name != "overhead" {
+        return Err(BenchError::Invalid(
+            "--pin applies to the overhead scenario only".to_owned(),
+        ));
+    }
+    // Before the runtimes start, so their threads inherit the load generator's CPUs.
+    let pin = opts.pin.then(pin::Pin::split).transpose()?;
+    let _restore = pin.as_ref().map(pin::Pin::rest_here).transpose()?;
     let board = board::Board::new(&title, &description);
-    let mut rts = live::Runtimes::new(board)?;
+    let mut rts = live::Runtimes::new(board, pin)?;
     if let Some(addr) = opts.live {
         let at = rts.serve_page(addr, opts.live_fallback)?;
         console.line(&format!("# live page: http://{at}/ (--no-live to skip)"));

@@ -4,6 +4,7 @@ use crate::board::{self, Arm, Board};
 use crate::console::{Console, LoadLines};
 use crate::error::BenchError;
 use crate::peers::{self, Peer};
+use crate::pin::Pin;
 use crate::results::{curve, ArmRun, IntervalPoint, ProxyCost};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -149,6 +150,8 @@ pub(crate) struct Runtimes {
     pub board: Arc<Board>,
     ticker: tokio::task::JoinHandle<()>,
     page: Option<tailguard_http::admin::AdminServer>,
+    /// `--pin`: where the proxy under test runs.
+    pin: Option<Pin>,
 }
 
 impl std::fmt::Debug for Runtimes {
@@ -158,17 +161,39 @@ impl std::fmt::Debug for Runtimes {
 }
 
 impl Runtimes {
-    pub(crate) fn new(board: Arc<Board>) -> Result<Runtimes, BenchError> {
+    /// Starts a proxy process with `start`: on the proxy's CPU with `--pin`.
+    fn on_proxy_cpu<T>(
+        &self,
+        start: impl FnOnce() -> Result<T, BenchError>,
+    ) -> Result<T, BenchError> {
+        match &self.pin {
+            Some(pin) => pin.on_proxy_cpu(start)?,
+            None => start(),
+        }
+    }
+
+    /// `--pin`'s description for the report (`None`: not pinned).
+    pub(crate) fn pinned(&self) -> Option<String> {
+        self.pin.as_ref().map(Pin::describe)
+    }
+
+    /// With `pin`, the in-process proxy's threads take the proxy's CPU as they start (the
+    /// caller's thread, and so the fleet's, is on the others already: [`Pin::rest_here`]).
+    pub(crate) fn new(board: Arc<Board>, pin: Option<Pin>) -> Result<Runtimes, BenchError> {
         let fleet = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("tg-fleet")
             .enable_all()
             .build()?;
-        let proxy = tokio::runtime::Builder::new_multi_thread()
+        let mut proxy = tokio::runtime::Builder::new_multi_thread();
+        proxy
             .worker_threads(1)
             .thread_name(PROXY_THREAD)
-            .enable_all()
-            .build()?;
+            .enable_all();
+        if let Some(set) = pin.as_ref().map(Pin::proxy_set) {
+            proxy.on_thread_start(move || crate::pin::take(&set));
+        }
+        let proxy = proxy.build()?;
         let ticker = fleet.spawn(board::ticker(Arc::downgrade(&board)));
         Ok(Runtimes {
             fleet,
@@ -176,6 +201,7 @@ impl Runtimes {
             board,
             ticker,
             page: None,
+            pin,
         })
     }
 
@@ -413,10 +439,12 @@ fn start_path(
                 targets,
             }
         }
-        Path::ProxyProcess(exe) => PathUnderTest::child(peers::spawn_tailguard(exe, backends[0])?),
-        Path::Peer(peer) => {
-            PathUnderTest::child(peers::spawn(*peer, backends[0], plan.traffic.grpc)?)
+        Path::ProxyProcess(exe) => {
+            PathUnderTest::child(rts.on_proxy_cpu(|| peers::spawn_tailguard(exe, backends[0]))?)
         }
+        Path::Peer(peer) => PathUnderTest::child(
+            rts.on_proxy_cpu(|| peers::spawn(*peer, backends[0], plan.traffic.grpc))?,
+        ),
     })
 }
 

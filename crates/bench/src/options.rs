@@ -33,6 +33,9 @@ pub struct Options {
     pub rates: Option<Vec<f64>>,
     /// `overhead`: interleaved rounds per phase, each path's median reported (default 3).
     pub rounds: Option<usize>,
+    /// `overhead`: the proxy under test on a CPU of its own, the load generator and the
+    /// backend on the others (needs two CPUs).
+    pub pin: bool,
     /// Run a balancer scenario's arms at the same time, each on its own fleet (as seed 000's
     /// two clusters ran), instead of one after another.
     pub together: bool,
@@ -63,6 +66,7 @@ impl Default for Options {
             grpc: false,
             rates: None,
             rounds: None,
+            pin: false,
             together: false,
             live: None,
             live_fallback: false,

@@ -42,9 +42,15 @@ pub(crate) fn run(opts: &Options, rts: &Runtimes, run: &mut Run<'_>) -> Result<(
         paths: &paths,
         count: rounds,
     };
+    if let Some(pinned) = rts.pinned() {
+        run.report.notes.push(pinned);
+    }
     let Some(max) = rounds.phase(run, "max rate", &base, BY_RATE)? else {
         return Ok(());
     };
+    if rts.pinned().is_some() {
+        run.report.notes.extend(held_by_the_load_side(&paths, &max));
+    }
     let lowest = max.iter().fold(f64::INFINITY, |m, &r| m.min(r));
     let fixed = (0.75 * lowest).floor().max(1.0);
     let traffic = Traffic {
@@ -227,6 +233,30 @@ impl Rounds<'_> {
         }
         Ok(Some(rates))
     }
+}
+
+/// A proxy whose maximum came this close to the direct path's may have been held by the load
+/// generator's and backend's CPUs rather than by its own.
+const CEILING: f64 = 0.95;
+
+/// Pinned, the direct path's maximum is what the load side can drive: a note for each proxy
+/// that came within [`CEILING`] of it, whose own maximum is then not known.
+fn held_by_the_load_side(paths: &[(String, Path)], max: &[f64]) -> Vec<String> {
+    let Some((&direct, proxies)) = max.split_first() else {
+        return Vec::new();
+    };
+    paths
+        .iter()
+        .skip(1)
+        .zip(proxies)
+        .filter(|&(_, &rate)| rate >= CEILING * direct)
+        .map(|((name, _), rate)| {
+            format!(
+                "{name}'s maximum ({rate:.0} req/s) is within {:.0}% of the direct path's                  ({direct:.0}): the load generator's and backend's CPUs may have held it, not                  the proxy's",
+                (1.0 - CEILING) * 100.0
+            )
+        })
+        .collect()
 }
 
 /// The run with the median `key` (the lower middle one of an even count).

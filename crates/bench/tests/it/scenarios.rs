@@ -359,3 +359,109 @@ fn unknown_scenarios_and_arms_are_clear_errors() {
         .to_string();
     assert!(err.contains("no arm \"fastest\""), "{err}");
 }
+
+/// The last CPU in a `Cpus_allowed_list` (`0-3,6` -> 6).
+fn last_cpu(list: &str) -> Option<usize> {
+    list.rsplit([',', '-']).next()?.trim().parse().ok()
+}
+
+fn allowed(status_path: &std::path::Path) -> Option<String> {
+    let status = std::fs::read_to_string(status_path).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .map(|v| v.trim().to_owned())
+}
+
+/// Where the in-process proxy's thread and this process's child proxies (HAProxy, nginx) may
+/// run, each time it is read: (what, its CPU list).
+fn proxies_cpus() -> Vec<(String, String)> {
+    let mut seen = Vec::new();
+    let comm = |p: &std::path::Path| std::fs::read_to_string(p.join("comm")).unwrap_or_default();
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        for t in tasks.flatten() {
+            if comm(&t.path()).trim() == "tg-proxy" {
+                seen.extend(allowed(&t.path().join("status")).map(|l| ("tg-proxy".into(), l)));
+            }
+        }
+    }
+    let me = std::process::id().to_string();
+    if let Ok(procs) = std::fs::read_dir("/proc") {
+        for p in procs.flatten() {
+            let stat = std::fs::read_to_string(p.path().join("stat")).unwrap_or_default();
+            // The parent's pid is the second field after the command's closing parenthesis.
+            let parent = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1));
+            let name = comm(&p.path()).trim().to_owned();
+            if parent == Some(me.as_str()) && (name == "haproxy" || name == "nginx") {
+                seen.extend(allowed(&p.path().join("status")).map(|l| (name, l)));
+            }
+        }
+    }
+    seen
+}
+
+/// `--pin`: the proxy under test (the in-process proxy's thread, each peer's process) runs on
+/// the last CPU alone, read from /proc while the run lasts; the report says so.
+#[test]
+#[ignore = "tier 2: a live bench scenario with nginx and HAProxy"]
+fn overhead_pinned_runs_each_proxy_on_a_cpu_of_its_own() {
+    let opts = Options {
+        rounds: Some(1),
+        pin: true,
+        ..short(1)
+    };
+    if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
+        let console = Console::new(Box::new(std::io::sink()), false);
+        let err = tailguard_bench::run("overhead", &opts, &console).expect_err("one CPU");
+        assert!(err.to_string().contains("at least two CPUs"), "{err}");
+        return;
+    }
+    let mine = allowed(std::path::Path::new("/proc/thread-self/status")).expect("own CPUs");
+    let proxy_cpu = last_cpu(&mine).expect("a CPU list").to_string();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            // Bounded: the run takes seconds; 2,000 reads 20 ms apart is 40 s at most.
+            for _ in 0..2_000 {
+                if done.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                seen.extend(proxies_cpus());
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            seen
+        })
+    };
+    let r = bench("overhead", &opts);
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let seen = watcher.join().expect("the watcher");
+    assert!(
+        r.notes.iter().any(|n| n.starts_with(&format!(
+            "pinned: the proxy under test ran on CPU {proxy_cpu} alone"
+        ))),
+        "{:?}",
+        r.notes
+    );
+    assert!(seen.iter().any(|(what, _)| what == "tg-proxy"), "{seen:?}");
+    for peer in tailguard_bench::Peer::ALL {
+        if peer.installed().is_some() {
+            assert!(
+                seen.iter().any(|(what, _)| what == peer.name()),
+                "{} {seen:?}",
+                peer.name()
+            );
+        }
+    }
+    for (what, cpus) in &seen {
+        assert_eq!(cpus, &proxy_cpu, "{what}");
+    }
+    // The bench's thread has its CPUs back.
+    assert_eq!(
+        allowed(std::path::Path::new("/proc/thread-self/status")).as_deref(),
+        Some(mine.as_str())
+    );
+}

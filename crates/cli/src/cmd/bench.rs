@@ -56,6 +56,11 @@ pub struct Args {
     /// overhead: run the tailguard proxy in this process instead of a child process.
     #[arg(long)]
     in_process: bool,
+    /// overhead: run the proxy under test on a CPU of its own (the last this process may use)
+    /// and the load generator and backend on the others, so the scheduler cannot put them on
+    /// the proxy's CPU; needs two CPUs.
+    #[arg(long)]
+    pin: bool,
     /// Do not run the simulator's prediction next to the live figures.
     #[arg(long)]
     no_sim: bool,
@@ -112,6 +117,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
              time so each measures alone"
         );
     }
+    if args.pin && name != "overhead" {
+        anyhow::bail!("--pin applies to the overhead scenario only");
+    }
     if args.grpc && name != "overhead" {
         anyhow::bail!("--grpc applies to the overhead scenario only (nagle runs gRPC by itself)");
     }
@@ -134,6 +142,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         grpc: args.grpc,
         rates: (!args.rates.is_empty()).then(|| args.rates.clone()),
         rounds: args.rounds.map(usize::from),
+        pin: args.pin,
         together: args.together,
         live: args.live.addr(),
         live_fallback: args.live.fallback(),
