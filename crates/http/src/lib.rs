@@ -19,6 +19,9 @@
 //! [`admin`] is the one admin server (the proxy's admin port, `serve`'s control endpoint,
 //! `load --metrics-addr`): TCP_NODELAY, a header read timeout, graceful shutdown.
 //!
+//! [`quiet`] lets a connection's loop race a close or shutdown notice on every wake-up without
+//! taking the notice's lock each time.
+//!
 //! [`fds`] raises the descriptor limit at start, sizes connection limits from it, and keeps
 //! accept loops from spinning when descriptors run out. [`exposition`] writes `/metrics` in
 //! the format the scraper asks for (OpenMetrics or Prometheus text), for all three servers.
@@ -35,6 +38,7 @@ pub mod h1;
 pub mod h2c;
 pub mod hop;
 pub mod preface;
+pub mod quiet;
 pub mod rewind;
 pub mod server;
 pub mod tcp;

@@ -44,6 +44,7 @@ use std::time::Duration;
 use tailguard_http::fds::AcceptBackoff;
 use tailguard_http::h1::server as lean;
 use tailguard_http::preface::{self, Protocol};
+use tailguard_http::quiet::Quiet;
 use tailguard_http::rewind::Rewind;
 use tailguard_http::tcp::{self, Nagle};
 use tailguard_http::{h2c, server};
@@ -422,13 +423,21 @@ impl Watchdog {
         tokio::pin!(conn);
         let timer = tokio::time::sleep_until(self.activity.deadline(Instant::now(), self.limit));
         tokio::pin!(timer);
+        // The shutdown notice is polled on every wake of this task, and each poll of a waiting
+        // one takes its waiter list's lock, which every connection on every serving thread
+        // shares: polled only when the notice may have come (its version moved or its sender
+        // is gone, an atomic read of a second receiver).
+        let probe = self.shutdown.clone();
+        let stop = stopped(&mut self.shutdown);
+        tokio::pin!(stop);
+        let mut stop = Quiet::new(stop);
         let (result, by_itself) = loop {
             // Biased: the connection first (it ends the loop when done), and no random draw
             // each time its task is woken.
             tokio::select! {
                 biased;
                 r = conn.as_mut() => break (r, true),
-                _ = stopped(&mut self.shutdown) => {
+                () = stop.when(|| !matches!(probe.has_changed(), Ok(false))) => {
                     graceful(conn.as_mut());
                     break (conn.await, false);
                 }

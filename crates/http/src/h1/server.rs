@@ -17,6 +17,7 @@
 //! the length or chunked framing hyper would choose, its `date` header), so a client cannot
 //! tell the two apart.
 
+use crate::quiet::Quiet;
 use crate::rewind::Rewind;
 use bytes::{Buf, Bytes, BytesMut};
 use head::{parse, Head, Parsed};
@@ -83,6 +84,10 @@ impl Closing {
     }
 }
 
+/// A connection's close notice, polled only once [`Closing::asked`] (or to register a new
+/// waker).
+type Close<'a, 'b> = Quiet<Pin<&'a mut Notified<'b>>>;
+
 /// Serves HTTP/1.1 on `stream`, whose first bytes `prefix` were already read from it, calling
 /// `handler` for each request, one at a time, until the connection ends or hands over.
 pub async fn serve<H, F, B>(
@@ -104,25 +109,20 @@ where
         .unwrap_or_else(|shared| BytesMut::from(&shared[..]));
     let mut conn = Reading { reader, buf };
     // One waiter for the close for the connection's whole life: a waiter made per wait would
-    // be added to the `Notify`'s list and removed again (a lock each) for every request.
+    // be added to the `Notify`'s list and removed again (a lock each) for every request. And
+    // polled only when it may have come (`Quiet`): each poll of a waiting one takes that lock.
     let close = closing.notify.notified();
     tokio::pin!(close);
+    let mut close = Quiet::new(close);
     loop {
-        let head = match conn.head(settings.max_head, closing, close.as_mut()).await {
+        let head = match conn.head(settings.max_head, closing, &mut close).await {
             Next::Request(head) => head,
             Next::Closed => return Ended::Closed,
             Next::Other => return conn.handover(writer),
         };
         // Boxed: answering holds the request, its response and their writes (about 2 KiB of
         // state); between requests a connection holds only what waits for the next head.
-        let answered = exchange(
-            conn,
-            &mut writer,
-            head,
-            closing,
-            close.as_mut(),
-            &mut handler,
-        );
+        let answered = exchange(conn, &mut writer, head, closing, &mut close, &mut handler);
         conn = match Box::pin(answered).await {
             Some(conn) => conn,
             None => return Ended::Closed,
@@ -137,7 +137,7 @@ async fn exchange<H, F, B>(
     writer: &mut OwnedWriteHalf,
     head: Head,
     closing: &Closing,
-    on_close: Pin<&mut Notified<'_>>,
+    on_close: &mut Close<'_, '_>,
     handler: &mut H,
 ) -> Option<Reading>
 where
@@ -191,7 +191,7 @@ where
         Held::Lent(back) => {
             let returned = tokio::select! {
                 r = back => r,
-                () = on_close => return None,
+                () = on_close.when(|| closing.asked()) => return None,
             };
             let Returned { reader, buf, left } = returned.ok()?;
             (Reading { reader, buf }, left)
@@ -266,7 +266,7 @@ impl Reading {
         &mut self,
         max_head: usize,
         closing: &Closing,
-        mut close: Pin<&mut Notified<'_>>,
+        close: &mut Close<'_, '_>,
     ) -> Next {
         let mut partial: Option<usize> = None;
         loop {
@@ -290,7 +290,7 @@ impl Reading {
                 tokio::select! {
                     biased;
                     r = self.reader.readable() => if r.is_err() { return Next::Closed },
-                    () = close.as_mut() => return Next::Closed,
+                    () = close.when(|| closing.asked()) => return Next::Closed,
                 }
             }
             if self.buf.capacity() - self.buf.len() < HEAD_READ / 4 {
@@ -303,7 +303,7 @@ impl Reading {
             let read = tokio::select! {
                 biased;
                 r = self.reader.read_buf(&mut self.buf) => r,
-                () = close.as_mut() => return Next::Closed,
+                () = close.when(|| closing.asked()) => return Next::Closed,
             };
             match read {
                 // A close between requests ends the connection; within a head, hyper decides.

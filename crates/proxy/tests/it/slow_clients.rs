@@ -82,6 +82,28 @@ async fn an_idle_kept_alive_connection_is_closed_after_the_timeout() {
     proxy.shutdown().await;
 }
 
+/// A shutdown closes a kept-alive connection waiting for its next request at once, not at the
+/// idle timeout or the drain limit: the close and shutdown notices its loops race on every
+/// wake-up are read through `Quiet`, which polls them only once they may have come.
+#[tokio::test(start_paused = true)]
+async fn an_idle_kept_alive_connection_is_closed_at_once_by_a_shutdown() {
+    let backend = TestServer::start().await;
+    let proxy = start(ServiceConfig::new("web", vec![backend.upstream()])).await;
+    let mut s = connect(proxy.addr()).await;
+    for _ in 0..2 {
+        s.write_all(b"GET / HTTP/1.1\r\nhost: web\r\n\r\n")
+            .await
+            .unwrap();
+        let reply = read_response(&mut s).await;
+        assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    }
+    let shutdown = tokio::spawn(proxy.shutdown());
+    let waited = closed_after(&mut s).await;
+    assert!(waited < Duration::from_secs(1), "closed after {waited:?}");
+    bounded(shutdown).await.unwrap();
+    assert_eq!(backend.hits(), 2);
+}
+
 /// The frame types an HTTP/2 server sent on `s` until it closed the connection.
 async fn h2_frame_types_until_closed(s: &mut TcpStream) -> Vec<u8> {
     let mut got = Vec::new();
