@@ -204,6 +204,10 @@ impl Rounds<'_> {
                 }
             }
         }
+        let by_round: Vec<Vec<f64>> = runs
+            .iter()
+            .map(|r| r.iter().map(|o| (median.key)(&o.arm)).collect())
+            .collect();
         let mut rates = Vec::new();
         let mut spread = Vec::new();
         for (runs, (name, _)) in runs.into_iter().zip(self.paths) {
@@ -228,11 +232,53 @@ impl Rounds<'_> {
                 spread.join("; ")
             ));
         }
+        run.report
+            .notes
+            .extend(round_by_round(group, median, self.paths, &by_round));
         if stopped || run.halt() {
             return Ok(None);
         }
         Ok(Some(rates))
     }
+}
+
+/// tailguard's figure over each peer's, round by round: the two runs of a round are minutes
+/// apart at most, so a ratio within a round is spared the machine's slower and faster spells
+/// that a ratio of the medians (runs from different rounds) is not. `None` without tailguard,
+/// a peer or two rounds.
+fn round_by_round(
+    group: &str,
+    median: Median,
+    paths: &[(String, Path)],
+    by_round: &[Vec<f64>],
+) -> Option<String> {
+    let ours = paths.iter().position(|(name, _)| name == "tailguard")?;
+    let mut peers = Vec::new();
+    for ((name, path), theirs) in paths.iter().zip(by_round) {
+        if !matches!(path, Path::Peer(_)) {
+            continue;
+        }
+        let mut ratios: Vec<f64> = by_round[ours]
+            .iter()
+            .zip(theirs)
+            .filter(|&(_, &t)| t > 0.0)
+            .map(|(&o, &t)| o / t)
+            .collect();
+        if ratios.len() < 2 {
+            continue;
+        }
+        let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+        ratios.sort_by(f64::total_cmp);
+        let middle = ratios[(ratios.len() - 1) / 2];
+        peers.push(format!("{name} {} (median {middle:.2})", each.join(" / ")));
+    }
+    (!peers.is_empty()).then(|| {
+        format!(
+            "{group}, tailguard's {} over each peer's within each round: {}",
+            median.what,
+            peers.join("; ")
+        )
+    })
 }
 
 /// A proxy whose maximum came this close to the direct path's may have been held by the load
@@ -252,7 +298,9 @@ fn held_by_the_load_side(paths: &[(String, Path)], max: &[f64]) -> Vec<String> {
         .filter(|&(_, &rate)| rate >= CEILING * direct)
         .map(|((name, _), rate)| {
             format!(
-                "{name}'s maximum ({rate:.0} req/s) is within {:.0}% of the direct path's                  ({direct:.0}): the load generator's and backend's CPUs may have held it, not                  the proxy's",
+                "{name}'s maximum ({rate:.0} req/s) is within {:.0}% of the direct path's \
+                 ({direct:.0}): the load generator's and backend's CPUs may have held it, not \
+                 the proxy's",
                 (1.0 - CEILING) * 100.0
             )
         })
@@ -267,4 +315,61 @@ fn median_by(mut runs: Vec<live::Outcome>, key: fn(&ArmRun) -> f64) -> Option<li
     runs.sort_by(|a, b| key(&a.arm).total_cmp(&key(&b.arm)));
     let middle = (runs.len() - 1) / 2;
     Some(runs.swap_remove(middle))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn paths() -> Vec<(String, Path)> {
+        vec![
+            ("direct".to_owned(), Path::ClientRoundRobin),
+            (
+                "tailguard".to_owned(),
+                Path::ProxyProcess("tailguard".into()),
+            ),
+            ("haproxy".to_owned(), Path::Peer(Peer::Haproxy)),
+            ("nginx".to_owned(), Path::Peer(Peer::Nginx)),
+        ]
+    }
+
+    #[test]
+    fn each_round_compares_the_runs_next_to_each_other_in_time() {
+        // A fast spell in rounds 1-2 and a slow one after: the medians (54 against 60) say
+        // 0.90, the rounds say tailguard was within 3% in four of five.
+        let rounds = vec![
+            vec![75.0, 75.0, 75.0, 75.0, 75.0],
+            vec![66.0, 66.0, 53.0, 52.0, 54.0],
+            vec![67.0, 66.0, 60.0, 54.0, 55.0],
+            vec![0.0, 64.0, 56.0, 52.0, 54.0],
+        ];
+        let note = round_by_round("max rate", BY_RATE, &paths(), &rounds).expect("a note");
+        assert_eq!(
+            note,
+            "max rate, tailguard's req/s over each peer's within each round: haproxy 0.99 / \
+             1.00 / 0.88 / 0.96 / 0.98 (median 0.98); nginx 1.03 / 0.95 / 1.00 / 1.00 \
+             (median 1.00)"
+        );
+    }
+
+    #[test]
+    fn no_note_without_a_peer_or_a_second_round() {
+        let rounds = vec![vec![75.0, 75.0], vec![66.0, 60.0]];
+        assert_eq!(round_by_round("g", BY_RATE, &paths()[..2], &rounds), None);
+        let one = vec![vec![75.0], vec![66.0], vec![67.0], vec![60.0]];
+        assert_eq!(round_by_round("g", BY_RATE, &paths(), &one), None);
+    }
+
+    #[test]
+    fn a_proxy_near_the_direct_maximum_is_noted() {
+        let notes = held_by_the_load_side(&paths(), &[70_000.0, 67_000.0, 60_000.0, 66_400.0]);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].starts_with(
+                "tailguard's maximum (67000 req/s) is within 5% of the direct path's (70000)"
+            ),
+            "{}",
+            notes[0]
+        );
+    }
 }

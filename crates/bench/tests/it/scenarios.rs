@@ -10,6 +10,11 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn bench(name: &str, opts: &Options) -> BenchReport {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    bench_in_turn(name, opts)
+}
+
+/// [`bench`] for a caller that holds [`ONE_AT_A_TIME`] already.
+fn bench_in_turn(name: &str, opts: &Options) -> BenchReport {
     let console = Console::new(Box::new(std::io::sink()), false);
     let report = tailguard_bench::run(name, opts, &console).expect("the bench runs");
     // The table renders every run (and shows up in the test log on failure).
@@ -159,6 +164,17 @@ fn overhead_reports_every_arm_at_max_and_at_the_fixed_rate() {
         "{:?}",
         r.notes
     );
+    if tailguard_bench::Peer::ALL
+        .iter()
+        .any(|p| p.installed().is_some())
+    {
+        assert!(
+            r.notes.iter().any(|n| n
+                .starts_with("max rate, tailguard's req/s over each peer's within each round: ")),
+            "{:?}",
+            r.notes
+        );
+    }
     let groups = r.groups();
     assert_eq!(groups.len(), 2, "{groups:?}");
     assert_eq!(groups[0], "max rate");
@@ -418,6 +434,8 @@ fn overhead_pinned_runs_each_proxy_on_a_cpu_of_its_own() {
         assert!(err.to_string().contains("at least two CPUs"), "{err}");
         return;
     }
+    // The turn first: another scenario's proxies must not be running while this one watches.
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let mine = allowed(std::path::Path::new("/proc/thread-self/status")).expect("own CPUs");
     let proxy_cpu = last_cpu(&mine).expect("a CPU list").to_string();
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -436,7 +454,7 @@ fn overhead_pinned_runs_each_proxy_on_a_cpu_of_its_own() {
             seen
         })
     };
-    let r = bench("overhead", &opts);
+    let r = bench_in_turn("overhead", &opts);
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     let seen = watcher.join().expect("the watcher");
     assert!(
