@@ -42,13 +42,12 @@ pub(crate) fn run(opts: &Options, rts: &Runtimes, run: &mut Run<'_>) -> Result<(
         paths: &paths,
         count: rounds,
     };
-    if let Some(pinned) = rts.pinned() {
-        run.report.notes.push(pinned);
-    }
+    let pinned = rts.pinned();
+    run.report.notes.extend(pinned.clone());
     let Some(max) = rounds.phase(run, "max rate", &base, BY_RATE)? else {
         return Ok(());
     };
-    if rts.pinned().is_some() {
+    if pinned.is_some() {
         run.report.notes.extend(held_by_the_load_side(&paths, &max));
     }
     let lowest = max.iter().fold(f64::INFINITY, |m, &r| m.min(r));
@@ -210,12 +209,9 @@ impl Rounds<'_> {
             .collect();
         let mut rates = Vec::new();
         let mut spread = Vec::new();
-        for (runs, (name, _)) in runs.into_iter().zip(self.paths) {
-            if runs.len() > 1 {
-                let values: Vec<String> = runs
-                    .iter()
-                    .map(|o| format!("{:.0}", (median.key)(&o.arm)))
-                    .collect();
+        for ((runs, values), (name, _)) in runs.into_iter().zip(&by_round).zip(self.paths) {
+            if values.len() > 1 {
+                let values: Vec<String> = values.iter().map(|v| format!("{v:.0}")).collect();
                 spread.push(format!("{name} {}", values.join(" / ")));
             }
             if let Some(middle) = median_by(runs, median.key) {
