@@ -4,6 +4,7 @@
 
 use crate::support;
 
+use std::future::Future;
 use std::time::Duration;
 use support::{eventually, start, AsUpstream};
 use tailguard_proxy::config::ServiceConfig;
@@ -48,5 +49,45 @@ async fn a_stalled_event_loop_shows_in_its_delay_histogram() {
     })
     .await;
     assert!(seen, "the stall did not show: {:?}", over_50ms(&proxy));
+    proxy.shutdown().await;
+}
+
+/// Write system calls this thread has made (`/proc/thread-self/io`).
+fn writes_by_this_thread() -> u64 {
+    let io = std::fs::read_to_string("/proc/thread-self/io").unwrap();
+    io.lines()
+        .find_map(|l| l.strip_prefix("syscw: "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// The delay's checks wake nothing: each is armed while an earlier one is pending, so tokio's
+/// timer does not write to the runtime's eventfd for it. Armed one at a time (as before), an
+/// idle proxy made a write every 10 ms. The proxy's tasks run on this test's one thread, whose
+/// own counter is read, over a window of real time with nothing to do (the window is what is
+/// observed, not a wait for something).
+#[tokio::test(flavor = "current_thread")]
+async fn an_idle_proxy_writes_nothing_for_its_event_loop_checks() {
+    let backend = TestServer::start().await;
+    let proxy = start(ServiceConfig::new("web", vec![backend.upstream()])).await;
+    // The checks under way, and the window's own timer armed, before counting.
+    let sampled = eventually(Duration::from_secs(5), async || over_50ms(&proxy).1 >= 3).await;
+    assert!(sampled, "no samples: {:?}", over_50ms(&proxy));
+    let mut window = std::pin::pin!(tokio::time::sleep(Duration::from_millis(300)));
+    std::future::poll_fn(|cx| {
+        let _ = window.as_mut().poll(cx);
+        std::task::Poll::Ready(())
+    })
+    .await;
+    let (before, checks_before) = (writes_by_this_thread(), over_50ms(&proxy).1);
+    window.await;
+    let (writes, checks) = (
+        writes_by_this_thread() - before,
+        over_50ms(&proxy).1 - checks_before,
+    );
+    assert!(checks >= 5, "{checks} checks in 300 ms");
+    assert!(writes <= 3, "{writes} writes over {checks} checks");
     proxy.shutdown().await;
 }
