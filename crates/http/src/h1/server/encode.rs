@@ -262,11 +262,7 @@ impl Fields<'_> {
                 Ok(false)
             }
             Some(None) => {
-                let len = value
-                    .to_str()
-                    .ok()
-                    .and_then(parse::digits)
-                    .ok_or(Unwritable)?;
+                let len = parse::digits(value.as_bytes()).ok_or(Unwritable)?;
                 match self.prev_len {
                     Some(prev) if prev != len => Err(Unwritable),
                     Some(_) => Ok(false),

@@ -121,7 +121,7 @@ fn lean_head(
                 if length.is_some() || value.len() > 18 {
                     return None;
                 }
-                length = Some(parse::digits(value.to_str().ok()?)?);
+                length = Some(parse::digits(value.as_bytes())?);
             }
             header::CONNECTION => {
                 let v = value.as_bytes();
