@@ -211,7 +211,16 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     if had(&TRANSFER_ENCODING) {
         headers.remove(http::header::CONTENT_LENGTH);
     }
-    if had(&CONNECTION) {
+    // `Connection: keep-alive` alone (nginx's, on every response) names nothing to remove
+    // beyond the hop-by-hop ones below: not split or parsed.
+    let only_keep_alive = || {
+        headers.get_all(CONNECTION).iter().all(|v| {
+            v.as_bytes()
+                .trim_ascii()
+                .eq_ignore_ascii_case(b"keep-alive")
+        })
+    };
+    if had(&CONNECTION) && !only_keep_alive() {
         // The names `Connection` lists; `keep-alive`, the usual one, is removed below if it
         // is there, so it is neither parsed nor looked up here.
         let named: Vec<HeaderName> = headers
@@ -306,6 +315,36 @@ mod tests {
         h.insert("accept", "*/*".parse().unwrap());
         super::strip_hop_by_hop(&mut h);
         assert_eq!(h.len(), 1);
+    }
+
+    /// `Connection: keep-alive` alone skips reading the names, and only when every
+    /// `Connection` line is that: a name listed on a second line, or beside it, still goes.
+    #[test]
+    fn keep_alive_alone_names_nothing_and_a_name_beside_it_still_goes() {
+        let mut alone = headers(&[
+            ("connection", " Keep-Alive\t"),
+            ("keep-alive", "timeout=5"),
+            ("x-kept", "1"),
+        ]);
+        super::strip_hop_by_hop(&mut alone);
+        assert_eq!(
+            alone.keys().map(|k| k.as_str()).collect::<Vec<_>>(),
+            ["x-kept"]
+        );
+        for lines in [
+            &[("connection", "keep-alive"), ("connection", "x-listed")][..],
+            &[("connection", "keep-alive, x-listed")][..],
+        ] {
+            let mut h = headers(lines);
+            h.insert("x-listed", "1".parse().unwrap());
+            h.insert("x-kept", "1".parse().unwrap());
+            super::strip_hop_by_hop(&mut h);
+            assert_eq!(
+                h.keys().map(|k| k.as_str()).collect::<Vec<_>>(),
+                ["x-kept"],
+                "{lines:?}"
+            );
+        }
     }
 
     /// Every hop-by-hop header goes whatever else is there, a listed name in any case, and a

@@ -340,10 +340,19 @@ pub fn prefix_matches(prefix: &str, path: &str) -> bool {
 /// The host part of a `Host` header or authority: `example.com:80` gives `example.com`,
 /// `[::1]:80` gives `::1`.
 pub fn host_only(authority: &str) -> &str {
-    if let Some(rest) = authority.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or(rest);
+    match authority.strip_prefix('[') {
+        Some(rest) => before(rest, b']'),
+        None => before(authority, b':'),
     }
-    authority.split(':').next().unwrap_or(authority)
+}
+
+/// `s` up to the first `end`, found by byte (an ASCII `end`, so the cut is a char boundary):
+/// `str::split` sets up a UTF-8 searcher, about 130 instructions a request (issue 49).
+fn before(s: &str, end: u8) -> &str {
+    match s.bytes().position(|b| b == end) {
+        Some(at) => &s[..at],
+        None => s,
+    }
 }
 
 #[cfg(test)]
