@@ -157,8 +157,9 @@ impl Outgoing {
     /// Whether an attempt starting `wait` from now would still start before the deadline,
     /// with a millisecond to spare.
     fn in_time(&self, wait: Duration) -> bool {
-        let now = tokio::time::Instant::now();
-        self.deadline.is_none_or(|d| d.allows(now + wait))
+        // The clock is read only with a deadline (none by default).
+        self.deadline
+            .is_none_or(|d| d.allows(tokio::time::Instant::now() + wait))
     }
 
     /// Whether a backup may be sent: hedging or rescue is on, the classifier would repeat the
@@ -478,12 +479,13 @@ async fn hedged<B: Balanced>(
     // The backup: its slot, the attempt (boxed: backups are the rare case), when it was sent,
     // and its place.
     let mut backup: Option<BackupOut<_>> = None;
-    // When to ask next (None: no more asking); a hedge only on the first ask of a first attempt.
-    let (mut wait, mut asked, mut rescues) = (Some(delay), turn != Turn::First, 0u32);
+    // When to ask next, on the proxy's clock (None: no more asking); a hedge only on the first
+    // ask of a first attempt. Kept as a time, not a wait, so arming the timer reads no clock.
+    let (mut ask, mut asked, mut rescues) = (Some(now + delay), turn != Turn::First, 0u32);
     // The loop ends with a backup to wait for alone (the first attempt failed); the wait is
     // after it, so the failed answer and the event are not held in this future meanwhile.
     let (slot, b, at, p) = loop {
-        let ask_in = if backup.is_none() { wait } else { None };
+        let ask_at = if backup.is_none() { ask } else { None };
         // Biased: the first attempt, then the backup, then the timer; no random draw per poll
         // (every request with rescue on comes through here).
         let event = tokio::select! {
@@ -496,8 +498,8 @@ async fn hedged<B: Balanced>(
                 }
             } => Event::Backup(done),
             () = async {
-                match ask_in {
-                    Some(w) => tokio::time::sleep(w).await,
+                match ask_at {
+                    Some(at) => tokio::time::sleep_until(clock.at(at)).await,
                     None => std::future::pending().await,
                 }
             } => Event::Ask,
@@ -520,18 +522,19 @@ async fn hedged<B: Balanced>(
                     return (slot, done, rescues);
                 }
                 // The backup failed and the first attempt is still out: ask again now.
-                wait = wait.map(|_| Duration::ZERO);
+                // (The clock's start is past: the timer fires at once.)
+                ask = ask.map(|_| Duration::ZERO);
             }
             Event::Ask => {
                 // A backup sends the body alongside the first attempt: all of it must be known.
                 if !request.body().complete() || (asked && rescues_left == 0) {
-                    wait = None;
+                    ask = None;
                     continue;
                 }
                 // A backup goes only with room under the service's admission.
                 let Ok(backup_place) = request.extra_place() else {
                     handles.admission_no_room.inc();
-                    wait = None;
+                    ask = None;
                     continue;
                 };
                 let now = clock.now();
@@ -552,11 +555,11 @@ async fn hedged<B: Balanced>(
                     }
                     // Asked again while the first attempt is out, unless the deadline is near.
                     Backup::Wait(after) if request.in_time(after) => {
-                        wait = Some(after);
+                        ask = Some(now + after);
                         continue;
                     }
                     Backup::Wait(_) | Backup::No => {
-                        wait = None;
+                        ask = None;
                         continue;
                     }
                 };
@@ -565,7 +568,7 @@ async fn hedged<B: Balanced>(
                 let b = Box::pin(next.attempt(request, beside, now, &mut slot));
                 endpoints.hedged(slot);
                 backup = Some((slot, b, at, backup_place));
-                wait = Some(delay);
+                ask = Some(now + delay);
             }
         }
     };

@@ -24,6 +24,12 @@ impl Clock {
     pub fn now(&self) -> Duration {
         self.start.elapsed()
     }
+
+    /// The instant this clock reads `at`: a timer's deadline from a reading already taken,
+    /// with no second read of the clock.
+    pub fn at(&self, at: Duration) -> Instant {
+        self.start + at
+    }
 }
 
 #[cfg(test)]
