@@ -34,12 +34,18 @@ fn over_50ms(proxy: &Proxy) -> (u64, u64) {
     (count - below, count)
 }
 
-#[tokio::test(flavor = "current_thread")]
-async fn a_stalled_event_loop_shows_in_its_delay_histogram() {
+/// A proxy (and its backend) whose event-loop checks have begun: three samples in.
+async fn checking() -> (TestServer, Proxy) {
     let backend = TestServer::start().await;
     let proxy = start(ServiceConfig::new("web", vec![backend.upstream()])).await;
     let sampled = eventually(Duration::from_secs(5), async || over_50ms(&proxy).1 >= 3).await;
     assert!(sampled, "no samples: {:?}", over_50ms(&proxy));
+    (backend, proxy)
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_stalled_event_loop_shows_in_its_delay_histogram() {
+    let (_backend, proxy) = checking().await;
     let (before, _) = over_50ms(&proxy);
     // The runtime's one thread blocked for 100 ms (the fault under test, not a wait): the
     // check due in the meantime runs at least 90 ms late.
@@ -70,11 +76,8 @@ fn writes_by_this_thread() -> u64 {
 /// observed, not a wait for something).
 #[tokio::test(flavor = "current_thread")]
 async fn an_idle_proxy_writes_nothing_for_its_event_loop_checks() {
-    let backend = TestServer::start().await;
-    let proxy = start(ServiceConfig::new("web", vec![backend.upstream()])).await;
     // The checks under way, and the window's own timer armed, before counting.
-    let sampled = eventually(Duration::from_secs(5), async || over_50ms(&proxy).1 >= 3).await;
-    assert!(sampled, "no samples: {:?}", over_50ms(&proxy));
+    let (_backend, proxy) = checking().await;
     let mut window = std::pin::pin!(tokio::time::sleep(Duration::from_millis(300)));
     std::future::poll_fn(|cx| {
         let _ = window.as_mut().poll(cx);
