@@ -29,6 +29,7 @@
 #![warn(missing_docs)]
 
 pub mod admin;
+pub mod bufpool;
 pub mod client;
 pub mod error;
 pub mod exposition;

@@ -42,6 +42,12 @@ mod response;
 
 /// How much a read for a request head asks for at first; a longer head grows the buffer.
 const HEAD_READ: usize = 4096;
+
+thread_local! {
+    static HEAD_BUFS: std::cell::RefCell<Vec<BytesMut>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+/// The head buffers an idle connection gives back and a reading one takes ([`crate::bufpool`]).
+static HEADS: crate::bufpool::Pool = crate::bufpool::Pool::new(HEAD_READ, &HEAD_BUFS);
 /// How much a read for a request body asks for at most.
 const BODY_READ: usize = 16 * 1024;
 
@@ -284,8 +290,9 @@ impl Reading {
                 return Next::Other;
             }
             if self.buf.is_empty() {
-                // Idle: hold no buffer until there is something to read.
-                self.buf = BytesMut::new();
+                // Idle: hold no buffer until there is something to read; the thread's pool
+                // keeps it for the next read.
+                HEADS.give(std::mem::take(&mut self.buf));
                 // Biased (here and below): the socket first, and no random draw per poll.
                 tokio::select! {
                     biased;
@@ -293,7 +300,9 @@ impl Reading {
                     () = close.when(|| closing.asked()) => return Next::Closed,
                 }
             }
-            if self.buf.capacity() - self.buf.len() < HEAD_READ / 4 {
+            if self.buf.capacity() == 0 {
+                self.buf = HEADS.take();
+            } else if self.buf.capacity() - self.buf.len() < HEAD_READ / 4 {
                 self.buf.reserve(HEAD_READ.max(self.buf.len()));
             }
             // `read_buf`, not `try_read_buf`: tokio's read marks the socket drained when it

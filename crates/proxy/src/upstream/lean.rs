@@ -34,6 +34,14 @@ pub(super) trait Home: Send + Sync + std::fmt::Debug {
 /// The read buffer's first capacity, and the least room a read is given.
 const READ_ROOM: usize = 8 * 1024;
 
+thread_local! {
+    static READ_BUFS: std::cell::RefCell<Vec<BytesMut>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+/// The read buffers idle connections give back and reading ones take
+/// ([`tailguard_http::bufpool`]).
+static READS: tailguard_http::bufpool::Pool =
+    tailguard_http::bufpool::Pool::new(READ_ROOM, &READ_BUFS);
+
 /// An idle HTTP/1.1 connection of the lean client, with whatever it holds (its endpoint's
 /// connection permit). Boxed for its whole life, one allocation per connection: the response
 /// body holds it, and that body goes up through every stage's return (80 B less to copy each
@@ -53,7 +61,7 @@ impl Lean {
         }
         Ok(Box::new(Lean {
             conn,
-            buf: BytesMut::with_capacity(READ_ROOM),
+            buf: READS.take(),
         }))
     }
 
@@ -270,7 +278,9 @@ fn poll_head(
 /// `AsyncRead`, not `try_read_buf`: a read that fills less than the room it was given marks the
 /// socket drained, so the next read waits for the endpoint instead of paying an `EAGAIN`.
 fn poll_read(io: &mut Conn, buf: &mut BytesMut, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
-    if buf.capacity() - buf.len() < READ_ROOM {
+    if buf.capacity() == 0 {
+        *buf = READS.take();
+    } else if buf.capacity() - buf.len() < READ_ROOM {
         buf.reserve(READ_ROOM);
     }
     match io.plain_mut() {
@@ -595,9 +605,10 @@ impl LeanBody {
                 return;
             }
             if self.reuse && conn.buf.is_empty() && self.reader.is_done() {
-                // An idle connection holds no buffer: the next read allocates one. Hundreds of
-                // pooled connections otherwise keep 8 KiB each.
-                conn.buf = BytesMut::new();
+                // An idle connection holds no buffer: the thread's pool keeps it for the next
+                // read on any connection. Hundreds of pooled connections otherwise keep 8 KiB
+                // each.
+                READS.give(std::mem::take(&mut conn.buf));
                 self.home.put_back(conn);
             }
         }
