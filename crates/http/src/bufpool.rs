@@ -22,35 +22,43 @@ pub const KEEP: usize = 16;
 /// How many of the most recently given buffers a take looks at for one it can reclaim.
 const LOOK: usize = 4;
 
-/// A per-thread pool of read buffers of one size. `static` and used through
-/// [`Pool::take`] and [`Pool::give`]; each thread has its own list.
-pub struct Pool {
-    size: usize,
-    bufs: &'static std::thread::LocalKey<RefCell<Vec<BytesMut>>>,
+thread_local! {
+    /// Each size's buffers on this thread (two sizes in the proxy: a lookup among two).
+    static POOLS: RefCell<Vec<(usize, Vec<BytesMut>)>> = const { RefCell::new(Vec::new()) };
 }
 
-impl std::fmt::Debug for Pool {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pool")
-            .field("size", &self.size)
-            .finish_non_exhaustive()
-    }
+/// The read buffers of one size, each thread its own list of them; a `static` used through
+/// [`Pool::take`] and [`Pool::give`].
+#[derive(Debug)]
+pub struct Pool {
+    size: usize,
 }
 
 impl Pool {
-    /// A pool of buffers of `size` bytes, kept in `bufs` (a `thread_local!` of its own).
-    pub const fn new(
-        size: usize,
-        bufs: &'static std::thread::LocalKey<RefCell<Vec<BytesMut>>>,
-    ) -> Self {
-        Self { size, bufs }
+    /// The pool of buffers of `size` bytes.
+    pub const fn new(size: usize) -> Self {
+        Self { size }
+    }
+
+    /// Runs `f` on this thread's list of the pool's buffers.
+    fn with<R>(&self, f: impl FnOnce(&mut Vec<BytesMut>) -> R) -> R {
+        POOLS.with_borrow_mut(|pools| {
+            let at = match pools.iter().position(|(size, _)| *size == self.size) {
+                Some(at) => at,
+                None => {
+                    pools.push((self.size, Vec::new()));
+                    pools.len() - 1
+                }
+            };
+            f(&mut pools[at].1)
+        })
     }
 
     /// An empty buffer with room for at least the pool's size: the most recently given one
     /// nothing else refers to any more, or a new one.
     pub fn take(&self) -> BytesMut {
         let size = self.size;
-        let reused = self.bufs.with_borrow_mut(|bufs| {
+        let reused = self.with(|bufs| {
             let from = bufs.len().saturating_sub(LOOK);
             let at = (from..bufs.len())
                 .rev()
@@ -67,7 +75,7 @@ impl Pool {
             return;
         }
         buf.clear();
-        self.bufs.with_borrow_mut(|bufs| {
+        self.with(|bufs| {
             if bufs.len() == KEEP {
                 bufs.remove(0);
             }
@@ -80,15 +88,11 @@ impl Pool {
 mod tests {
     use super::{Pool, KEEP};
     use bytes::BytesMut;
-    use std::cell::RefCell;
 
-    thread_local! {
-        static BUFS: RefCell<Vec<BytesMut>> = const { RefCell::new(Vec::new()) };
-    }
-    static POOL: Pool = Pool::new(64, &BUFS);
+    static POOL: Pool = Pool::new(64);
 
     fn kept() -> usize {
-        BUFS.with_borrow(Vec::len)
+        POOL.with(|bufs| bufs.len())
     }
 
     #[test]
@@ -136,6 +140,6 @@ mod tests {
         assert_eq!(kept(), KEEP);
         POOL.give(BytesMut::with_capacity(1024));
         assert_eq!(kept(), KEEP);
-        BUFS.with_borrow_mut(Vec::clear);
+        POOL.with(Vec::clear);
     }
 }

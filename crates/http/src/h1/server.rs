@@ -43,11 +43,8 @@ mod response;
 /// How much a read for a request head asks for at first; a longer head grows the buffer.
 const HEAD_READ: usize = 4096;
 
-thread_local! {
-    static HEAD_BUFS: std::cell::RefCell<Vec<BytesMut>> = const { std::cell::RefCell::new(Vec::new()) };
-}
 /// The head buffers an idle connection gives back and a reading one takes ([`crate::bufpool`]).
-static HEADS: crate::bufpool::Pool = crate::bufpool::Pool::new(HEAD_READ, &HEAD_BUFS);
+static HEADS: crate::bufpool::Pool = crate::bufpool::Pool::new(HEAD_READ);
 /// How much a read for a request body asks for at most.
 const BODY_READ: usize = 16 * 1024;
 

@@ -34,13 +34,9 @@ pub(super) trait Home: Send + Sync + std::fmt::Debug {
 /// The read buffer's first capacity, and the least room a read is given.
 const READ_ROOM: usize = 8 * 1024;
 
-thread_local! {
-    static READ_BUFS: std::cell::RefCell<Vec<BytesMut>> = const { std::cell::RefCell::new(Vec::new()) };
-}
 /// The read buffers idle connections give back and reading ones take
 /// ([`tailguard_http::bufpool`]).
-static READS: tailguard_http::bufpool::Pool =
-    tailguard_http::bufpool::Pool::new(READ_ROOM, &READ_BUFS);
+static READS: tailguard_http::bufpool::Pool = tailguard_http::bufpool::Pool::new(READ_ROOM);
 
 /// An idle HTTP/1.1 connection of the lean client, with whatever it holds (its endpoint's
 /// connection permit). Boxed for its whole life, one allocation per connection: the response
