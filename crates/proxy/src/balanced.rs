@@ -196,10 +196,14 @@ impl<S: upstream::Stage> Balancer<'_, S> {
             slot,
             traceparent: traceparent.as_ref(),
         };
-        let sending = self.upstream.send(addr, request.h2, &make);
+        // The send's future made where it is awaited: one made first and then moved there
+        // was copied into the attempt's state twice.
+        let upstream = self.upstream;
         let result = match limit {
-            Some(limit) => tokio::time::timeout(limit, sending).await.ok(),
-            None => Some(sending.await),
+            Some(limit) => tokio::time::timeout(limit, upstream.send(addr, request.h2, &make))
+                .await
+                .ok(),
+            None => Some(upstream.send(addr, request.h2, &make).await),
         };
         if result.is_none() && by_deadline.is_some() {
             return past_deadline(pending, by_deadline);

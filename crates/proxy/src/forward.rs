@@ -114,53 +114,64 @@ impl Next for Stages {
 
 /// Handles one downstream request from `peer`, through `next`; with an access log, its line
 /// goes with the response body and is written when that drops.
-pub async fn handle<B, N: Next>(
+///
+/// Not an `async fn`, nor are the stages below it that take the request by value: an `async fn`
+/// copies its arguments into its state when first polled (rust-lang/rust#62958), so each would
+/// move the request (264 B) once more, into a part of the exchange's future no other layer
+/// touches, and hold room for both copies; an `async move` block uses what it captured in place.
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async fn copies its arguments into its state"
+)]
+pub fn handle<'a, B, N: Next>(
     shared: Arc<Shared>,
-    peer: &Peer,
+    peer: &'a Peer,
     req: Request<B>,
-    next: &N,
-) -> Response<ResponseBody>
+    next: &'a N,
+) -> impl Future<Output = Response<ResponseBody>> + use<'a, B, N>
 where
     B: Body<Data = Bytes> + Send + Sync + Unpin + 'static,
     B::Error: Into<BoxError>,
 {
-    if shared.access_log.is_none() && shared.tracer.is_none() {
-        // Neither: no clock read, allocation or lock for them.
-        return routed(Arc::clone(&shared), peer, req, next, Observed::default()).await;
-    }
-    let mut line = shared.access_log.as_ref().map(|log| {
-        let now = shared.clock.now();
-        Box::new(Line::new(log, shared.clock, now, req.method(), req.uri()))
-    });
-    let mut span = shared.tracer.as_ref().and_then(|t| {
-        let (traced, parent) = t.sample(req.headers())?;
-        Some(Box::new(ServerSpan::new(
-            traced,
-            parent,
-            req.method(),
-            req.uri(),
-        )))
-    });
-    let observed = Observed {
-        line: line.as_deref_mut(),
-        span: span.as_deref_mut(),
-    };
-    let mut resp = routed(Arc::clone(&shared), peer, req, next, observed).await;
-    let status = resp.status().as_u16();
-    if let Some(mut line) = line {
-        line.status(status);
-        if resp.body().is_local() {
-            if let Some(why) = resp.headers().get(crate::response::ERROR_HEADER) {
-                line.fault(&String::from_utf8_lossy(why.as_bytes()));
-            }
+    async move {
+        if shared.access_log.is_none() && shared.tracer.is_none() {
+            // Neither: no clock read, allocation or lock for them.
+            return routed(Arc::clone(&shared), peer, req, next, Observed::default()).await;
         }
-        resp.body_mut().log(line);
+        let mut line = shared.access_log.as_ref().map(|log| {
+            let now = shared.clock.now();
+            Box::new(Line::new(log, shared.clock, now, req.method(), req.uri()))
+        });
+        let mut span = shared.tracer.as_ref().and_then(|t| {
+            let (traced, parent) = t.sample(req.headers())?;
+            Some(Box::new(ServerSpan::new(
+                traced,
+                parent,
+                req.method(),
+                req.uri(),
+            )))
+        });
+        let observed = Observed {
+            line: line.as_deref_mut(),
+            span: span.as_deref_mut(),
+        };
+        let mut resp = routed(Arc::clone(&shared), peer, req, next, observed).await;
+        let status = resp.status().as_u16();
+        if let Some(mut line) = line {
+            line.status(status);
+            if resp.body().is_local() {
+                if let Some(why) = resp.headers().get(crate::response::ERROR_HEADER) {
+                    line.fault(&String::from_utf8_lossy(why.as_bytes()));
+                }
+            }
+            resp.body_mut().log(line);
+        }
+        if let Some(mut span) = span {
+            span.status(status);
+            resp.body_mut().trace(span);
+        }
+        resp
     }
-    if let Some(mut span) = span {
-        span.status(status);
-        resp.body_mut().trace(span);
-    }
-    resp
 }
 
 /// What a request's observers want filled in as it goes: its access log line and its
@@ -172,113 +183,120 @@ struct Observed<'a> {
 }
 
 /// [`handle`] without the log line's bookkeeping: route, admit, forward, count.
-async fn routed<B, N: Next>(
+/// Not an `async fn`: see [`handle`].
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async fn copies its arguments into its state"
+)]
+fn routed<'a, 'o, B, N: Next>(
     shared: Arc<Shared>,
-    peer: &Peer,
+    peer: &'a Peer,
     mut req: Request<B>,
-    next: &N,
-    mut observed: Observed<'_>,
-) -> Response<ResponseBody>
+    next: &'a N,
+    mut observed: Observed<'o>,
+) -> impl Future<Output = Response<ResponseBody>> + use<'a, 'o, B, N>
 where
     B: Body<Data = Bytes> + Send + Sync + Unpin + 'static,
     B::Error: Into<BoxError>,
 {
-    let reply = if grpc::is_grpc(req.headers()) {
-        Reply::Grpc
-    } else {
-        Reply::Http
-    };
-    if let Err((status, reason)) = hygiene::admit(&mut req, peer.escaped_slashes) {
-        shared.metrics.client_error("", "refused");
-        return reply.error(status, reason).map(ResponseBody::local);
-    }
-    // The service, or the answer at once (built here: a response held in a local would take
-    // its room in this future for the whole request).
-    let routed = {
-        let services = shared.services.load();
-        route(
-            &services,
-            request_host(&req).map(host_only),
-            req.uri().path(),
-        )
-        .map(Arc::clone)
-    };
-    let Some(service) = routed else {
-        let host = request_host(&req).unwrap_or_default();
-        let reason = format!("no service for host {host:?}");
-        return reply
-            .error(StatusCode::NOT_FOUND, &reason)
-            .map(ResponseBody::local);
-    };
-    let started = shared.clock.now();
-    let method: Method = req.method().as_str().parse().unwrap_or(Method::Other);
-    let route = crate::route::pick(&service.config.routes, req.method(), req.uri().path());
-    let route_name = route.map_or(DEFAULT_ROUTE, |(_, r)| r.name.as_str());
-    if let Some(l) = &mut observed.line {
-        l.route(route_name);
-    }
-    if let Some(s) = &mut observed.span {
-        s.route(route_name);
-    }
-    // Admission, one order: the route's rate limit, the service's, then (in `forward`, once
-    // the request's deadline is known) the service's bound on attempts in flight and its
-    // queue; a request refused at one step takes nothing from the later ones, and none is
-    // an endpoint's fault.
-    let admitted = match route {
-        Some((i, _)) => service.route_admit(i, started),
-        None => Ok(()),
-    }
-    .and_then(|()| service.rate_admit(started));
-    // Whose figures count the request: the leaf a split sent it to, else the service.
-    let (mut counted, mut leaf_index) = (&service, 0);
-    let route_index = route.map(|(i, _)| i);
-    let result = match admitted {
-        Err(wait) => {
-            shared
-                .metrics
-                .rate_limited(&service.config.name, route_name);
-            Err(Fault::Proxy(ProxyFault::RateLimited(wait)))
+    async move {
+        let reply = if grpc::is_grpc(req.headers()) {
+            Reply::Grpc
+        } else {
+            Reply::Http
+        };
+        if let Err((status, reason)) = hygiene::admit(&mut req, peer.escaped_slashes) {
+            shared.metrics.client_error("", "refused");
+            return reply.error(status, reason).map(ResponseBody::local);
         }
-        Ok(()) => {
-            let (index, leaf) = service.leaf();
-            (counted, leaf_index) = (leaf, index);
-            // No reference count changes per request: the service holds its figures.
-            let _in_flight = leaf.live(&shared.live).start();
-            let route = route.map(|(_, r)| r);
-            let taps = observed.line.map(|l| l.taps());
-            let traced = observed.span.map(|s| s.traced());
-            let to = To {
-                service: &service,
-                leaf,
-                route,
-                handles: service.handles(&shared.metrics, route_index, index),
-                taps,
-                traced,
-            };
-            forward(&shared, to, peer, req, reply, next).await
+        // The service, or the answer at once (built here: a response held in a local would take
+        // its room in this future for the whole request).
+        let routed = {
+            let services = shared.services.load();
+            route(
+                &services,
+                request_host(&req).map(host_only),
+                req.uri().path(),
+            )
+            .map(Arc::clone)
+        };
+        let Some(service) = routed else {
+            let host = request_host(&req).unwrap_or_default();
+            let reason = format!("no service for host {host:?}");
+            return reply
+                .error(StatusCode::NOT_FOUND, &reason)
+                .map(ResponseBody::local);
+        };
+        let started = shared.clock.now();
+        let method: Method = req.method().as_str().parse().unwrap_or(Method::Other);
+        let route = crate::route::pick(&service.config.routes, req.method(), req.uri().path());
+        let route_name = route.map_or(DEFAULT_ROUTE, |(_, r)| r.name.as_str());
+        if let Some(l) = &mut observed.line {
+            l.route(route_name);
         }
-    };
-    let mut resp = result.unwrap_or_else(|fault| {
-        if let Fault::Client(f) = &fault {
-            shared.metrics.client_error(&counted.config.name, f.kind());
+        if let Some(s) = &mut observed.span {
+            s.route(route_name);
         }
-        fault
-            .answer(reply, peer.error_detail)
-            .map(ResponseBody::local)
-    });
-    let m = &shared.metrics;
-    let handles = service.handles(m, route_index, leaf_index);
-    let head = handles.requests(m, Some(resp.status().as_u16())).clone();
-    let no_head = handles.requests(m, None).clone();
-    resp.body_mut()
-        .count_head(head, no_head, handles.truncated.clone());
-    let elapsed = shared.clock.now().saturating_sub(started);
-    handles.latency.observe(elapsed.as_secs_f64());
-    let classifier = counted.config.arm.classifier;
-    let live = counted.live(&shared.live);
-    let lives = (live, service.route_live(route_index));
-    response_body::count(&mut resp, reply, method, classifier, lives, elapsed);
-    resp
+        // Admission, one order: the route's rate limit, the service's, then (in `forward`, once
+        // the request's deadline is known) the service's bound on attempts in flight and its
+        // queue; a request refused at one step takes nothing from the later ones, and none is
+        // an endpoint's fault.
+        let admitted = match route {
+            Some((i, _)) => service.route_admit(i, started),
+            None => Ok(()),
+        }
+        .and_then(|()| service.rate_admit(started));
+        // Whose figures count the request: the leaf a split sent it to, else the service.
+        let (mut counted, mut leaf_index) = (&service, 0);
+        let route_index = route.map(|(i, _)| i);
+        let result = match admitted {
+            Err(wait) => {
+                shared
+                    .metrics
+                    .rate_limited(&service.config.name, route_name);
+                Err(Fault::Proxy(ProxyFault::RateLimited(wait)))
+            }
+            Ok(()) => {
+                let (index, leaf) = service.leaf();
+                (counted, leaf_index) = (leaf, index);
+                // No reference count changes per request: the service holds its figures.
+                let _in_flight = leaf.live(&shared.live).start();
+                let route = route.map(|(_, r)| r);
+                let taps = observed.line.map(|l| l.taps());
+                let traced = observed.span.map(|s| s.traced());
+                let to = To {
+                    service: &service,
+                    leaf,
+                    route,
+                    handles: service.handles(&shared.metrics, route_index, index),
+                    taps,
+                    traced,
+                };
+                forward(&shared, to, peer, req, reply, next).await
+            }
+        };
+        let mut resp = result.unwrap_or_else(|fault| {
+            if let Fault::Client(f) = &fault {
+                shared.metrics.client_error(&counted.config.name, f.kind());
+            }
+            fault
+                .answer(reply, peer.error_detail)
+                .map(ResponseBody::local)
+        });
+        let m = &shared.metrics;
+        let handles = service.handles(m, route_index, leaf_index);
+        let head = handles.requests(m, Some(resp.status().as_u16())).clone();
+        let no_head = handles.requests(m, None).clone();
+        resp.body_mut()
+            .count_head(head, no_head, handles.truncated.clone());
+        let elapsed = shared.clock.now().saturating_sub(started);
+        handles.latency.observe(elapsed.as_secs_f64());
+        let classifier = counted.config.arm.classifier;
+        let live = counted.live(&shared.live);
+        let lives = (live, service.route_live(route_index));
+        response_body::count(&mut resp, reply, method, classifier, lives, elapsed);
+        resp
+    }
 }
 
 /// The request's host: the `Host` header, else the URI's authority (HTTP/2).
@@ -306,90 +324,98 @@ struct To<'a> {
 /// Forwards `req` (routed to `to.service`, admitted) to `to.leaf`'s endpoints: the service's
 /// body rules and total timeout bound it; the leaf's settings (the same service unless a
 /// split picked it) decide the upstream protocol, the host, and what may be retried or hedged.
-async fn forward<B, N: Next>(
-    shared: &Arc<Shared>,
-    to: To<'_>,
-    peer: &Peer,
+/// Not an `async fn`: see [`handle`].
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async fn copies its arguments into its state"
+)]
+fn forward<'a, 't, B, N: Next>(
+    shared: &'a Arc<Shared>,
+    to: To<'t>,
+    peer: &'a Peer,
     req: Request<B>,
     reply: Reply,
-    next: &N,
-) -> Result<Response<ResponseBody>, Fault>
+    next: &'a N,
+) -> impl Future<Output = Result<Response<ResponseBody>, Fault>> + use<'a, 't, B, N>
 where
     B: Body<Data = Bytes> + Send + Sync + Unpin + 'static,
     B::Error: Into<BoxError>,
 {
-    let To {
-        service,
-        leaf,
-        route,
-        handles,
-        taps,
-        traced,
-    } = to;
-    let (trail, req_bytes) = match taps {
-        Some(Taps { trail, req_bytes }) => (Some(trail), Some(req_bytes)),
-        None => (None, None),
-    };
-    let config = &leaf.config;
-    let (mut parts, body) = req.into_parts();
-    let caller = deadline::Caller::read(&mut parts.headers);
-    let method: Method = parts.method.as_str().parse().unwrap_or(Method::Other);
-    let h2 = forwarded_head(&mut parts, peer, config, reply);
-    let retry = route.and_then(|r| r.retryable);
-    let (may_replay, hedge) = replays(config, method, reply, parts.uri.path());
-    // A route that retries whatever the method needs its body kept; one that never retries
-    // does not (an attempt that could not connect sent nothing, body included).
-    let may_replay = match retry {
-        Some(true) => config.arm.retries.is_some() || hedge,
-        Some(false) => hedge,
-        None => may_replay,
-    };
-    let body_rules = &service.config.body;
-    let rules = BodyRules {
-        idle: body_rules.request_idle,
-        min_rate: body_rules.request_min_rate.filter(|_| reply == Reply::Http),
-        grace: body_rules.request_rate_grace,
-    };
-    // The total timeout counts from here, so it includes reading a body that is buffered.
-    let total = route
-        .and_then(|r| r.timeout)
-        .or(service.config.arm.timeouts.total)
-        .or(config.arm.timeouts.total);
-    let deadline = deadline_of(total, caller)?;
-    let run = async {
-        // The service's bound on attempts in flight: a place for the first attempt, at once
-        // or after a wait in the queue (within the deadline, which the wait counts toward).
-        let admission = match service.gate() {
-            None => None,
-            Some(gate) => {
-                // Read only where a gate uses it (a header lookup hashes the name).
-                let class = crate::admission::criticality(&parts.headers);
-                Some(admit(shared, service, leaf, gate, class, deadline).await?)
-            }
+    async move {
+        let To {
+            service,
+            leaf,
+            route,
+            handles,
+            taps,
+            traced,
+        } = to;
+        let (trail, req_bytes) = match taps {
+            Some(Taps { trail, req_bytes }) => (Some(trail), Some(req_bytes)),
+            None => (None, None),
         };
-        let (body, fault) = prepare_body(body, may_replay, config.retry_buffer, rules, req_bytes);
-        let sent = Outgoing {
-            parts,
-            body: std::sync::Mutex::new(body),
-            method,
-            h2,
-            reply,
-            fault,
-            deadline,
-            hedge,
-            retry,
-            trail,
-            trace: traced,
-            admission,
+        let config = &leaf.config;
+        let (mut parts, body) = req.into_parts();
+        let caller = deadline::Caller::read(&mut parts.headers);
+        let method: Method = parts.method.as_str().parse().unwrap_or(Method::Other);
+        let h2 = forwarded_head(&mut parts, peer, config, reply);
+        let retry = route.and_then(|r| r.retryable);
+        let (may_replay, hedge) = replays(config, method, reply, parts.uri.path());
+        // A route that retries whatever the method needs its body kept; one that never retries
+        // does not (an attempt that could not connect sent nothing, body included).
+        let may_replay = match retry {
+            Some(true) => config.arm.retries.is_some() || hedge,
+            Some(false) => hedge,
+            None => may_replay,
         };
-        next.attempts(shared, leaf, handles, &sent).await
-    };
-    match deadline {
-        None => run.await,
-        Some(d) => match tokio::time::timeout_at(d.at, run).await {
-            Ok(result) => result,
-            Err(_) => Err(Fault::Proxy(ProxyFault::Deadline(d.why))),
-        },
+        let body_rules = &service.config.body;
+        let rules = BodyRules {
+            idle: body_rules.request_idle,
+            min_rate: body_rules.request_min_rate.filter(|_| reply == Reply::Http),
+            grace: body_rules.request_rate_grace,
+        };
+        // The total timeout counts from here, so it includes reading a body that is buffered.
+        let total = route
+            .and_then(|r| r.timeout)
+            .or(service.config.arm.timeouts.total)
+            .or(config.arm.timeouts.total);
+        let deadline = deadline_of(total, caller)?;
+        let run = async {
+            // The service's bound on attempts in flight: a place for the first attempt, at once
+            // or after a wait in the queue (within the deadline, which the wait counts toward).
+            let admission = match service.gate() {
+                None => None,
+                Some(gate) => {
+                    // Read only where a gate uses it (a header lookup hashes the name).
+                    let class = crate::admission::criticality(&parts.headers);
+                    Some(admit(shared, service, leaf, gate, class, deadline).await?)
+                }
+            };
+            let (body, fault) =
+                prepare_body(body, may_replay, config.retry_buffer, rules, req_bytes);
+            let sent = Outgoing {
+                parts,
+                body: std::sync::Mutex::new(body),
+                method,
+                h2,
+                reply,
+                fault,
+                deadline,
+                hedge,
+                retry,
+                trail,
+                trace: traced,
+                admission,
+            };
+            next.attempts(shared, leaf, handles, &sent).await
+        };
+        match deadline {
+            None => run.await,
+            Some(d) => match tokio::time::timeout_at(d.at, run).await {
+                Ok(result) => result,
+                Err(_) => Err(Fault::Proxy(ProxyFault::Deadline(d.why))),
+            },
+        }
     }
 }
 

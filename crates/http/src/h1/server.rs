@@ -135,82 +135,91 @@ where
 
 /// Answers the request `head` on `conn` and writes the response; the read side back, at the
 /// next request, when the connection is kept.
-async fn exchange<H, F, B>(
+///
+/// Not an `async fn`: one copies its arguments (the request's head among them) into its state
+/// when first polled (rust-lang/rust#62958); an `async move` block uses them where they are.
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async fn copies its arguments into its state"
+)]
+fn exchange<'a, 'b, 'c, H, F, B>(
     conn: Reading,
-    writer: &mut OwnedWriteHalf,
+    writer: &'a mut OwnedWriteHalf,
     head: Head,
-    closing: &Closing,
-    on_close: &mut Close<'_, '_>,
-    handler: &mut H,
-) -> Option<Reading>
+    closing: &'a Closing,
+    on_close: &'a mut Close<'b, 'c>,
+    handler: &'a mut H,
+) -> impl Future<Output = Option<Reading>> + use<'a, 'b, 'c, H, F, B>
 where
     H: FnMut(Request<RequestBody>) -> F,
     F: Future<Output = Response<B>>,
     B: Body<Data = Bytes> + Unpin,
     B::Error: Into<BoxError>,
 {
-    let Head {
-        request,
-        length,
-        keep_alive,
-    } = head;
-    let method = request.method().clone();
-    let (body, mut held) = if length > 0 {
-        let (tx, rx) = oneshot::channel();
-        (RequestBody::streaming(conn, length, tx), Held::Lent(rx))
-    } else {
-        (RequestBody::empty(), Held::Here(conn))
-    };
-    let answer = handler(request.map(|()| body));
-    // A client that closes its connection while its request is in flight cancels the
-    // request, as under hyper's server, which reads on while it answers ([`Held::closed`]).
-    let response = tokio::select! {
-        biased;
-        r = answer => r,
-        () = held.closed() => return None,
-    };
-    let close = !keep_alive || closing.asked();
-    let written = tokio::select! {
-        biased;
-        r = write(writer, &method, response, close) => r,
-        () = held.closed() => return None,
-    };
-    let kept = match written {
-        Ok(kept) => kept,
-        Err(err) => {
-            tracing::debug!(%err, "response write failed");
-            false
+    async move {
+        let Head {
+            request,
+            length,
+            keep_alive,
+        } = head;
+        let method = request.method().clone();
+        let (body, mut held) = if length > 0 {
+            let (tx, rx) = oneshot::channel();
+            (RequestBody::streaming(conn, length, tx), Held::Lent(rx))
+        } else {
+            (RequestBody::empty(), Held::Here(conn))
+        };
+        let answer = handler(request.map(|()| body));
+        // A client that closes its connection while its request is in flight cancels the
+        // request, as under hyper's server, which reads on while it answers ([`Held::closed`]).
+        let response = tokio::select! {
+            biased;
+            r = answer => r,
+            () = held.closed() => return None,
+        };
+        let close = !keep_alive || closing.asked();
+        let written = tokio::select! {
+            biased;
+            r = write(writer, &method, response, close) => r,
+            () = held.closed() => return None,
+        };
+        let kept = match written {
+            Ok(kept) => kept,
+            Err(err) => {
+                tracing::debug!(%err, "response write failed");
+                false
+            }
+        };
+        if !kept {
+            let _ = writer.shutdown().await;
+            return None;
         }
-    };
-    if !kept {
-        let _ = writer.shutdown().await;
-        return None;
-    }
-    let (mut conn, left) = match held {
-        Held::Here(conn) => (conn, 0),
-        Held::Back(conn, left) => (conn, left),
-        // The body gives the connection back once it has ended or been dropped; a body
-        // still held somewhere waits for the listener's idle watch.
-        Held::Lent(back) => {
-            let returned = tokio::select! {
-                r = back => r,
-                () = on_close.when(|| closing.asked()) => return None,
-            };
-            let Returned { reader, buf, left } = returned.ok()?;
-            (Reading { reader, buf }, left)
+        let (mut conn, left) = match held {
+            Held::Here(conn) => (conn, 0),
+            Held::Back(conn, left) => (conn, left),
+            // The body gives the connection back once it has ended or been dropped; a body
+            // still held somewhere waits for the listener's idle watch.
+            Held::Lent(back) => {
+                let returned = tokio::select! {
+                    r = back => r,
+                    () = on_close.when(|| closing.asked()) => return None,
+                };
+                let Returned { reader, buf, left } = returned.ok()?;
+                (Reading { reader, buf }, left)
+            }
+        };
+        // Unread body bytes already here are skipped; more to come cannot be told from the
+        // next request without reading them: close (hyper does the same).
+        match usize::try_from(left) {
+            Ok(left) if left <= conn.buf.len() => conn.buf.advance(left),
+            _ => return None,
         }
-    };
-    // Unread body bytes already here are skipped; more to come cannot be told from the
-    // next request without reading them: close (hyper does the same).
-    match usize::try_from(left) {
-        Ok(left) if left <= conn.buf.len() => conn.buf.advance(left),
-        _ => return None,
+        if closing.asked() {
+            let _ = writer.shutdown().await;
+            return None;
+        }
+        Some(conn)
     }
-    if closing.asked() {
-        let _ = writer.shutdown().await;
-        return None;
-    }
-    Some(conn)
 }
 
 /// The read side of a connection between requests: the socket and the bytes read ahead.

@@ -82,36 +82,46 @@ impl Lean {
     /// # Errors
     /// [`SendError::Http`]: the write or read failed, the response is not HTTP/1.1, or the
     /// request body failed.
-    pub(super) async fn send(
+    ///
+    /// Not an `async fn`, nor are the two below: one copies its arguments into its state when
+    /// first polled (rust-lang/rust#62958; see `forward::handle`).
+    #[allow(
+        clippy::manual_async_fn,
+        reason = "an async fn copies its arguments into its state"
+    )]
+    pub(super) fn send(
         self: Box<Self>,
         req: Request<ProxyBody>,
         home: Arc<dyn Home>,
-    ) -> Result<Response<LeanBody>, SendError> {
-        let (mut parts, mut body) = req.into_parts();
-        let framing = frame(&parts.method, parts.version, &mut parts.headers, &body);
-        let bare = Bare::of(&parts.method, &parts.headers);
-        let mut out = Vec::with_capacity(64 + parts.headers.len() * 32);
-        encode_head(&parts, &mut out);
-        let mut sender = BodySender::new(framing);
-        // Most requests have no body, or all of it already here: one write.
-        let mut rest = !body.is_end_stream();
-        if rest {
-            let polled = std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut body).poll_frame(cx)));
-            match polled.await {
-                Poll::Ready(Some(Ok(frame))) => {
-                    sender.encode(frame, &mut out).map_err(SendError::Http)?;
-                    rest = !body.is_end_stream();
+    ) -> impl Future<Output = Result<Response<LeanBody>, SendError>> {
+        async move {
+            let (mut parts, mut body) = req.into_parts();
+            let framing = frame(&parts.method, parts.version, &mut parts.headers, &body);
+            let bare = Bare::of(&parts.method, &parts.headers);
+            let mut out = Vec::with_capacity(64 + parts.headers.len() * 32);
+            encode_head(&parts, &mut out);
+            let mut sender = BodySender::new(framing);
+            // Most requests have no body, or all of it already here: one write.
+            let mut rest = !body.is_end_stream();
+            if rest {
+                let polled =
+                    std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut body).poll_frame(cx)));
+                match polled.await {
+                    Poll::Ready(Some(Ok(frame))) => {
+                        sender.encode(frame, &mut out).map_err(SendError::Http)?;
+                        rest = !body.is_end_stream();
+                    }
+                    Poll::Ready(Some(Err(e))) => return Err(SendError::Http(e)),
+                    Poll::Ready(None) => rest = false,
+                    Poll::Pending => {}
                 }
-                Poll::Ready(Some(Err(e))) => return Err(SendError::Http(e)),
-                Poll::Ready(None) => rest = false,
-                Poll::Pending => {}
             }
+            if !rest {
+                sender.finish(&mut out).map_err(SendError::Http)?;
+            }
+            let upload = Upload::new(body, sender, out, !rest);
+            self.exchange(upload, bare, home).await
         }
-        if !rest {
-            sender.finish(&mut out).map_err(SendError::Http)?;
-        }
-        let upload = Upload::new(body, sender, out, !rest);
-        self.exchange(upload, bare, home).await
     }
 
     /// Sends a request without a body whose head is already written ([`encode_bare`]), and
@@ -119,68 +129,80 @@ impl Lean {
     ///
     /// # Errors
     /// As [`Lean::send`].
-    pub(super) async fn send_bare(
+    #[allow(
+        clippy::manual_async_fn,
+        reason = "an async fn copies its arguments into its state"
+    )]
+    pub(super) fn send_bare(
         self: Box<Self>,
         head: Vec<u8>,
         bare: Bare,
         home: Arc<dyn Home>,
-    ) -> Result<Response<LeanBody>, SendError> {
+    ) -> impl Future<Output = Result<Response<LeanBody>, SendError>> {
         use http_body_util::BodyExt;
-        let none = http_body_util::Empty::new().map_err(|never| match never {});
-        let upload = Upload::new(
-            none.boxed(),
-            BodySender::new(Framing::Length(0)),
-            head,
-            true,
-        );
-        self.exchange(upload, bare, home).await
+        async move {
+            let none = http_body_util::Empty::new().map_err(|never| match never {});
+            let upload = Upload::new(
+                none.boxed(),
+                BodySender::new(Framing::Length(0)),
+                head,
+                true,
+            );
+            self.exchange(upload, bare, home).await
+        }
     }
 
     /// Writes `upload` (the head, then what is left of the body) while the response head is
     /// read; the body follows in the response.
-    async fn exchange(
+    #[allow(
+        clippy::manual_async_fn,
+        reason = "an async fn copies its arguments into its state"
+    )]
+    fn exchange(
         mut self: Box<Self>,
         upload: Upload,
         bare: Bare,
         home: Arc<dyn Home>,
-    ) -> Result<Response<LeanBody>, SendError> {
-        let mut reader = Reader::new(bare.head);
-        // The head (and what came of the body) is written, and the rest of the body streams,
-        // while the response is read: an endpoint may answer before it has read it all, or
-        // echo it as it reads.
-        let mut upload = Some(upload);
-        let resp_head = std::future::poll_fn(|cx| {
-            let Lean { conn, buf } = &mut *self;
-            if let Some(up) = &mut upload {
-                if let Poll::Ready(sent) = up.poll(conn.stream(), cx) {
-                    sent.map_err(SendError::Http)?;
-                    upload = None;
+    ) -> impl Future<Output = Result<Response<LeanBody>, SendError>> {
+        async move {
+            let mut reader = Reader::new(bare.head);
+            // The head (and what came of the body) is written, and the rest of the body streams,
+            // while the response is read: an endpoint may answer before it has read it all, or
+            // echo it as it reads.
+            let mut upload = Some(upload);
+            let resp_head = std::future::poll_fn(|cx| {
+                let Lean { conn, buf } = &mut *self;
+                if let Some(up) = &mut upload {
+                    if let Poll::Ready(sent) = up.poll(conn.stream(), cx) {
+                        sent.map_err(SendError::Http)?;
+                        upload = None;
+                    }
+                }
+                poll_head(conn, buf, &mut reader, cx)
+            })
+            .await?;
+            let mut resp = Response::new(());
+            *resp.status_mut() = resp_head.status;
+            *resp.version_mut() = resp_head.version;
+            *resp.headers_mut() = resp_head.headers;
+            if let Some(reason) = resp_head.reason {
+                if let Ok(reason) = hyper::ext::ReasonPhrase::try_from(reason) {
+                    resp.extensions_mut().insert(reason);
                 }
             }
-            poll_head(conn, buf, &mut reader, cx)
-        })
-        .await?;
-        let mut resp = Response::new(());
-        *resp.status_mut() = resp_head.status;
-        *resp.version_mut() = resp_head.version;
-        *resp.headers_mut() = resp_head.headers;
-        if let Some(reason) = resp_head.reason {
-            if let Ok(reason) = hyper::ext::ReasonPhrase::try_from(reason) {
-                resp.extensions_mut().insert(reason);
-            }
+            let body = LeanBody {
+                conn: Some(self),
+                reader,
+                upload: upload.map(Box::new),
+                reuse: resp_head.keep_alive && !bare.closes,
+                home,
+                trailers: None,
+                ended: false,
+                fault: None,
+                yielded: false,
+            };
+            Ok(resp.map(|()| body))
         }
-        let body = LeanBody {
-            conn: Some(self),
-            reader,
-            upload: upload.map(Box::new),
-            reuse: resp_head.keep_alive && !bare.closes,
-            home,
-            trailers: None,
-            ended: false,
-            fault: None,
-            yielded: false,
-        };
-        Ok(resp.map(|()| body))
     }
 }
 

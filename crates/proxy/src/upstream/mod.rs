@@ -280,7 +280,7 @@ impl<F: Fn(bool) -> http::Request<ProxyBody> + Sync> Make for F {
 pub(crate) use lean::written;
 pub use lean::{encode_bare, Bare};
 
-impl Checkout<'_> {
+impl<'a> Checkout<'a> {
     /// The connection speaks HTTP/2: the request goes in that form.
     pub fn is_h2(&self) -> bool {
         matches!(self.0, Held::H2 { .. })
@@ -298,85 +298,95 @@ impl Checkout<'_> {
     /// # Errors
     /// [`SendError::Http`] when the connection fails with the request on it, or those of a
     /// replacement connection.
-    pub async fn send(
+    ///
+    /// Not an `async fn`: one copies its arguments, this checkout among them, into its state
+    /// when first polled (rust-lang/rust#62958; see `forward::handle`).
+    #[allow(
+        clippy::manual_async_fn,
+        reason = "an async fn copies its arguments into its state"
+    )]
+    pub fn send<'m, M: Make + ?Sized>(
         self,
-        make: &(impl Make + ?Sized),
-    ) -> Result<http::Response<UpstreamBody>, SendError> {
-        let (mut tx, mut reused, free, pool, addr) = match self.0 {
-            Held::H2 { mut tx, tls } => {
-                let mut req = make.request(true);
-                if tls {
-                    let mut uri = std::mem::take(req.uri_mut()).into_parts();
-                    uri.scheme = Some(http::uri::Scheme::HTTPS);
-                    *req.uri_mut() = http::Uri::from_parts(uri).unwrap_or_default();
-                }
-                let resp = tx
-                    .send_request(req)
-                    .await
-                    .map_err(|e| SendError::Http(e.into()))?;
-                return Ok(resp.map(UpstreamBody::h2));
-            }
-            Held::H1 {
-                tx,
-                reused,
-                free,
-                pool,
-                addr,
-            } => (tx, reused, free, pool, addr),
-        };
-        if let Sender::Lean(conn) = tx {
-            let mut head = Vec::new();
-            let resp = match make.bare(&mut head) {
-                Some(bare) => conn.send_bare(head, bare, free).await?,
-                None => conn.send(make.request(false), free).await?,
-            };
-            return Ok(resp.map(UpstreamBody::lean));
-        }
-        let mut req = make.request(false);
-        loop {
-            let (mut hyper_tx, interim) = match tx {
-                Sender::Lean(conn) => {
-                    let resp = conn.send(req, free).await?;
-                    return Ok(resp.map(UpstreamBody::lean));
-                }
-                Sender::Hyper(hyper_tx, interim) => (hyper_tx, interim),
-                // A replacement whose endpoint now chose `h2`: the request is in HTTP/1.1
-                // form, and nothing was sent.
-                Sender::H2(_) => {
-                    return Err(SendError::Connect(
-                        "the endpoint chose h2 by ALPN on a new connection".into(),
-                    ))
-                }
-            };
-            interim.watch(&mut req);
-            match hyper_tx.try_send_request(req).await {
-                // The flood and the final head came in one read: hyper hands the head on.
-                Ok(_) if interim.flooded() => {
-                    return Err(SendError::Http(
-                        tailguard_http::h1::parse::Error::InterimFlood.into(),
-                    ))
-                }
-                Ok(resp) => {
-                    let back = Back {
-                        tx: Sender::Hyper(hyper_tx, interim),
-                        free,
-                    };
-                    return Ok(resp.map(|inner| UpstreamBody::over_h1(inner, back)));
-                }
-                Err(mut e) => match e.take_message() {
-                    // A kept-alive connection the endpoint closed before it took the request:
-                    // nothing was sent, so it goes on another connection (as hyper-util does).
-                    Some(unsent) if reused => {
-                        req = unsent;
-                        (tx, reused) = pool.checkout(&free, addr).await?;
+        make: &'m M,
+    ) -> impl Future<Output = Result<http::Response<UpstreamBody>, SendError>> + use<'a, 'm, M>
+    {
+        async move {
+            let (mut tx, mut reused, free, pool, addr) = match self.0 {
+                Held::H2 { mut tx, tls } => {
+                    let mut req = make.request(true);
+                    if tls {
+                        let mut uri = std::mem::take(req.uri_mut()).into_parts();
+                        uri.scheme = Some(http::uri::Scheme::HTTPS);
+                        *req.uri_mut() = http::Uri::from_parts(uri).unwrap_or_default();
                     }
-                    _ if interim.flooded() => {
+                    let resp = tx
+                        .send_request(req)
+                        .await
+                        .map_err(|e| SendError::Http(e.into()))?;
+                    return Ok(resp.map(UpstreamBody::h2));
+                }
+                Held::H1 {
+                    tx,
+                    reused,
+                    free,
+                    pool,
+                    addr,
+                } => (tx, reused, free, pool, addr),
+            };
+            if let Sender::Lean(conn) = tx {
+                let mut head = Vec::new();
+                let resp = match make.bare(&mut head) {
+                    Some(bare) => conn.send_bare(head, bare, free).await?,
+                    None => conn.send(make.request(false), free).await?,
+                };
+                return Ok(resp.map(UpstreamBody::lean));
+            }
+            let mut req = make.request(false);
+            loop {
+                let (mut hyper_tx, interim) = match tx {
+                    Sender::Lean(conn) => {
+                        let resp = conn.send(req, free).await?;
+                        return Ok(resp.map(UpstreamBody::lean));
+                    }
+                    Sender::Hyper(hyper_tx, interim) => (hyper_tx, interim),
+                    // A replacement whose endpoint now chose `h2`: the request is in HTTP/1.1
+                    // form, and nothing was sent.
+                    Sender::H2(_) => {
+                        return Err(SendError::Connect(
+                            "the endpoint chose h2 by ALPN on a new connection".into(),
+                        ))
+                    }
+                };
+                interim.watch(&mut req);
+                match hyper_tx.try_send_request(req).await {
+                    // The flood and the final head came in one read: hyper hands the head on.
+                    Ok(_) if interim.flooded() => {
                         return Err(SendError::Http(
                             tailguard_http::h1::parse::Error::InterimFlood.into(),
                         ))
                     }
-                    _ => return Err(SendError::Http(e.into_error().into())),
-                },
+                    Ok(resp) => {
+                        let back = Back {
+                            tx: Sender::Hyper(hyper_tx, interim),
+                            free,
+                        };
+                        return Ok(resp.map(|inner| UpstreamBody::over_h1(inner, back)));
+                    }
+                    Err(mut e) => match e.take_message() {
+                        // A kept-alive connection the endpoint closed before it took the request:
+                        // nothing was sent, so it goes on another connection (as hyper-util does).
+                        Some(unsent) if reused => {
+                            req = unsent;
+                            (tx, reused) = pool.checkout(&free, addr).await?;
+                        }
+                        _ if interim.flooded() => {
+                            return Err(SendError::Http(
+                                tailguard_http::h1::parse::Error::InterimFlood.into(),
+                            ))
+                        }
+                        _ => return Err(SendError::Http(e.into_error().into())),
+                    },
+                }
             }
         }
     }
