@@ -282,137 +282,146 @@ pub struct Policy<'a> {
 ///
 /// # Errors
 /// The last attempt's [`Fault`], or [`ProxyFault::NoEndpoints`].
-pub async fn run<B: Balanced>(
-    policy: Policy<'_>,
-    next: &B,
-    request: &Outgoing,
-) -> Result<Response<ResponseBody>, Fault> {
-    let Policy {
-        arm,
-        endpoints,
-        handles,
-        clock,
-    } = policy;
-    if endpoints.is_empty() {
-        return Err(Fault::Proxy(ProxyFault::NoEndpoints));
-    }
-    // One clock read for the start: the backup delay, the first pick and the retries' time.
-    let started = clock.now();
-    // A backup that would leave after the deadline is not armed.
-    let hedge = request
-        .hedgeable()
-        .then(|| endpoints.backup_delay(started))
-        .flatten()
-        .filter(|&delay| request.in_time(delay));
-    let (mut turn, mut tries) = (Turn::First, 0u32);
-    let tell = |slot: usize, result: Result<Response<ResponseBody>, Fault>, tries| {
-        if let Some(trail) = &request.trail {
-            if !matches!(result, Err(Fault::Proxy(_) | Fault::Client(_))) {
-                trail.answered_by(endpoints.addr(slot));
+///
+/// Not an `async fn`, nor is [`hedged`]: one copies its arguments into its state when first
+/// polled (rust-lang/rust#62958; see `forward::handle`).
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async fn copies its arguments into its state"
+)]
+pub fn run<'a, B: Balanced>(
+    policy: Policy<'a>,
+    next: &'a B,
+    request: &'a Outgoing,
+) -> impl Future<Output = Result<Response<ResponseBody>, Fault>> + 'a {
+    async move {
+        let Policy {
+            arm,
+            endpoints,
+            handles,
+            clock,
+        } = policy;
+        if endpoints.is_empty() {
+            return Err(Fault::Proxy(ProxyFault::NoEndpoints));
+        }
+        // One clock read for the start: the backup delay, the first pick and the retries' time.
+        let started = clock.now();
+        // A backup that would leave after the deadline is not armed.
+        let hedge = request
+            .hedgeable()
+            .then(|| endpoints.backup_delay(started))
+            .flatten()
+            .filter(|&delay| request.in_time(delay));
+        let (mut turn, mut tries) = (Turn::First, 0u32);
+        let tell = |slot: usize, result: Result<Response<ResponseBody>, Fault>, tries| {
+            if let Some(trail) = &request.trail {
+                if !matches!(result, Err(Fault::Proxy(_) | Fault::Client(_))) {
+                    trail.answered_by(endpoints.addr(slot));
+                }
             }
-        }
-        // The clock is read for the message only when there were retries.
-        told(result, tries, || clock.now().saturating_sub(started))
-    };
-    let rescue = arm.rescue && arm.retries.is_some();
-    let max_retries = arm.retries.map_or(0, |r| r.max_retries);
-    // The place this round's attempt holds under the service's admission (the first
-    // attempt's from admission, a retry's taken when it was decided).
-    let mut place = request.admission.as_ref().and_then(|a| a.first());
-    loop {
-        let now = match tries {
-            0 => started,
-            _ => clock.now(),
+            // The clock is read for the message only when there were retries.
+            told(result, tries, || clock.now().saturating_sub(started))
         };
-        let backup = match tries {
-            0 => hedge,
-            _ if rescue => request
-                .hedgeable()
-                .then(|| endpoints.backup_delay(now))
-                .flatten()
-                .filter(|&delay| request.in_time(delay)),
-            _ => None,
-        };
-        let (slot, done) = match backup {
-            Some(delay) => {
-                // Rescues count as retries, within the limit.
-                let left = max_retries.saturating_sub(tries);
-                let round = Round {
-                    turn,
-                    now,
-                    delay,
-                    rescues_left: left,
-                    place: place.take(),
-                };
-                let (slot, done, rescues) = hedged(policy, next, request, round).await;
-                tries += rescues;
-                (slot, done)
-            }
-            None => {
-                let sent = request.sent_at(clock);
-                let mut slot = 0;
-                let done = next.attempt(request, turn, now, &mut slot).await;
-                request.learn(&done, sent, clock);
-                (slot, done)
-            }
-        };
-        // The attempt ended: its place goes to whoever waits.
-        drop(place.take());
-        let class = done.class;
-        let retryable = match request.retry {
-            None => class.retryable,
-            // Any failure of the endpoint's; not the client's or the proxy's own.
-            Some(true) => !matches!(done.result, Err(Fault::Client(_) | Fault::Proxy(_))),
-            Some(false) => unreachable_before_send(&done),
-        };
-        let may = !class.success
-            && retryable
-            && request.body().available()
-            && arm.retries.is_some_and(|r| tries < r.max_retries);
-        if !may {
-            return tell(slot, done.result, tries);
-        }
-        let backoff = arm.retries.and_then(|r| r.backoff);
-        let mut wait = backoff.map_or(Duration::ZERO, |b| endpoints.retry_delay(&b, tries + 1));
-        // gRPC's pushback (gRFC A6): no retry, or none sooner than asked (within the cap).
-        let pushback = match (&done.result, arm.pushback_max) {
-            (Ok(resp), Some(max)) => {
-                crate::pushback::grpc_pushback(resp.headers()).map(|p| (p, max))
-            }
-            _ => None,
-        };
-        match pushback {
-            Some((GrpcPushback::Stop, _)) => return tell(slot, done.result, tries),
-            Some((GrpcPushback::Wait(asked), max)) => wait = wait.max(asked.min(max)),
-            None => {}
-        }
-        if !request.in_time(wait) {
-            // A retry that could only start at or after the deadline: the failure now, rather
-            // than a timeout later (and the budget is not charged for it).
-            return tell(slot, done.result, tries);
-        }
-        if !endpoints.may_retry(clock.now()) {
-            handles.budget_exhausted.inc();
-            return tell(slot, done.result, tries);
-        }
-        // A retry goes only with room under the service's admission and nobody waiting.
-        match request.extra_place() {
-            Ok(p) => place = p,
-            Err(()) => {
-                handles.admission_no_room.inc();
+        let rescue = arm.rescue && arm.retries.is_some();
+        let max_retries = arm.retries.map_or(0, |r| r.max_retries);
+        // The place this round's attempt holds under the service's admission (the first
+        // attempt's from admission, a retry's taken when it was decided).
+        let mut place = request.admission.as_ref().and_then(|a| a.first());
+        loop {
+            let now = match tries {
+                0 => started,
+                _ => clock.now(),
+            };
+            let backup = match tries {
+                0 => hedge,
+                _ if rescue => request
+                    .hedgeable()
+                    .then(|| endpoints.backup_delay(now))
+                    .flatten()
+                    .filter(|&delay| request.in_time(delay)),
+                _ => None,
+            };
+            let (slot, done) = match backup {
+                Some(delay) => {
+                    // Rescues count as retries, within the limit.
+                    let left = max_retries.saturating_sub(tries);
+                    let round = Round {
+                        turn,
+                        now,
+                        delay,
+                        rescues_left: left,
+                        place: place.take(),
+                    };
+                    let (slot, done, rescues) = hedged(policy, next, request, round).await;
+                    tries += rescues;
+                    (slot, done)
+                }
+                None => {
+                    let sent = request.sent_at(clock);
+                    let mut slot = 0;
+                    let done = next.attempt(request, turn, now, &mut slot).await;
+                    request.learn(&done, sent, clock);
+                    (slot, done)
+                }
+            };
+            // The attempt ended: its place goes to whoever waits.
+            drop(place.take());
+            let class = done.class;
+            let retryable = match request.retry {
+                None => class.retryable,
+                // Any failure of the endpoint's; not the client's or the proxy's own.
+                Some(true) => !matches!(done.result, Err(Fault::Client(_) | Fault::Proxy(_))),
+                Some(false) => unreachable_before_send(&done),
+            };
+            let may = !class.success
+                && retryable
+                && request.body().available()
+                && arm.retries.is_some_and(|r| tries < r.max_retries);
+            if !may {
                 return tell(slot, done.result, tries);
             }
+            let backoff = arm.retries.and_then(|r| r.backoff);
+            let mut wait = backoff.map_or(Duration::ZERO, |b| endpoints.retry_delay(&b, tries + 1));
+            // gRPC's pushback (gRFC A6): no retry, or none sooner than asked (within the cap).
+            let pushback = match (&done.result, arm.pushback_max) {
+                (Ok(resp), Some(max)) => {
+                    crate::pushback::grpc_pushback(resp.headers()).map(|p| (p, max))
+                }
+                _ => None,
+            };
+            match pushback {
+                Some((GrpcPushback::Stop, _)) => return tell(slot, done.result, tries),
+                Some((GrpcPushback::Wait(asked), max)) => wait = wait.max(asked.min(max)),
+                None => {}
+            }
+            if !request.in_time(wait) {
+                // A retry that could only start at or after the deadline: the failure now, rather
+                // than a timeout later (and the budget is not charged for it).
+                return tell(slot, done.result, tries);
+            }
+            if !endpoints.may_retry(clock.now()) {
+                handles.budget_exhausted.inc();
+                return tell(slot, done.result, tries);
+            }
+            // A retry goes only with room under the service's admission and nobody waiting.
+            match request.extra_place() {
+                Ok(p) => place = p,
+                Err(()) => {
+                    handles.admission_no_room.inc();
+                    return tell(slot, done.result, tries);
+                }
+            }
+            if !request.body().retire() {
+                return tell(slot, done.result, tries);
+            }
+            drop(done);
+            handles.retries.inc();
+            tries += 1;
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
+            }
+            turn = Turn::Retry { after: slot };
         }
-        if !request.body().retire() {
-            return tell(slot, done.result, tries);
-        }
-        drop(done);
-        handles.retries.inc();
-        tries += 1;
-        if !wait.is_zero() {
-            tokio::time::sleep(wait).await;
-        }
-        turn = Turn::Retry { after: slot };
     }
 }
 
@@ -453,133 +462,139 @@ fn told(
 /// while the first is still out, the question is asked again at once, so a rescue that met a
 /// failing endpoint is followed by another rather than by the stalled attempt. Returns the slot
 /// of the attempt whose end it returns, that end, and the rescues sent.
-async fn hedged<B: Balanced>(
-    policy: Policy<'_>,
-    next: &B,
-    request: &Outgoing,
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async fn copies its arguments into its state"
+)]
+fn hedged<'a, B: Balanced>(
+    policy: Policy<'a>,
+    next: &'a B,
+    request: &'a Outgoing,
     round: Round,
-) -> (usize, Attempted, u32) {
-    let Policy {
-        arm,
-        endpoints,
-        handles,
-        clock,
-    } = policy;
-    let Round {
-        turn,
-        now,
-        delay,
-        mut rescues_left,
-        place,
-    } = round;
-    let sent = request.sent_at(clock);
-    let mut first_slot = 0;
-    let mut first = std::pin::pin!(next.attempt(request, turn, now, &mut first_slot));
-    let mut first_place = place;
-    // The backup: its slot, the attempt (boxed: backups are the rare case), when it was sent,
-    // and its place.
-    let mut backup: Option<BackupOut<_>> = None;
-    // When to ask next, on the proxy's clock (None: no more asking); a hedge only on the first
-    // ask of a first attempt. Kept as a time, not a wait, so arming the timer reads no clock.
-    let (mut ask, mut asked, mut rescues) = (Some(now + delay), turn != Turn::First, 0u32);
-    // The loop ends with a backup to wait for alone (the first attempt failed); the wait is
-    // after it, so the failed answer and the event are not held in this future meanwhile.
-    let (slot, b, at, p) = loop {
-        let ask_at = if backup.is_none() { ask } else { None };
-        // Biased: the first attempt, then the backup, then the timer; no random draw per poll
-        // (every request with rescue on comes through here).
-        let event = tokio::select! {
-            biased;
-            done = &mut first => Event::First(done),
-            done = async {
-                match backup.as_mut() {
-                    Some((_, b, _, _)) => b.await,
-                    None => std::future::pending().await,
-                }
-            } => Event::Backup(done),
-            () = async {
-                match ask_at {
-                    Some(at) => tokio::time::sleep_until(clock.at(at)).await,
-                    None => std::future::pending().await,
-                }
-            } => Event::Ask,
-        };
-        match event {
-            Event::First(done) => {
-                request.learn(&done, sent, clock);
-                drop(first_place.take());
-                match backup.take().filter(|_| !done.class.success) {
-                    Some(out) => break out,
-                    None => return (first_slot, done, rescues),
-                }
-            }
-            Event::Backup(done) => {
-                let (slot, _, at, _) = backup.take().expect("a backup was out");
-                request.learn(&done, at, clock);
-                if done.class.success {
-                    handles.hedge_wins.inc();
-                    endpoints.hedge_won(slot);
-                    return (slot, done, rescues);
-                }
-                // The backup failed and the first attempt is still out: ask again now.
-                // (The clock's start is past: the timer fires at once.)
-                ask = ask.map(|_| Duration::ZERO);
-            }
-            Event::Ask => {
-                // A backup sends the body alongside the first attempt: all of it must be known.
-                if !request.body().complete() || (asked && rescues_left == 0) {
-                    ask = None;
-                    continue;
-                }
-                // A backup goes only with room under the service's admission.
-                let Ok(backup_place) = request.extra_place() else {
-                    handles.admission_no_room.inc();
-                    ask = None;
-                    continue;
-                };
-                let now = clock.now();
-                let answer = endpoints.may_backup(first_slot, !asked, now);
-                if !asked && arm.hedge.is_some() && answer != Backup::Hedge {
-                    handles.hedge_budget_exhausted.inc();
-                }
-                asked = true;
-                match answer {
-                    Backup::Hedge => {
-                        handles.hedges.inc();
+) -> impl Future<Output = (usize, Attempted, u32)> + 'a {
+    async move {
+        let Policy {
+            arm,
+            endpoints,
+            handles,
+            clock,
+        } = policy;
+        let Round {
+            turn,
+            now,
+            delay,
+            mut rescues_left,
+            place,
+        } = round;
+        let sent = request.sent_at(clock);
+        let mut first_slot = 0;
+        let mut first = std::pin::pin!(next.attempt(request, turn, now, &mut first_slot));
+        let mut first_place = place;
+        // The backup: its slot, the attempt (boxed: backups are the rare case), when it was sent,
+        // and its place.
+        let mut backup: Option<BackupOut<_>> = None;
+        // When to ask next, on the proxy's clock (None: no more asking); a hedge only on the first
+        // ask of a first attempt. Kept as a time, not a wait, so arming the timer reads no clock.
+        let (mut ask, mut asked, mut rescues) = (Some(now + delay), turn != Turn::First, 0u32);
+        // The loop ends with a backup to wait for alone (the first attempt failed); the wait is
+        // after it, so the failed answer and the event are not held in this future meanwhile.
+        let (slot, b, at, p) = loop {
+            let ask_at = if backup.is_none() { ask } else { None };
+            // Biased: the first attempt, then the backup, then the timer; no random draw per poll
+            // (every request with rescue on comes through here).
+            let event = tokio::select! {
+                biased;
+                done = &mut first => Event::First(done),
+                done = async {
+                    match backup.as_mut() {
+                        Some((_, b, _, _)) => b.await,
+                        None => std::future::pending().await,
                     }
-                    Backup::Rescue => {
-                        handles.rescues.inc();
-                        handles.retries.inc();
-                        rescues += 1;
-                        rescues_left -= 1;
+                } => Event::Backup(done),
+                () = async {
+                    match ask_at {
+                        Some(at) => tokio::time::sleep_until(clock.at(at)).await,
+                        None => std::future::pending().await,
                     }
-                    // Asked again while the first attempt is out, unless the deadline is near.
-                    Backup::Wait(after) if request.in_time(after) => {
-                        ask = Some(now + after);
-                        continue;
+                } => Event::Ask,
+            };
+            match event {
+                Event::First(done) => {
+                    request.learn(&done, sent, clock);
+                    drop(first_place.take());
+                    match backup.take().filter(|_| !done.class.success) {
+                        Some(out) => break out,
+                        None => return (first_slot, done, rescues),
                     }
-                    Backup::Wait(_) | Backup::No => {
+                }
+                Event::Backup(done) => {
+                    let (slot, _, at, _) = backup.take().expect("a backup was out");
+                    request.learn(&done, at, clock);
+                    if done.class.success {
+                        handles.hedge_wins.inc();
+                        endpoints.hedge_won(slot);
+                        return (slot, done, rescues);
+                    }
+                    // The backup failed and the first attempt is still out: ask again now.
+                    // (The clock's start is past: the timer fires at once.)
+                    ask = ask.map(|_| Duration::ZERO);
+                }
+                Event::Ask => {
+                    // A backup sends the body alongside the first attempt: all of it must be known.
+                    if !request.body().complete() || (asked && rescues_left == 0) {
                         ask = None;
                         continue;
                     }
-                };
-                let at = request.sent_at(clock);
-                let (mut slot, beside) = (0, Turn::Backup { beside: first_slot });
-                let b = Box::pin(next.attempt(request, beside, now, &mut slot));
-                endpoints.hedged(slot);
-                backup = Some((slot, b, at, backup_place));
-                ask = Some(now + delay);
+                    // A backup goes only with room under the service's admission.
+                    let Ok(backup_place) = request.extra_place() else {
+                        handles.admission_no_room.inc();
+                        ask = None;
+                        continue;
+                    };
+                    let now = clock.now();
+                    let answer = endpoints.may_backup(first_slot, !asked, now);
+                    if !asked && arm.hedge.is_some() && answer != Backup::Hedge {
+                        handles.hedge_budget_exhausted.inc();
+                    }
+                    asked = true;
+                    match answer {
+                        Backup::Hedge => {
+                            handles.hedges.inc();
+                        }
+                        Backup::Rescue => {
+                            handles.rescues.inc();
+                            handles.retries.inc();
+                            rescues += 1;
+                            rescues_left -= 1;
+                        }
+                        // Asked again while the first attempt is out, unless the deadline is near.
+                        Backup::Wait(after) if request.in_time(after) => {
+                            ask = Some(now + after);
+                            continue;
+                        }
+                        Backup::Wait(_) | Backup::No => {
+                            ask = None;
+                            continue;
+                        }
+                    };
+                    let at = request.sent_at(clock);
+                    let (mut slot, beside) = (0, Turn::Backup { beside: first_slot });
+                    let b = Box::pin(next.attempt(request, beside, now, &mut slot));
+                    endpoints.hedged(slot);
+                    backup = Some((slot, b, at, backup_place));
+                    ask = Some(now + delay);
+                }
             }
+        };
+        let done = b.await;
+        request.learn(&done, at, clock);
+        drop(p);
+        if done.class.success {
+            handles.hedge_wins.inc();
+            endpoints.hedge_won(slot);
         }
-    };
-    let done = b.await;
-    request.learn(&done, at, clock);
-    drop(p);
-    if done.class.success {
-        handles.hedge_wins.inc();
-        endpoints.hedge_won(slot);
+        (slot, done, rescues)
     }
-    (slot, done, rescues)
 }
 
 /// A backup in [`hedged`]: its slot, the attempt, when it was sent (for the limit's sample:

@@ -136,111 +136,127 @@ impl<S: upstream::Stage> Balancer<'_, S> {
     /// One attempt, picked (`backup`: a hedge or a rescue), in a CLIENT span of its own when
     /// the request is traced; or, when every endpoint asked to be left alone for `left` (the
     /// pick's `Err`), answered at once with nothing sent.
-    async fn once(
-        &self,
-        request: &Outgoing,
+    ///
+    /// Not an `async fn`, nor is [`Balancer::send_once`]: one copies its arguments (the
+    /// attempt's `InFlight` among them) into its state when first polled
+    /// (rust-lang/rust#62958; see `forward::handle`).
+    #[allow(
+        clippy::manual_async_fn,
+        reason = "an async fn copies its arguments into its state"
+    )]
+    fn once<'a>(
+        &'a self,
+        request: &'a Outgoing,
         picked: Result<InFlight, Duration>,
         backup: bool,
-    ) -> Attempted {
-        let pending = match picked {
-            Ok(pending) => pending,
-            Err(left) => {
-                return Attempted {
-                    class: Attempted::FINAL,
-                    result: Err(Fault::Proxy(ProxyFault::PushedBack(left))),
-                };
-            }
-        };
-        let Some(traced) = &request.trace else {
-            return self.send_once(request, pending, None).await;
-        };
-        let addr = self.endpoints.addr(pending.slot);
-        let (span, header) = traced.attempt();
-        let done = self.send_once(request, pending, Some(header)).await;
-        let outcome = match &done.result {
-            Ok(resp) => Ok(resp.status().as_u16()),
-            Err(fault) => Err(error_type(fault)),
-        };
-        traced.attempted(span, &request.parts.method, addr, backup, outcome);
-        done
+    ) -> impl Future<Output = Attempted> + 'a {
+        async move {
+            let pending = match picked {
+                Ok(pending) => pending,
+                Err(left) => {
+                    return Attempted {
+                        class: Attempted::FINAL,
+                        result: Err(Fault::Proxy(ProxyFault::PushedBack(left))),
+                    };
+                }
+            };
+            let Some(traced) = &request.trace else {
+                return self.send_once(request, pending, None).await;
+            };
+            let addr = self.endpoints.addr(pending.slot);
+            let (span, header) = traced.attempt();
+            let done = self.send_once(request, pending, Some(header)).await;
+            let outcome = match &done.result {
+                Ok(resp) => Ok(resp.status().as_u16()),
+                Err(fault) => Err(error_type(fault)),
+            };
+            traced.attempted(span, &request.parts.method, addr, backup, outcome);
+            done
+        }
     }
 
     /// One attempt, picked: send within the attempt timeout (with `traceparent`, the
     /// attempt's own span, when traced), classify, report.
-    async fn send_once(
-        &self,
-        request: &Outgoing,
+    #[allow(
+        clippy::manual_async_fn,
+        reason = "an async fn copies its arguments into its state"
+    )]
+    fn send_once<'a>(
+        &'a self,
+        request: &'a Outgoing,
         pending: InFlight,
         traceparent: Option<http::HeaderValue>,
-    ) -> Attempted {
-        let endpoints = self.endpoints;
-        let slot = pending.slot;
-        let addr = endpoints.addr(slot);
-        // The attempt timeout, or the time left before the deadline if that is sooner: then
-        // running out is the caller's deadline (or the total timeout), not the endpoint's
-        // fault.
-        let attempt = self.service.config.arm.timeouts.attempt;
-        let (limit, by_deadline) = match (attempt, request.deadline) {
-            (a, Some(d)) => match (a, d.left(Instant::now())) {
-                (Some(a), left) if left >= a => (Some(a), None),
-                (_, left) => (Some(left), Some(d.why)),
-            },
-            (a, None) => (a, None),
-        };
-        if limit == Some(Duration::ZERO) && by_deadline.is_some() {
-            return past_deadline(pending, by_deadline);
-        }
-        let make = Make {
-            request,
-            endpoints,
-            slot,
-            traceparent: traceparent.as_ref(),
-        };
-        // The send's future made where it is awaited: one made first and then moved there
-        // was copied into the attempt's state twice.
-        let upstream = self.upstream;
-        let result = match limit {
-            Some(limit) => tokio::time::timeout(limit, upstream.send(addr, request.h2, &make))
-                .await
-                .ok(),
-            None => Some(upstream.send(addr, request.h2, &make).await),
-        };
-        if result.is_none() && by_deadline.is_some() {
-            return past_deadline(pending, by_deadline);
-        }
-        let rtt = self.shared.clock.now().saturating_sub(pending.sent);
-        // The client's body failed, so the upstream request did, or the endpoint answered a
-        // request it never got whole: the client's fault either way.
-        if let (Some(_), Some(fault)) = (&result, client_fault(request)) {
-            drop(pending);
-            return Attempted {
-                class: Attempted::FINAL,
-                result: Err(Fault::Client(fault)),
+    ) -> impl Future<Output = Attempted> + 'a {
+        async move {
+            let endpoints = self.endpoints;
+            let slot = pending.slot;
+            let addr = endpoints.addr(slot);
+            // The attempt timeout, or the time left before the deadline if that is sooner: then
+            // running out is the caller's deadline (or the total timeout), not the endpoint's
+            // fault.
+            let attempt = self.service.config.arm.timeouts.attempt;
+            let (limit, by_deadline) = match (attempt, request.deadline) {
+                (a, Some(d)) => match (a, d.left(Instant::now())) {
+                    (Some(a), left) if left >= a => (Some(a), None),
+                    (_, left) => (Some(left), Some(d.why)),
+                },
+                (a, None) => (a, None),
             };
-        }
-        let fault = match result {
-            None => EndpointFault {
-                addr,
-                failure: Failure::Timeout,
-            },
-            Some(Ok(resp)) => return respond(self.service, request, resp, pending, rtt),
-            Some(Err(e)) => match Fault::upstream(addr, &e) {
-                Fault::Endpoint(fault) => fault,
-                other => {
-                    // Nothing was sent: not the endpoint's failure, so the attempt is
-                    // cancelled (the balancer sees it end, accrual sees nothing).
-                    drop(pending);
-                    return Attempted {
-                        class: Attempted::FINAL,
-                        result: Err(other),
-                    };
-                }
-            },
-        };
-        let class = pending.failed_after(&fault, rtt);
-        Attempted {
-            class,
-            result: Err(Fault::Endpoint(fault)),
+            if limit == Some(Duration::ZERO) && by_deadline.is_some() {
+                return past_deadline(pending, by_deadline);
+            }
+            let make = Make {
+                request,
+                endpoints,
+                slot,
+                traceparent: traceparent.as_ref(),
+            };
+            // The send's future made where it is awaited: one made first and then moved there
+            // was copied into the attempt's state twice.
+            let upstream = self.upstream;
+            let result = match limit {
+                Some(limit) => tokio::time::timeout(limit, upstream.send(addr, request.h2, &make))
+                    .await
+                    .ok(),
+                None => Some(upstream.send(addr, request.h2, &make).await),
+            };
+            if result.is_none() && by_deadline.is_some() {
+                return past_deadline(pending, by_deadline);
+            }
+            let rtt = self.shared.clock.now().saturating_sub(pending.sent);
+            // The client's body failed, so the upstream request did, or the endpoint answered a
+            // request it never got whole: the client's fault either way.
+            if let (Some(_), Some(fault)) = (&result, client_fault(request)) {
+                drop(pending);
+                return Attempted {
+                    class: Attempted::FINAL,
+                    result: Err(Fault::Client(fault)),
+                };
+            }
+            let fault = match result {
+                None => EndpointFault {
+                    addr,
+                    failure: Failure::Timeout,
+                },
+                Some(Ok(resp)) => return respond(self.service, request, resp, pending, rtt),
+                Some(Err(e)) => match Fault::upstream(addr, &e) {
+                    Fault::Endpoint(fault) => fault,
+                    other => {
+                        // Nothing was sent: not the endpoint's failure, so the attempt is
+                        // cancelled (the balancer sees it end, accrual sees nothing).
+                        drop(pending);
+                        return Attempted {
+                            class: Attempted::FINAL,
+                            result: Err(other),
+                        };
+                    }
+                },
+            };
+            let class = pending.failed_after(&fault, rtt);
+            Attempted {
+                class,
+                result: Err(Fault::Endpoint(fault)),
+            }
         }
     }
 }

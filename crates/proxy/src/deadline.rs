@@ -11,7 +11,7 @@
 //! - A malformed value is ignored and not forwarded, as gRPC servers ignore one; a header sent
 //!   more than once gives the soonest of its valid values, and each attempt carries that one.
 
-use http::{HeaderMap, HeaderValue};
+use http::{HeaderMap, HeaderName, HeaderValue};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -34,8 +34,13 @@ impl Caller {
     /// Reads both headers, removing malformed ones (they are not forwarded).
     pub fn read(headers: &mut HeaderMap) -> Self {
         // Most requests carry neither: one pass over the few names present, no lookups (a
-        // lookup by name parses and hashes it, four of them per request).
-        let named = |k: &http::HeaderName| k == GRPC_HEADER || k == HTTP_HEADER;
+        // lookup by name parses and hashes it, four of them per request). Compared as names,
+        // not as strings: neither is a standard header, so a standard one differs at its
+        // representation, where comparing it with a string reads its text from http's table
+        // (about 4 L1 data misses a GET in callgrind's model).
+        const GRPC: HeaderName = HeaderName::from_static(GRPC_HEADER);
+        const HTTP: HeaderName = HeaderName::from_static(HTTP_HEADER);
+        let named = |k: &HeaderName| *k == GRPC || *k == HTTP;
         if !headers.keys().any(named) {
             return Self::default();
         }
