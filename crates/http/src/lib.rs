@@ -42,6 +42,7 @@ pub mod preface;
 pub mod quiet;
 pub mod rewind;
 pub mod server;
+pub mod spare;
 pub mod tcp;
 pub mod tls;
 

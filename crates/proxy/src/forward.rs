@@ -380,42 +380,47 @@ where
             .or(service.config.arm.timeouts.total)
             .or(config.arm.timeouts.total);
         let deadline = deadline_of(total, caller)?;
+        // Made here, not in `run`: there it was the block's to capture and then moved with it
+        // into the timeout, the request's parts copied twice more into memory no other stage
+        // touches. The admission's place and the body are set in it once known.
+        let mut sent = Outgoing {
+            parts,
+            body: std::sync::Mutex::new(AttemptBody::Empty),
+            method,
+            h2,
+            reply,
+            fault: None,
+            deadline,
+            hedge,
+            retry,
+            trail,
+            trace: traced,
+            admission: None,
+        };
         let run = async {
             // The service's bound on attempts in flight: a place for the first attempt, at once
             // or after a wait in the queue (within the deadline, which the wait counts toward).
-            let admission = match service.gate() {
-                None => None,
-                Some(gate) => {
-                    // Read only where a gate uses it (a header lookup hashes the name).
-                    let class = crate::admission::criticality(&parts.headers);
-                    Some(admit(shared, service, leaf, gate, class, deadline).await?)
-                }
-            };
+            if let Some(gate) = service.gate() {
+                // Read only where a gate uses it (a header lookup hashes the name).
+                let class = crate::admission::criticality(&sent.parts.headers);
+                sent.admission = Some(admit(shared, service, leaf, gate, class, deadline).await?);
+            }
             let (body, fault) =
                 prepare_body(body, may_replay, config.retry_buffer, rules, req_bytes);
-            let sent = Outgoing {
-                parts,
-                body: std::sync::Mutex::new(body),
-                method,
-                h2,
-                reply,
-                fault,
-                deadline,
-                hedge,
-                retry,
-                trail,
-                trace: traced,
-                admission,
-            };
+            sent.body = std::sync::Mutex::new(body);
+            sent.fault = fault;
             next.attempts(shared, leaf, handles, &sent).await
         };
-        match deadline {
+        let result = match deadline {
             None => run.await,
             Some(d) => match tokio::time::timeout_at(d.at, run).await {
                 Ok(result) => result,
                 Err(_) => Err(Fault::Proxy(ProxyFault::Deadline(d.why))),
             },
-        }
+        };
+        // Every attempt is done with the request's header map: the thread's to lend again.
+        tailguard_http::spare::give_map(std::mem::take(&mut sent.parts.headers));
+        result
     }
 }
 

@@ -425,7 +425,7 @@ impl Seen {
             .filter(|r| status.canonical_reason().map(str::as_bytes) != Some(&r[..]));
         // Room for what a proxy adds on the way back (`via`, a header of its own): a map
         // sized to the response alone grows, and allocates, on the first of them.
-        let mut headers = HeaderMap::with_capacity(self.headers.len() + 2);
+        let mut headers = crate::spare::map(self.headers.len() + 2);
         for (name, value) in self.headers {
             let name = HeaderName::from_bytes(&bytes[name]).map_err(|_| Error::HeaderName)?;
             let value = HeaderValue::from_maybe_shared(bytes.slice(value))

@@ -175,7 +175,10 @@ impl Lean {
                 if let Some(up) = &mut upload {
                     if let Poll::Ready(sent) = up.poll(conn.stream(), cx) {
                         sent.map_err(SendError::Http)?;
-                        upload = None;
+                        // Written whole: its buffer is the thread's to lend again.
+                        if let Some(Upload { out, .. }) = upload.take() {
+                            tailguard_http::spare::give_head(out);
+                        }
                     }
                 }
                 poll_head(conn, buf, &mut reader, cx)

@@ -334,7 +334,9 @@ impl<'a> Checkout<'a> {
                 } => (tx, reused, free, pool, addr),
             };
             if let Sender::Lean(conn) = tx {
-                let mut head = Vec::new();
+                // Given back to the thread's spares once written (`Lean::exchange`); room for
+                // a usual head, which `Make::bare` grows if it must.
+                let mut head = tailguard_http::spare::head(HEAD_ROOM);
                 let resp = match make.bare(&mut head) {
                     Some(bare) => conn.send_bare(head, bare, free).await?,
                     None => conn.send(make.request(false), free).await?,
@@ -411,6 +413,10 @@ pub trait Stage: Sync {
         make: &'a dyn Make,
     ) -> impl Future<Output = Result<http::Response<UpstreamBody>, SendError>> + Send + 'a;
 }
+
+/// Room asked of the thread's spares for the head of a request without a body: the request
+/// line and the client's fields with the proxy's own; a longer one grows its buffer.
+const HEAD_ROOM: usize = 512;
 
 impl Stage for Upstreams {
     // Not boxed: the attempt's future holds it.

@@ -73,8 +73,9 @@ pub(super) fn encode_head(
         open: None,
         add_chunked: false,
     };
-    let headers = std::mem::take(&mut parts.headers);
-    for (name, value) in &headers {
+    // Read in place: the map goes back to the thread's spares once the head is written
+    // (`response::write`).
+    for (name, value) in &parts.headers {
         fields.field(name, value)?;
     }
     close_line(fields.out, &mut fields.open, fields.add_chunked);

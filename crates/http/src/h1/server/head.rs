@@ -4,7 +4,7 @@
 use crate::h1::parse;
 use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderName, HeaderValue};
-use http::{HeaderMap, Method, Request, Uri, Version};
+use http::{Method, Request, Uri, Version};
 use smallvec::SmallVec;
 use std::mem::MaybeUninit;
 
@@ -110,7 +110,7 @@ fn lean_head(
     let uri = Uri::from_maybe_shared(bytes.slice(path.0..path.1)).ok()?;
     // Room for the fields a proxy adds (`via`, `x-forwarded-for`, a deadline, a trace
     // context): a map sized to the request alone grows, and allocates, on the first of them.
-    let mut headers = HeaderMap::with_capacity(fields.len() + ADDED_FIELDS);
+    let mut headers = crate::spare::map(fields.len() + ADDED_FIELDS);
     let (mut length, mut keep_alive) = (None, true);
     for &(ns, ne, vs, ve) in fields {
         let name = HeaderName::from_bytes(&bytes[ns as usize..ne as usize]).ok()?;

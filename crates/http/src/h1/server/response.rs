@@ -35,8 +35,12 @@ where
     } else {
         Some(body.size_hint().exact())
     };
-    let mut out = Vec::with_capacity(128 + parts.headers.len() * 32);
-    let (framing, last) = match encode_head(&mut out, &mut parts, method, length, close) {
+    // The head's buffer and, once it is written into that, the header map are the thread's
+    // to lend again (`spare`).
+    let mut out = crate::spare::head(128 + parts.headers.len() * 32);
+    let encoded = encode_head(&mut out, &mut parts, method, length, close);
+    crate::spare::give_map(std::mem::take(&mut parts.headers));
+    let (framing, last) = match encoded {
         Ok(head) => head,
         Err(Unwritable) => {
             // hyper's server sends nothing of a head it cannot encode (conflicting lengths),
@@ -55,6 +59,7 @@ where
             out.extend_from_slice(b"0\r\n\r\n");
         }
         writer.write_all(&out).await?;
+        crate::spare::give_head(out);
         return Ok(kept);
     }
     match copy_body(&mut body, writer, &mut out, framing).await? {
@@ -63,6 +68,7 @@ where
         // The announced length is out: the rest of the body is not waited for.
         Copied::Full => {
             writer.write_all(&out).await?;
+            crate::spare::give_head(out);
             Ok(kept)
         }
         // The body ended: a chunked one gets its last chunk; one short of its length fails the
@@ -72,6 +78,7 @@ where
                 out.extend_from_slice(b"0\r\n\r\n");
             }
             writer.write_all(&out).await?;
+            crate::spare::give_head(out);
             Ok(kept && framing == Framing::Chunked)
         }
     }
