@@ -33,14 +33,8 @@ const LOOK: usize = 4;
 /// An empty header map with room for `fields` fields: the most recently given back of those
 /// with the room, or a new one.
 pub fn map(fields: usize) -> HeaderMap {
-    let kept = MAPS.with_borrow_mut(|maps| {
-        let from = maps.len().saturating_sub(LOOK);
-        let at = (from..maps.len())
-            .rev()
-            .find(|&i| maps[i].capacity() >= fields)?;
-        Some(maps.remove(at))
-    });
-    kept.unwrap_or_else(|| HeaderMap::with_capacity(fields))
+    MAPS.with_borrow_mut(|maps| take_fitting(maps, |map| map.capacity() >= fields))
+        .unwrap_or_else(|| HeaderMap::with_capacity(fields))
 }
 
 /// Gives `map` back, emptied (its values dropped here); one with room for more than
@@ -50,24 +44,15 @@ pub fn give_map(mut map: HeaderMap) {
         return;
     }
     map.clear();
-    MAPS.with_borrow_mut(|maps| {
-        if maps.len() < KEEP {
-            maps.push(map);
-        }
-    });
+    MAPS.with_borrow_mut(|maps| keep(maps, map));
 }
 
 /// An empty buffer with room for at least `bytes` bytes: the most recently given back of those
 /// with the room, or a new one.
 pub fn head(bytes: usize) -> Vec<u8> {
-    let kept = HEADS.with_borrow_mut(|heads| {
-        let from = heads.len().saturating_sub(LOOK);
-        let at = (from..heads.len())
-            .rev()
-            .find(|&i| heads[i].capacity() >= bytes)?;
-        Some(heads.remove(at))
-    });
-    kept.unwrap_or_else(|| Vec::with_capacity(bytes))
+    HEADS
+        .with_borrow_mut(|heads| take_fitting(heads, |head| head.capacity() >= bytes))
+        .unwrap_or_else(|| Vec::with_capacity(bytes))
 }
 
 /// Gives `out` back, emptied; one grown past [`MAX_HEAD`] bytes is let go, as is any beyond
@@ -77,11 +62,21 @@ pub fn give_head(mut out: Vec<u8>) {
         return;
     }
     out.clear();
-    HEADS.with_borrow_mut(|heads| {
-        if heads.len() < KEEP {
-            heads.push(out);
-        }
-    });
+    HEADS.with_borrow_mut(|heads| keep(heads, out));
+}
+
+/// `item` kept, unless [`KEEP`] already are.
+fn keep<T>(kept: &mut Vec<T>, item: T) {
+    if kept.len() < KEEP {
+        kept.push(item);
+    }
+}
+
+/// The most recently given of the last [`LOOK`] in `kept` that `fits`, taken out.
+fn take_fitting<T>(kept: &mut Vec<T>, fits: impl Fn(&T) -> bool) -> Option<T> {
+    let from = kept.len().saturating_sub(LOOK);
+    let at = (from..kept.len()).rev().find(|&i| fits(&kept[i]))?;
+    Some(kept.remove(at))
 }
 
 #[cfg(test)]

@@ -467,25 +467,24 @@ fn told(
     reason = "an async fn copies its arguments into its state"
 )]
 fn hedged<'a, B: Balanced>(
-    policy: Policy<'a>,
+    Policy {
+        arm,
+        endpoints,
+        handles,
+        clock,
+    }: Policy<'a>,
     next: &'a B,
     request: &'a Outgoing,
-    round: Round,
+    Round {
+        turn,
+        now,
+        delay,
+        mut rescues_left,
+        place,
+    }: Round,
 ) -> impl Future<Output = (usize, Attempted, u32)> + 'a {
+    // Taken apart here, not in the block: each part is captured where it is.
     async move {
-        let Policy {
-            arm,
-            endpoints,
-            handles,
-            clock,
-        } = policy;
-        let Round {
-            turn,
-            now,
-            delay,
-            mut rescues_left,
-            place,
-        } = round;
         let sent = request.sent_at(clock);
         let mut first_slot = 0;
         let mut first = std::pin::pin!(next.attempt(request, turn, now, &mut first_slot));
