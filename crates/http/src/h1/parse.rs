@@ -6,6 +6,7 @@
 
 use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Version};
+use smallvec::SmallVec;
 use std::mem::MaybeUninit;
 use std::ops::Range;
 use tailguard_record::ErrorKind;
@@ -219,7 +220,7 @@ impl Reader {
                 return Ok(None);
             }
             let bytes = buf.split_to(n).freeze();
-            if let Some(seen) = seen {
+            if let Some(seen) = &seen {
                 return seen.head(&bytes, self.status, self.keep_alive).map(Some);
             }
         }
@@ -390,16 +391,24 @@ impl Data {
 /// still borrowed by the parse.
 struct Seen {
     version: Version,
-    reason: Option<Range<usize>>,
-    headers: Vec<(Range<usize>, Range<usize>)>,
+    reason: Option<Range<u32>>,
+    /// Each field's name and value: inline for a usual head (nginx sends five), where a `Vec`
+    /// was an allocation per response.
+    headers: SmallVec<[(Range<u32>, Range<u32>); SEEN_INLINE]>,
 }
+
+/// Fields a [`Seen`] holds without allocating.
+const SEEN_INLINE: usize = 12;
 
 impl Seen {
     fn of(buf: &[u8], res: &httparse::Response<'_, '_>) -> Seen {
         let base = buf.as_ptr() as usize;
         // httparse hands an empty reason or value as a slice of its own, not of `buf`.
+        // A head is at most `MAX_HEAD_BYTES`, far below 4 GiB.
         let at = |s: &[u8]| match (s.as_ptr() as usize).checked_sub(base) {
-            Some(start) if !s.is_empty() && start + s.len() <= buf.len() => start..start + s.len(),
+            Some(start) if !s.is_empty() && start + s.len() <= buf.len() => {
+                start as u32..(start + s.len()) as u32
+            }
             _ => 0..0,
         };
         Seen {
@@ -417,18 +426,20 @@ impl Seen {
         }
     }
 
-    fn head(self, bytes: &Bytes, status: u16, keep_alive: bool) -> Result<Head, Error> {
+    fn head(&self, bytes: &Bytes, status: u16, keep_alive: bool) -> Result<Head, Error> {
+        let span = |r: &Range<u32>| r.start as usize..r.end as usize;
         let status = StatusCode::from_u16(status).map_err(|_| Error::Status)?;
         let reason = self
             .reason
-            .map(|r| bytes.slice(r))
+            .as_ref()
+            .map(|r| bytes.slice(span(r)))
             .filter(|r| status.canonical_reason().map(str::as_bytes) != Some(&r[..]));
         // Room for what a proxy adds on the way back (`via`, a header of its own): a map
         // sized to the response alone grows, and allocates, on the first of them.
         let mut headers = crate::spare::map(self.headers.len() + 2);
-        for (name, value) in self.headers {
-            let name = HeaderName::from_bytes(&bytes[name]).map_err(|_| Error::HeaderName)?;
-            let value = HeaderValue::from_maybe_shared(bytes.slice(value))
+        for (name, value) in &self.headers {
+            let name = HeaderName::from_bytes(&bytes[span(name)]).map_err(|_| Error::HeaderName)?;
+            let value = HeaderValue::from_maybe_shared(bytes.slice(span(value)))
                 .map_err(|_| Error::HeaderValue)?;
             headers.append(name, value);
         }
