@@ -16,11 +16,9 @@
 use bytes::BytesMut;
 use std::cell::RefCell;
 
-/// Buffers a pool keeps per thread at most; the oldest goes when one more is given.
-pub const KEEP: usize = 16;
-
-/// How many of the most recently given buffers a take looks at for one it can reclaim.
-const LOOK: usize = 4;
+/// Buffers a pool keeps per thread at most ([`crate::spare::KEEP`]); the oldest goes when one
+/// more is given. A take looks at the four most recently given for one it can reclaim.
+pub const KEEP: usize = crate::spare::KEEP;
 
 thread_local! {
     /// Each size's buffers on this thread (two sizes in the proxy: a lookup among two).
@@ -58,13 +56,7 @@ impl Pool {
     /// nothing else refers to any more, or a new one.
     pub fn take(&self) -> BytesMut {
         let size = self.size;
-        let reused = self.with(|bufs| {
-            let from = bufs.len().saturating_sub(LOOK);
-            let at = (from..bufs.len())
-                .rev()
-                .find(|&i| bufs[i].try_reclaim(size))?;
-            Some(bufs.remove(at))
-        });
+        let reused = self.with(|bufs| crate::spare::take_fitting(bufs, |b| b.try_reclaim(size)));
         reused.unwrap_or_else(|| BytesMut::with_capacity(size))
     }
 
@@ -75,12 +67,7 @@ impl Pool {
             return;
         }
         buf.clear();
-        self.with(|bufs| {
-            if bufs.len() == KEEP {
-                bufs.remove(0);
-            }
-            bufs.push(buf);
-        });
+        self.with(|bufs| crate::spare::keep(bufs, buf));
     }
 }
 

@@ -38,7 +38,7 @@ pub fn map(fields: usize) -> HeaderMap {
 }
 
 /// Gives `map` back, emptied (its values dropped here); one with room for more than
-/// [`MAX_FIELDS`] is let go, as is any beyond [`KEEP`].
+/// [`MAX_FIELDS`] is let go, as is the oldest kept once [`KEEP`] are.
 pub fn give_map(mut map: HeaderMap) {
     if map.capacity() == 0 || map.capacity() > MAX_FIELDS {
         return;
@@ -56,7 +56,7 @@ pub fn head(bytes: usize) -> Vec<u8> {
 }
 
 /// Gives `out` back, emptied; one grown past [`MAX_HEAD`] bytes is let go, as is any beyond
-/// [`KEEP`].
+/// [`KEEP`] (the oldest kept).
 pub fn give_head(mut out: Vec<u8>) {
     if out.capacity() == 0 || out.capacity() > MAX_HEAD {
         return;
@@ -65,17 +65,23 @@ pub fn give_head(mut out: Vec<u8>) {
     HEADS.with_borrow_mut(|heads| keep(heads, out));
 }
 
-/// `item` kept, unless [`KEEP`] already are.
-fn keep<T>(kept: &mut Vec<T>, item: T) {
-    if kept.len() < KEEP {
-        kept.push(item);
+/// `item` kept as the most recent; the oldest goes when [`KEEP`] already are. Shared with
+/// [`crate::bufpool`], whose lists follow the same rules.
+pub(crate) fn keep<T>(kept: &mut Vec<T>, item: T) {
+    if kept.len() == KEEP {
+        kept.remove(0);
     }
+    kept.push(item);
 }
 
-/// The most recently given of the last [`LOOK`] in `kept` that `fits`, taken out.
-fn take_fitting<T>(kept: &mut Vec<T>, fits: impl Fn(&T) -> bool) -> Option<T> {
+/// The most recently given of the last [`LOOK`] in `kept` that `fits`, taken out (`fits` may
+/// ready it: `bufpool` reclaims a buffer's memory as it looks).
+pub(crate) fn take_fitting<T>(
+    kept: &mut Vec<T>,
+    mut fits: impl FnMut(&mut T) -> bool,
+) -> Option<T> {
     let from = kept.len().saturating_sub(LOOK);
-    let at = (from..kept.len()).rev().find(|&i| fits(&kept[i]))?;
+    let at = (from..kept.len()).rev().find(|&i| fits(&mut kept[i]))?;
     Some(kept.remove(at))
 }
 
