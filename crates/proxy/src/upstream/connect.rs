@@ -4,7 +4,6 @@
 use crate::body::BoxError;
 use hyper::rt::{Read, ReadBufCursor, Write};
 use hyper_util::rt::TokioIo;
-use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -87,7 +86,7 @@ pub struct PoolExhausted {
 pub(super) struct Limit {
     pub(super) max: usize,
     pub(super) wait: Duration,
-    pub(super) per: Mutex<HashMap<SocketAddr, Arc<Semaphore>>>,
+    pub(super) per: Mutex<super::ByAddr<Arc<Semaphore>>>,
 }
 
 impl Limit {

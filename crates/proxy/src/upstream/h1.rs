@@ -5,7 +5,7 @@ use super::h2::{H2Pool, H2Sender};
 use super::lean::{Home, Lean};
 use super::tls::{Chosen, Offer};
 use crate::body::ProxyBody;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -21,7 +21,7 @@ use tokio::time::Instant;
 /// request takes the most recently freed one (the warmest).
 #[derive(Debug)]
 pub(super) struct H1Pool {
-    pub(super) per: Mutex<HashMap<SocketAddr, Arc<Free>>>,
+    pub(super) per: Mutex<super::ByAddr<Arc<Free>>>,
     /// The connection limit and connect timeout, shared with the HTTP/2 pool.
     pub(super) connector: Connector,
     pub(super) idle_timeout: Duration,

@@ -6,7 +6,7 @@ use super::tls::Chosen;
 use crate::body::ProxyBody;
 use bytes::Bytes;
 use hyper_util::rt::TokioIo;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 #[derive(Debug)]
 pub(super) struct H2Pool {
     pub(super) connector: Connector,
-    pub(super) per: Mutex<HashMap<SocketAddr, H2Sender>>,
+    pub(super) per: Mutex<super::ByAddr<H2Sender>>,
     /// Endpoints that chose `h2` by ALPN when offered both (`protocol: auto` over TLS).
     pub(super) learned: Arc<Learned>,
 }

@@ -64,6 +64,11 @@ use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
+/// A map by endpoint address, looked up on every request (a pool's free lists): hashed with
+/// foldhash, not std's SipHash, which keeps out keys an attacker chooses; these are the
+/// configured or discovered endpoints, never a client's input.
+pub(super) type ByAddr<V> = HashMap<SocketAddr, V, foldhash::fast::RandomState>;
+
 /// The upstream pools of one service: HTTP/1.1 connections in [`H1Pool`], HTTP/2 in
 /// [`H2Pool`] (one multiplexed connection per endpoint), one pair per serving thread
 /// ([`crate::worker`]) so that a connection's task and the requests on it share a thread; the
@@ -99,7 +104,7 @@ impl Upstreams {
             Arc::new(Limit {
                 max,
                 wait: config.wait,
-                per: Mutex::new(HashMap::new()),
+                per: Mutex::new(ByAddr::default()),
             })
         });
         let offer = match tls.is_some() && either {
@@ -115,12 +120,12 @@ impl Upstreams {
             .map(|_| {
                 let http2 = Arc::new(H2Pool {
                     connector: connector.clone(),
-                    per: Mutex::new(HashMap::new()),
+                    per: Mutex::new(ByAddr::default()),
                     learned: Arc::new(Learned::default()),
                 });
                 Pools {
                     http1: Arc::new(H1Pool {
-                        per: Mutex::new(HashMap::new()),
+                        per: Mutex::new(ByAddr::default()),
                         connector: connector.clone(),
                         idle_timeout: config.idle_timeout,
                         sweeping: AtomicBool::new(false),
