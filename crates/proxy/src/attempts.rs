@@ -51,6 +51,7 @@ use http_body_util::{BodyExt, Empty, StreamBody};
 use hyper::body::Frame;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tailguard_client::{ArmConfig, Backup};
 use tailguard_resilience::{Class, Method};
@@ -145,6 +146,38 @@ pub struct Outgoing {
     /// Its service's admission, and the place its first attempt holds (`None`: attempts in
     /// flight are not bounded).
     pub admission: Option<crate::admission::Entry>,
+    /// When it arrived, on the proxy's clock, if nothing has made it wait since (an admission
+    /// queue): the attempts start from that reading rather than from one of their own.
+    pub arrived: Option<Duration>,
+    /// When an endpoint last answered it (or failed), as the attempt read it for its round
+    /// trip: the request's own time ends there, with no reading of its own.
+    pub answered: Answered,
+}
+
+/// The proxy clock's reading when an attempt of a request ended ([`Outgoing::answered`]).
+/// Atomic, as a hedged request's two attempts share the request; the last one written wins,
+/// which is the attempt whose end the request returns (a response ends the attempts).
+#[derive(Debug)]
+pub struct Answered(AtomicU64);
+
+impl Default for Answered {
+    fn default() -> Self {
+        Self(AtomicU64::new(u64::MAX))
+    }
+}
+
+impl Answered {
+    /// An attempt ended at `at`.
+    pub fn set(&self, at: Duration) {
+        let nanos = u64::try_from(at.as_nanos()).unwrap_or(u64::MAX - 1);
+        self.0.store(nanos.min(u64::MAX - 1), Ordering::Relaxed);
+    }
+
+    /// When the last attempt ended (`None`: none has).
+    pub fn get(&self) -> Option<Duration> {
+        let nanos = self.0.load(Ordering::Relaxed);
+        (nanos != u64::MAX).then(|| Duration::from_nanos(nanos))
+    }
 }
 
 impl Outgoing {
@@ -304,8 +337,9 @@ pub fn run<'a, B: Balanced>(
         if endpoints.is_empty() {
             return Err(Fault::Proxy(ProxyFault::NoEndpoints));
         }
-        // One clock read for the start: the backup delay, the first pick and the retries' time.
-        let started = clock.now();
+        // One clock reading for the start: the backup delay, the first pick and the retries'
+        // time; the request's arrival when nothing made it wait since.
+        let started = request.arrived.unwrap_or_else(|| clock.now());
         // A backup that would leave after the deadline is not armed.
         let hedge = request
             .hedgeable()

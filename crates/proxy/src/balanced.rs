@@ -210,6 +210,7 @@ impl<S: upstream::Stage> Balancer<'_, S> {
                 endpoints,
                 slot,
                 traceparent: traceparent.as_ref(),
+                picked: self.shared.clock.at(pending.sent),
             };
             // The send's future made where it is awaited: one made first and then moved there
             // was copied into the attempt's state twice.
@@ -223,7 +224,11 @@ impl<S: upstream::Stage> Balancer<'_, S> {
             if result.is_none() && by_deadline.is_some() {
                 return past_deadline(pending, by_deadline);
             }
-            let rtt = self.shared.clock.now().saturating_sub(pending.sent);
+            // The answer's (or the failure's) one reading: its round trip, and the end of the
+            // request's time if this attempt's end is the one returned.
+            let at = self.shared.clock.now();
+            request.answered.set(at);
+            let rtt = at.saturating_sub(pending.sent);
             // The client's body failed, so the upstream request did, or the endpoint answered a
             // request it never got whole: the client's fault either way.
             if let (Some(_), Some(fault)) = (&result, client_fault(request)) {
@@ -393,6 +398,8 @@ struct Make<'a> {
     endpoints: &'a Endpoints,
     slot: usize,
     traceparent: Option<&'a http::HeaderValue>,
+    /// When the attempt was picked (the pool's idle check reads no clock of its own).
+    picked: Instant,
 }
 
 impl upstream::Make for Make<'_> {
@@ -438,6 +445,10 @@ impl upstream::Make for Make<'_> {
             host.as_ref(),
             out,
         ))
+    }
+
+    fn picked_at(&self) -> Option<Instant> {
+        Some(self.picked)
     }
 }
 

@@ -20,7 +20,7 @@
 //! 6. Count the answer for the metrics and the dashboard ([`crate::response_body::count`]).
 
 use crate::access_log::{Line, Taps};
-use crate::attempts::{self, AttemptBody, Outgoing, Policy};
+use crate::attempts::{self, Answered, AttemptBody, Outgoing, Policy};
 use crate::balanced::Balancer;
 use crate::body::BoxError;
 use crate::config::{EscapedSlashes, Limits, ServiceConfig, UpstreamProtocol};
@@ -44,6 +44,7 @@ use hyper::body::Body;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 use tailguard_resilience::Method;
 
 /// The client of a downstream connection.
@@ -249,12 +250,12 @@ where
         // Whose figures count the request: the leaf a split sent it to, else the service.
         let (mut counted, mut leaf_index) = (&service, 0);
         let route_index = route.map(|(i, _)| i);
-        let result = match admitted {
+        let (result, answered) = match admitted {
             Err(wait) => {
                 shared
                     .metrics
                     .rate_limited(&service.config.name, route_name);
-                Err(Fault::Proxy(ProxyFault::RateLimited(wait)))
+                (Err(Fault::Proxy(ProxyFault::RateLimited(wait))), None)
             }
             Ok(()) => {
                 let (index, leaf) = service.leaf();
@@ -271,9 +272,16 @@ where
                     handles: service.handles(&shared.metrics, route_index, index),
                     taps,
                     traced,
+                    arrived: started,
                 };
                 forward(&shared, to, peer, req, reply, next).await
             }
+        };
+        // A response ends the request's time when its attempt read the clock for its round
+        // trip; the proxy's own answers read it here.
+        let ended = match (&result, answered) {
+            (Ok(_), Some(at)) => at,
+            _ => shared.clock.now(),
         };
         let mut resp = result.unwrap_or_else(|fault| {
             if let Fault::Client(f) = &fault {
@@ -289,7 +297,7 @@ where
         let no_head = handles.requests(m, None).clone();
         resp.body_mut()
             .count_head(head, no_head, handles.truncated.clone());
-        let elapsed = shared.clock.now().saturating_sub(started);
+        let elapsed = ended.saturating_sub(started);
         handles.latency.observe(elapsed.as_secs_f64());
         let classifier = counted.config.arm.classifier;
         let live = counted.live(&shared.live);
@@ -319,12 +327,15 @@ struct To<'a> {
     taps: Option<Taps>,
     /// Its trace, when it is sampled.
     traced: Option<Arc<Traced>>,
+    /// When it arrived, on the proxy's clock.
+    arrived: Duration,
 }
 
 /// Forwards `req` (routed to `to.service`, admitted) to `to.leaf`'s endpoints: the service's
 /// body rules and total timeout bound it; the leaf's settings (the same service unless a
 /// split picked it) decide the upstream protocol, the host, and what may be retried or hedged.
-/// Not an `async fn`: see [`handle`].
+/// With the result, when its last attempt ended (`None`: no attempt did), read once by that
+/// attempt. Not an `async fn`: see [`handle`].
 #[allow(
     clippy::manual_async_fn,
     reason = "an async fn copies its arguments into its state"
@@ -336,7 +347,7 @@ fn forward<'a, 't, B, N: Next>(
     req: Request<B>,
     reply: Reply,
     next: &'a N,
-) -> impl Future<Output = Result<Response<ResponseBody>, Fault>> + use<'a, 't, B, N>
+) -> impl Future<Output = (Result<Response<ResponseBody>, Fault>, Option<Duration>)> + use<'a, 't, B, N>
 where
     B: Body<Data = Bytes> + Send + Sync + Unpin + 'static,
     B::Error: Into<BoxError>,
@@ -349,6 +360,7 @@ where
             handles,
             taps,
             traced,
+            arrived,
         } = to;
         let (trail, req_bytes) = match taps {
             Some(Taps { trail, req_bytes }) => (Some(trail), Some(req_bytes)),
@@ -379,7 +391,10 @@ where
             .and_then(|r| r.timeout)
             .or(service.config.arm.timeouts.total)
             .or(config.arm.timeouts.total);
-        let deadline = deadline_of(total, caller)?;
+        let deadline = match deadline_of(total, caller) {
+            Ok(deadline) => deadline,
+            Err(fault) => return (Err(fault), None),
+        };
         // Made here, not in `run`: there it was the block's to capture and then moved with it
         // into the timeout, the request's parts copied twice more into memory no other stage
         // touches. The admission's place and the body are set in it once known.
@@ -396,6 +411,8 @@ where
             trail,
             trace: traced,
             admission: None,
+            arrived: Some(arrived),
+            answered: Answered::default(),
         };
         let run = async {
             // The service's bound on attempts in flight: a place for the first attempt, at once
@@ -404,6 +421,8 @@ where
                 // Read only where a gate uses it (a header lookup hashes the name).
                 let class = crate::admission::criticality(&sent.parts.headers);
                 sent.admission = Some(admit(shared, service, leaf, gate, class, deadline).await?);
+                // It may have waited in the queue: the attempts read the clock for their start.
+                sent.arrived = None;
             }
             let (body, fault) =
                 prepare_body(body, may_replay, config.retry_buffer, rules, req_bytes);
@@ -420,7 +439,7 @@ where
         };
         // Every attempt is done with the request's header map: the thread's to lend again.
         tailguard_http::spare::give_map(std::mem::take(&mut sent.parts.headers));
-        result
+        (result, sent.answered.get())
     }
 }
 
@@ -507,7 +526,7 @@ fn replays(config: &ServiceConfig, method: Method, reply: Reply, path: &str) -> 
 /// Step 5's bound: the total timeout or the caller's deadline, whichever is sooner, from now;
 /// one already expired is the proxy's fault at once (nothing is sent).
 fn deadline_of(
-    total: Option<std::time::Duration>,
+    total: Option<Duration>,
     caller: deadline::Caller,
 ) -> Result<Option<Deadline>, Fault> {
     let (limit, why) = match (total, caller.limit()) {

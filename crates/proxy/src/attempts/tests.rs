@@ -1,7 +1,7 @@
 //! The attempts stage alone, on paused time, over a scripted stand-in for the balanced stage:
 //! what is retried, when, where, and what a backup does.
 
-use super::{run, AttemptBody, Attempted, Balanced, Outgoing, Policy, Turn};
+use super::{run, Answered, AttemptBody, Attempted, Balanced, Outgoing, Policy, Turn};
 use crate::clock::Clock;
 use crate::config::Upstream;
 use crate::endpoints::Endpoints;
@@ -36,6 +36,8 @@ struct Seen {
     slot: usize,
     avoid: Option<usize>,
     at: Duration,
+    /// The reading of the proxy's clock it was picked at.
+    picked: Duration,
     /// Whether it ran to its end (false: dropped, i.e. cancelled).
     finished: bool,
 }
@@ -86,7 +88,7 @@ impl Balanced for Scripted {
         &'a self,
         _request: &'a Outgoing,
         turn: Turn,
-        _now: Duration,
+        now: Duration,
         slot_out: &mut usize,
     ) -> impl Future<Output = Attempted> + Send + 'a {
         let avoid = turn.avoid();
@@ -98,6 +100,7 @@ impl Balanced for Scripted {
                 slot,
                 avoid,
                 at: self.start.elapsed(),
+                picked: now,
                 finished: false,
             });
             seen.len() - 1
@@ -162,6 +165,8 @@ fn request(body: AttemptBody) -> Outgoing {
         trail: None,
         trace: None,
         admission: None,
+        arrived: None,
+        answered: Default::default(),
     }
 }
 
@@ -219,6 +224,36 @@ fn status(result: &Result<Response<ResponseBody>, Fault>) -> u16 {
             .status()
             .as_u16(),
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_first_attempt_starts_from_the_arrival_the_request_carries() {
+    let service = Service::new(retrying(1));
+    let next = Scripted::new(3, &[(10, End::Status(503)), (10, End::Status(200))]);
+    tokio::time::advance(Duration::from_millis(50)).await;
+    let mut request = request(AttemptBody::Empty);
+    request.arrived = Some(Duration::from_millis(7));
+    let result = run(service.policy(), &next, &request).await;
+    assert_eq!(status(&result), 200);
+    let picked: Vec<Duration> = next.seen.lock().unwrap().iter().map(|s| s.picked).collect();
+    assert_eq!(picked.len(), 2);
+    assert_eq!(picked[0], Duration::from_millis(7), "the arrival's reading");
+    assert!(
+        picked[1] >= Duration::from_millis(60),
+        "a retry reads the clock: {picked:?}"
+    );
+}
+
+#[test]
+fn answered_is_none_until_an_attempt_ends_then_the_last_reading() {
+    let answered = Answered::default();
+    assert_eq!(answered.get(), None);
+    answered.set(Duration::from_micros(5));
+    answered.set(Duration::from_micros(9));
+    assert_eq!(answered.get(), Some(Duration::from_micros(9)));
+    // Beyond what nanoseconds in a u64 hold: still a reading, not "none".
+    answered.set(Duration::MAX);
+    assert!(answered.get().is_some());
 }
 
 #[tokio::test(start_paused = true)]

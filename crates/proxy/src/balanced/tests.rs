@@ -130,6 +130,8 @@ fn request(reply: Reply, fault: Option<FaultCell>) -> Outgoing {
         trail: None,
         trace: None,
         admission: None,
+        arrived: None,
+        answered: Default::default(),
     }
 }
 
@@ -333,6 +335,7 @@ fn a_bare_head_is_the_head_the_lean_client_writes() {
             endpoints: &endpoints,
             slot: 0,
             traceparent: None,
+            picked: tokio::time::Instant::now(),
         };
         let mut bare = Vec::new();
         let flags = make.bare(&mut bare).expect("no body, deadline or trace");
@@ -386,6 +389,7 @@ fn a_bare_head_is_the_head_the_lean_client_writes() {
             endpoints: &endpoints,
             slot: 0,
             traceparent,
+            picked: tokio::time::Instant::now(),
         };
         assert_eq!(make.bare(&mut Vec::new()), None);
     }
@@ -395,6 +399,7 @@ fn a_bare_head_is_the_head_the_lean_client_writes() {
         endpoints: &endpoints,
         slot: 0,
         traceparent: None,
+        picked: tokio::time::Instant::now(),
     };
     assert!(make.bare(&mut Vec::new()).is_some());
 }

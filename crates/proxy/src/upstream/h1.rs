@@ -77,16 +77,25 @@ impl Free {
         self.returned.notify_one();
     }
 
-    /// The most recently freed live connection, if any. A connection whose task has not yet
+    /// The most recently freed live connection, if any, at `now` (`None`: the clock is read
+    /// only if there is one). A connection whose task has not yet
     /// taken in the end of its last exchange gets one turn of the scheduler to do so; one
     /// still busy after that is dropped.
-    pub(super) async fn take(&self, idle_timeout: Duration) -> Option<Sender> {
+    pub(super) async fn take(
+        &self,
+        idle_timeout: Duration,
+        now: Option<Instant>,
+    ) -> Option<Sender> {
         loop {
             let (mut tx, since) = {
                 let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
                 conns.pop()?
             };
-            if tx.is_closed() || since.elapsed() >= idle_timeout {
+            let idle = now.map_or_else(
+                || since.elapsed(),
+                |now| now.saturating_duration_since(since),
+            );
+            if tx.is_closed() || idle >= idle_timeout {
                 continue;
             }
             let Sender::Hyper(hyper_tx, _) = &mut tx else {
@@ -152,9 +161,10 @@ impl H1Pool {
         self: &Arc<Self>,
         free: &Arc<Free>,
         addr: SocketAddr,
+        mut now: Option<Instant>,
     ) -> Result<(Sender, bool), SendError> {
         let Some(limit) = &self.connector.limit else {
-            if let Some(tx) = free.take(self.idle_timeout).await {
+            if let Some(tx) = free.take(self.idle_timeout, now).await {
                 return Ok((tx, true));
             }
             return Ok((self.dial(addr, None).await?, false));
@@ -165,7 +175,8 @@ impl H1Pool {
             let returned = free.returned.notified();
             tokio::pin!(returned);
             returned.as_mut().enable();
-            if let Some(tx) = free.take(self.idle_timeout).await {
+            // A wait for a connection makes `now` stale: read again after one.
+            if let Some(tx) = free.take(self.idle_timeout, now.take()).await {
                 return Ok((tx, true));
             }
             tokio::select! {

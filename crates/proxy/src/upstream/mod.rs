@@ -63,6 +63,7 @@ use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
+use tokio::time::Instant;
 
 /// A map by endpoint address, looked up on every request (a pool's free lists): hashed with
 /// foldhash, not std's SipHash, which keeps out keys an attacker chooses; these are the
@@ -216,6 +217,16 @@ impl Upstreams {
     /// # Errors
     /// [`SendError::Connect`] or [`SendError::Exhausted`].
     pub async fn checkout(&self, h2: bool, addr: SocketAddr) -> Result<Checkout<'_>, SendError> {
+        self.checkout_at(h2, addr, None).await
+    }
+
+    /// [`Upstreams::checkout`] at `now` if it has been read (`None`: read when needed).
+    async fn checkout_at(
+        &self,
+        h2: bool,
+        addr: SocketAddr,
+        now: Option<Instant>,
+    ) -> Result<Checkout<'_>, SendError> {
         let pools = self.pools();
         let tls = pools.http2.connector.tls.is_some();
         // Only a TLS endpoint can have chosen h2 by ALPN: cleartext requests take no lock here.
@@ -224,7 +235,7 @@ impl Upstreams {
             return Ok(Checkout(Held::H2 { tx, tls }));
         }
         let free = pools.http1.free(addr);
-        let (tx, reused) = pools.http1.checkout(&free, addr).await?;
+        let (tx, reused) = pools.http1.checkout(&free, addr, now).await?;
         if let Sender::H2(tx) = tx {
             return Ok(Checkout(Held::H2 { tx, tls }));
         }
@@ -271,6 +282,12 @@ pub trait Make: Sync {
     /// [`Make::request`].
     fn bare(&self, out: &mut Vec<u8>) -> Option<Bare> {
         let _ = out;
+        None
+    }
+
+    /// The time the attempt was picked, already read (`None`: the pool reads the clock when
+    /// it must know whether a kept-alive connection has been idle too long).
+    fn picked_at(&self) -> Option<Instant> {
         None
     }
 }
@@ -384,7 +401,7 @@ impl<'a> Checkout<'a> {
                         // nothing was sent, so it goes on another connection (as hyper-util does).
                         Some(unsent) if reused => {
                             req = unsent;
-                            (tx, reused) = pool.checkout(&free, addr).await?;
+                            (tx, reused) = pool.checkout(&free, addr, None).await?;
                         }
                         _ if interim.flooded() => {
                             return Err(SendError::Http(
@@ -431,7 +448,7 @@ impl Stage for Upstreams {
         h2: bool,
         make: &dyn Make,
     ) -> Result<http::Response<UpstreamBody>, SendError> {
-        let conn = self.checkout(h2, addr).await?;
+        let conn = self.checkout_at(h2, addr, make.picked_at()).await?;
         conn.send(make).await
     }
 }
