@@ -37,6 +37,7 @@ use crate::shared::Shared;
 use crate::trace::{ServerSpan, Traced};
 use crate::{grpc, hygiene};
 use bytes::Bytes;
+use futures_util::future::Either;
 use http::header::{HeaderValue, HOST};
 use http::{Request, Response, StatusCode, Version};
 use http_body_util::BodyExt;
@@ -120,10 +121,6 @@ impl Next for Stages {
 /// copies its arguments into its state when first polled (rust-lang/rust#62958), so each would
 /// move the request (264 B) once more, into a part of the exchange's future no other layer
 /// touches, and hold room for both copies; an `async move` block uses what it captured in place.
-#[allow(
-    clippy::manual_async_fn,
-    reason = "an async fn copies its arguments into its state"
-)]
 pub fn handle<'a, B, N: Next>(
     shared: Arc<Shared>,
     peer: &'a Peer,
@@ -134,11 +131,12 @@ where
     B: Body<Data = Bytes> + Send + Sync + Unpin + 'static,
     B::Error: Into<BoxError>,
 {
-    async move {
-        if shared.access_log.is_none() && shared.tracer.is_none() {
-            // Neither: no clock read, allocation or lock for them.
-            return routed(Arc::clone(&shared), peer, req, next, Observed::default()).await;
-        }
+    if shared.access_log.is_none() && shared.tracer.is_none() {
+        // Neither: no clock read, allocation or lock for them, and no layer of its own around
+        // the request's future.
+        return Either::Left(routed(shared, peer, req, next, Observed::default()));
+    }
+    Either::Right(async move {
         let mut line = shared.access_log.as_ref().map(|log| {
             let now = shared.clock.now();
             Box::new(Line::new(log, shared.clock, now, req.method(), req.uri()))
@@ -172,7 +170,7 @@ where
             resp.body_mut().trace(span);
         }
         resp
-    }
+    })
 }
 
 /// What a request's observers want filled in as it goes: its access log line and its
