@@ -46,6 +46,7 @@ use crate::shared::Shared;
 use crate::upstream::{self, UpstreamBody};
 use crate::{grpc, hygiene};
 use bytes::Bytes;
+use futures_util::future::Either;
 use http::{Request, Response, StatusCode};
 use hyper::body::{Body, Frame};
 use std::collections::VecDeque;
@@ -92,8 +93,12 @@ impl<S: upstream::Stage> Balanced for Balancer<'_, S> {
                 Err(left)
             }
         };
-        // One future for both outcomes (no `Either` around it to copy it into).
-        self.once(request, picked, backup)
+        // The usual attempt (picked, not traced) is the send's own future; the others go
+        // through `once`, which answers a pushed-back one and spans a traced one.
+        match (picked, &request.trace) {
+            (Ok(pending), None) => Either::Left(self.send_once(request, pending, None)),
+            (picked, _) => Either::Right(self.once(request, picked, backup)),
+        }
     }
 }
 
