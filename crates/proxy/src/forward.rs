@@ -412,28 +412,42 @@ where
             arrived: Some(arrived),
             answered: Answered::default(),
         };
-        let run = async {
-            // The service's bound on attempts in flight: a place for the first attempt, at once
-            // or after a wait in the queue (within the deadline, which the wait counts toward).
-            if let Some(gate) = service.gate() {
-                // Read only where a gate uses it (a header lookup hashes the name).
-                let class = crate::admission::criticality(&sent.parts.headers);
-                sent.admission = Some(admit(shared, service, leaf, gate, class, deadline).await?);
-                // It may have waited in the queue: the attempts read the clock for their start.
-                sent.arrived = None;
-            }
+        // The body made ready for the attempts, set in the request once known.
+        let ready = move |sent: &mut Outgoing, body: B| {
             let (body, fault) =
                 prepare_body(body, may_replay, config.retry_buffer, rules, req_bytes);
             sent.body = std::sync::Mutex::new(body);
             sent.fault = fault;
-            next.attempts(shared, leaf, handles, &sent).await
         };
-        let result = match deadline {
-            None => run.await,
-            Some(d) => match tokio::time::timeout_at(d.at, run).await {
-                Ok(result) => result,
-                Err(_) => Err(Fault::Proxy(ProxyFault::Deadline(d.why))),
-            },
+        let result = if deadline.is_none() && service.gate().is_none() {
+            // Nothing to wait for first and no deadline around them (the default): the
+            // attempts' future is awaited here, not in a block of its own.
+            ready(&mut sent, body);
+            next.attempts(shared, leaf, handles, &sent).await
+        } else {
+            let run = async {
+                // The service's bound on attempts in flight: a place for the first attempt, at
+                // once or after a wait in the queue (within the deadline, which the wait counts
+                // toward).
+                if let Some(gate) = service.gate() {
+                    // Read only where a gate uses it (a header lookup hashes the name).
+                    let class = crate::admission::criticality(&sent.parts.headers);
+                    sent.admission =
+                        Some(admit(shared, service, leaf, gate, class, deadline).await?);
+                    // It may have waited in the queue: the attempts read the clock for their
+                    // start.
+                    sent.arrived = None;
+                }
+                ready(&mut sent, body);
+                next.attempts(shared, leaf, handles, &sent).await
+            };
+            match deadline {
+                None => run.await,
+                Some(d) => match tokio::time::timeout_at(d.at, run).await {
+                    Ok(result) => result,
+                    Err(_) => Err(Fault::Proxy(ProxyFault::Deadline(d.why))),
+                },
+            }
         };
         // Every attempt is done with the request's header map: the thread's to lend again.
         tailguard_http::spare::give_map(std::mem::take(&mut sent.parts.headers));
