@@ -77,10 +77,9 @@ impl Free {
         self.returned.notify_one();
     }
 
-    /// The most recently freed live connection, if any, at `now` (`None`: the clock is read
-    /// only if there is one). A connection whose task has not yet
-    /// taken in the end of its last exchange gets one turn of the scheduler to do so; one
-    /// still busy after that is dropped.
+    /// The most recently freed live connection, if any, as of `now` (`None`: the clock is read
+    /// only if there is one). A connection whose task has not yet taken in the end of its last
+    /// exchange gets one turn of the scheduler to do so; one still busy after that is dropped.
     pub(super) async fn take(
         &self,
         idle_timeout: Duration,
