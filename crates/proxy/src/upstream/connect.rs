@@ -4,6 +4,7 @@
 use crate::body::BoxError;
 use hyper::rt::{Read, ReadBufCursor, Write};
 use hyper_util::rt::TokioIo;
+use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -16,6 +17,11 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::client::TlsStream;
 
 use super::tls::{Chosen, Offer, TlsClient};
+
+/// A map by endpoint address, looked up on every request (a pool's free lists): hashed with
+/// foldhash, not std's SipHash, which keeps out keys an attacker chooses; these are the
+/// configured or discovered endpoints, never a client's input.
+pub(super) type ByAddr<V> = HashMap<SocketAddr, V, foldhash::fast::RandomState>;
 
 /// Upstream pool settings of one service.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -86,7 +92,7 @@ pub struct PoolExhausted {
 pub(super) struct Limit {
     pub(super) max: usize,
     pub(super) wait: Duration,
-    pub(super) per: Mutex<super::ByAddr<Arc<Semaphore>>>,
+    pub(super) per: Mutex<ByAddr<Arc<Semaphore>>>,
 }
 
 impl Limit {

@@ -21,7 +21,7 @@ use tokio::time::Instant;
 /// request takes the most recently freed one (the warmest).
 #[derive(Debug)]
 pub(super) struct H1Pool {
-    pub(super) per: Mutex<super::ByAddr<Arc<Free>>>,
+    pub(super) per: Mutex<super::connect::ByAddr<Arc<Free>>>,
     /// The connection limit and connect timeout, shared with the HTTP/2 pool.
     pub(super) connector: Connector,
     pub(super) idle_timeout: Duration,

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 #[derive(Debug)]
 pub(super) struct H2Pool {
     pub(super) connector: Connector,
-    pub(super) per: Mutex<super::ByAddr<H2Sender>>,
+    pub(super) per: Mutex<super::connect::ByAddr<H2Sender>>,
     /// Endpoints that chose `h2` by ALPN when offered both (`protocol: auto` over TLS).
     pub(super) learned: Arc<Learned>,
 }

@@ -56,19 +56,14 @@ use std::future::Future;
 pub use tls::{ClientAuth, TlsClient, UpstreamTls, UpstreamTlsError};
 
 use body::Back;
-use connect::Limit;
+use connect::{ByAddr, Limit};
 use h1::{Free, H1Pool, Sender};
 use h2::{H2Pool, H2Sender, Learned};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use tokio::time::Instant;
-
-/// A map by endpoint address, looked up on every request (a pool's free lists): hashed with
-/// foldhash, not std's SipHash, which keeps out keys an attacker chooses; these are the
-/// configured or discovered endpoints, never a client's input.
-pub(super) type ByAddr<V> = HashMap<SocketAddr, V, foldhash::fast::RandomState>;
 
 /// The upstream pools of one service: HTTP/1.1 connections in [`H1Pool`], HTTP/2 in
 /// [`H2Pool`] (one multiplexed connection per endpoint), one pair per serving thread
