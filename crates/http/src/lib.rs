@@ -38,6 +38,7 @@ pub mod grpc;
 pub mod h1;
 pub mod h2c;
 pub mod hop;
+pub mod names;
 pub mod preface;
 pub mod quiet;
 pub mod rewind;

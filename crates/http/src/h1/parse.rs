@@ -4,6 +4,7 @@
 //!
 //! The body is counted, not kept: a load generator needs its length, not its content.
 
+use crate::names::{spells, Names};
 use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Version};
 use smallvec::SmallVec;
@@ -212,7 +213,11 @@ impl Reader {
     ///
     /// # Errors
     /// As [`Reader::read`]; besides, a header name or value `http` refuses.
-    pub fn read_head(&mut self, buf: &mut BytesMut) -> Result<Option<Head>, Error> {
+    pub fn read_head(
+        &mut self,
+        buf: &mut BytesMut,
+        names: &mut Names,
+    ) -> Result<Option<Head>, Error> {
         while matches!(self.state, State::Head) {
             let mut seen = None;
             let n = self.head_seen(buf, |res| seen = Some(Seen::of(buf, res)))?;
@@ -221,7 +226,9 @@ impl Reader {
             }
             let bytes = buf.split_to(n).freeze();
             if let Some(seen) = &seen {
-                return seen.head(&bytes, self.status, self.keep_alive).map(Some);
+                return seen
+                    .head(&bytes, self.status, self.keep_alive, names)
+                    .map(Some);
             }
         }
         Err(Error::Status)
@@ -426,7 +433,13 @@ impl Seen {
         }
     }
 
-    fn head(&self, bytes: &Bytes, status: u16, keep_alive: bool) -> Result<Head, Error> {
+    fn head(
+        &self,
+        bytes: &Bytes,
+        status: u16,
+        keep_alive: bool,
+        names: &mut Names,
+    ) -> Result<Head, Error> {
         let span = |r: &Range<u32>| r.start as usize..r.end as usize;
         let status = StatusCode::from_u16(status).map_err(|_| Error::Status)?;
         let reason = self
@@ -437,8 +450,11 @@ impl Seen {
         // Room for what a proxy adds on the way back (`via`, a header of its own): a map
         // sized to the response alone grows, and allocates, on the first of them.
         let mut headers = crate::spare::map(self.headers.len() + 2);
-        for (name, value) in &self.headers {
-            let name = HeaderName::from_bytes(&bytes[span(name)]).map_err(|_| Error::HeaderName)?;
+        names.fit(self.headers.len());
+        for (i, (name, value)) in self.headers.iter().enumerate() {
+            let name = names
+                .get(i, &bytes[span(name)])
+                .map_err(|_| Error::HeaderName)?;
             let value = HeaderValue::from_maybe_shared(bytes.slice(span(value)))
                 .map_err(|_| Error::HeaderValue)?;
             headers.append(name, value);
@@ -472,22 +488,32 @@ impl Framing {
         };
         let mut close = false;
         for h in headers {
-            let value = h.value;
-            if h.name.eq_ignore_ascii_case("connection") {
-                if close || has_token(value, "close") {
-                    close = true;
-                    framing.keep_alive = false;
-                } else if !framing.keep_alive {
-                    framing.keep_alive = has_token(value, "keep-alive");
+            let (name, value) = (h.name.as_bytes(), h.value);
+            // By length first, then compared a word at a time (`spells`, which folds ASCII case
+            // as `eq_ignore_ascii_case` does): a byte loop per name was most of this function.
+            match name.len() {
+                10 if spells(name, b"connection") => {
+                    if !close && spells(value, b"keep-alive") {
+                        // The usual value: no `close` in it.
+                        framing.keep_alive = true;
+                    } else if close || has_token(value, "close") {
+                        close = true;
+                        framing.keep_alive = false;
+                    } else if !framing.keep_alive {
+                        framing.keep_alive = has_token(value, "keep-alive");
+                    }
                 }
-            } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
-                // The last Transfer-Encoding line decides, by its last coding.
-                framing.chunked = Some(last_coding_is_chunked(value));
-            } else if h.name.eq_ignore_ascii_case("content-length") {
-                framing.content_length = Some(match framing.content_length {
-                    Some(Err(e)) => Err(e),
-                    seen => content_length(value, seen.map(|r| r.expect("errors kept above"))),
-                });
+                17 if spells(name, b"transfer-encoding") => {
+                    // The last Transfer-Encoding line decides, by its last coding.
+                    framing.chunked = Some(last_coding_is_chunked(value));
+                }
+                14 if spells(name, b"content-length") => {
+                    framing.content_length = Some(match framing.content_length {
+                        Some(Err(e)) => Err(e),
+                        seen => content_length(value, seen.map(|r| r.expect("errors kept above"))),
+                    });
+                }
+                _ => {}
             }
         }
         framing
@@ -845,6 +871,83 @@ mod tests {
         }
     }
 
+    /// `Framing::of` as it was written before it compared names a word at a time.
+    fn framing_by_bytes(headers: &[httparse::Header<'_>], http11: bool) -> Framing {
+        let mut framing = Framing {
+            keep_alive: http11,
+            chunked: None,
+            content_length: None,
+            http11,
+        };
+        let mut close = false;
+        for h in headers {
+            let value = h.value;
+            if h.name.eq_ignore_ascii_case("connection") {
+                if close || has_token(value, "close") {
+                    close = true;
+                    framing.keep_alive = false;
+                } else if !framing.keep_alive {
+                    framing.keep_alive = has_token(value, "keep-alive");
+                }
+            } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+                framing.chunked = Some(last_coding_is_chunked(value));
+            } else if h.name.eq_ignore_ascii_case("content-length") {
+                framing.content_length = Some(match framing.content_length {
+                    Some(Err(e)) => Err(e),
+                    seen => content_length(value, seen.map(|r| r.expect("errors kept above"))),
+                });
+            }
+        }
+        framing
+    }
+
+    proptest::proptest! {
+        /// The framing read from a head's fields is the one the byte-at-a-time reader found:
+        /// names in any case and near misses, values from the list readers' words.
+        #[test]
+        fn framing_is_read_as_before(
+            fields in proptest::collection::vec(
+                (
+                    0usize..12,
+                    0usize..10,
+                    proptest::collection::vec((0usize..4, 0usize..12, 0usize..4), 0..3),
+                ),
+                0..6,
+            ),
+            http11 in proptest::prelude::any::<bool>(),
+        ) {
+            const NAMES: [&str; 12] = [
+                "connection",
+                "Connection",
+                "CONNECTION",
+                "connectioN",
+                "connectiom",
+                "transfer-encoding",
+                "Transfer-Encoding",
+                "transfer_encoding",
+                "content-length",
+                "Content-Length",
+                "content-lengtH",
+                "content-lenght",
+            ];
+            // Whole values the readers' fast paths take, or a list of words.
+            const WHOLE: [&[u8]; 6] = [b"keep-alive", b"Keep-Alive", b"close", b"chunked", b"7", b""];
+            let values: Vec<Vec<u8>> = fields
+                .iter()
+                .map(|(_, v, parts)| WHOLE.get(*v).map_or_else(|| list(parts), |w| w.to_vec()))
+                .collect();
+            let headers: Vec<httparse::Header<'_>> = fields
+                .iter()
+                .zip(&values)
+                .map(|((n, _, _), value)| httparse::Header { name: NAMES[n % 12], value })
+                .collect();
+            let (now, before) = (Framing::of(&headers, http11), framing_by_bytes(&headers, http11));
+            proptest::prop_assert_eq!(now.keep_alive, before.keep_alive);
+            proptest::prop_assert_eq!(now.chunked, before.chunked);
+            proptest::prop_assert_eq!(now.content_length, before.content_length);
+        }
+    }
+
     /// Reads `bytes` offered in pieces of `step` bytes (the unconsumed rest offered again),
     /// ending with the peer's close when `close`.
     fn read(bytes: &[u8], step: usize, head: bool, close: bool) -> Result<Response, Error> {
@@ -908,7 +1011,9 @@ mod tests {
         // The same bound for the head reader the proxy uses.
         let mut buf = BytesMut::from(&heads(17, cont)[..]);
         assert_eq!(
-            Reader::new(false).read_head(&mut buf).unwrap_err(),
+            Reader::new(false)
+                .read_head(&mut buf, &mut Names::default())
+                .unwrap_err(),
             Error::InterimFlood
         );
     }

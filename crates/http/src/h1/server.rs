@@ -17,6 +17,7 @@
 //! the length or chunked framing hyper would choose, its `date` header), so a client cannot
 //! tell the two apart.
 
+use crate::names::Names;
 use crate::quiet::Quiet;
 use crate::rewind::Rewind;
 use bytes::{Buf, Bytes, BytesMut};
@@ -110,7 +111,11 @@ where
     let buf = prefix
         .try_into_mut()
         .unwrap_or_else(|shared| BytesMut::from(&shared[..]));
-    let mut conn = Reading { reader, buf };
+    let mut conn = Reading {
+        reader,
+        buf,
+        names: Names::default(),
+    };
     // One waiter for the close for the connection's whole life: a waiter made per wait would
     // be added to the `Notify`'s list and removed again (a lock each) for every request. And
     // polled only when it may have come (`Quiet`): each poll of a waiting one takes that lock.
@@ -204,8 +209,8 @@ where
                     r = back => r,
                     () = on_close.when(|| closing.asked()) => return None,
                 };
-                let Returned { reader, buf, left } = returned.ok()?;
-                (Reading { reader, buf }, left)
+                let Returned { conn, left } = returned.ok()?;
+                (conn, left)
             }
         };
         // Unread body bytes already here are skipped; more to come cannot be told from the
@@ -227,6 +232,9 @@ where
 struct Reading {
     reader: OwnedReadHalf,
     buf: BytesMut,
+    /// The names of the last request's fields, to recognise the next one's
+    /// ([`crate::names`]).
+    names: Names,
 }
 
 /// Where the read side is while a request is served.
@@ -249,8 +257,8 @@ impl Held {
             match self {
                 Held::Here(conn) | Held::Back(conn, _) => return conn.closed().await,
                 Held::Lent(back) => match back.await {
-                    Ok(Returned { reader, buf, left }) => {
-                        *self = Held::Back(Reading { reader, buf }, left);
+                    Ok(Returned { conn, left }) => {
+                        *self = Held::Back(conn, left);
                     }
                     Err(_) => return std::future::pending().await,
                 },
@@ -286,7 +294,7 @@ impl Reading {
                 return Next::Closed;
             }
             if !self.buf.is_empty() && partial.is_none_or(|from| ends_head(&self.buf, from)) {
-                match parse(&mut self.buf, max_head) {
+                match parse(&mut self.buf, max_head, &mut self.names) {
                     Parsed::Lean(head) => return Next::Request(head),
                     Parsed::Other => return Next::Other,
                     Parsed::Partial => partial = Some(self.buf.len()),
@@ -389,8 +397,7 @@ struct Streaming {
 /// The connection a body gives back, with how much of the body was left unread.
 #[derive(Debug)]
 struct Returned {
-    reader: OwnedReadHalf,
-    buf: BytesMut,
+    conn: Reading,
     left: u64,
 }
 
@@ -398,8 +405,7 @@ impl Streaming {
     fn give_back(&mut self) {
         if let (Some(conn), Some(back)) = (self.conn.take(), self.back.take()) {
             let _ = back.send(Returned {
-                reader: conn.reader,
-                buf: conn.buf,
+                conn,
                 left: self.left,
             });
         }

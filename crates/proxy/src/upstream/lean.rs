@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::task::{ready, Context, Poll, Waker};
 use std::time::Duration;
 use tailguard_http::h1::parse::{self, Reader};
+use tailguard_http::names::Names;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
@@ -46,6 +47,9 @@ static READS: tailguard_http::bufpool::Pool = tailguard_http::bufpool::Pool::new
 pub(super) struct Lean {
     conn: Conn,
     buf: BytesMut,
+    /// The names of the last response's fields, to recognise the next one's
+    /// ([`tailguard_http::names`]).
+    names: Names,
 }
 
 impl Lean {
@@ -58,6 +62,7 @@ impl Lean {
         Ok(Box::new(Lean {
             conn,
             buf: READS.take(),
+            names: Names::default(),
         }))
     }
 
@@ -171,7 +176,7 @@ impl Lean {
             // echo it as it reads.
             let mut upload = Some(upload);
             let resp_head = std::future::poll_fn(|cx| {
-                let Lean { conn, buf } = &mut *self;
+                let Lean { conn, buf, names } = &mut *self;
                 if let Some(up) = &mut upload {
                     if let Poll::Ready(sent) = up.poll(conn.stream(), cx) {
                         sent.map_err(SendError::Http)?;
@@ -181,7 +186,7 @@ impl Lean {
                         }
                     }
                 }
-                poll_head(conn, buf, &mut reader, cx)
+                poll_head(conn, buf, names, &mut reader, cx)
             })
             .await?;
             let mut resp = Response::new(());
@@ -276,12 +281,13 @@ fn io_err(e: io::Error) -> SendError {
 fn poll_head(
     io: &mut Conn,
     buf: &mut BytesMut,
+    names: &mut Names,
     reader: &mut Reader,
     cx: &mut Context<'_>,
 ) -> Poll<Result<parse::Head, SendError>> {
     loop {
         if !buf.is_empty() {
-            match reader.read_head(buf) {
+            match reader.read_head(buf, names) {
                 Ok(Some(head)) => return Poll::Ready(Ok(head)),
                 Ok(None) => {}
                 Err(e) => return Poll::Ready(Err(SendError::Http(e.into()))),

@@ -2,8 +2,9 @@
 //! hyper's server.
 
 use crate::h1::parse;
+use crate::names::Names;
 use bytes::{Bytes, BytesMut};
-use http::header::{self, HeaderName, HeaderValue};
+use http::header::{self, HeaderValue};
 use http::{Method, Request, Uri, Version};
 use smallvec::SmallVec;
 use std::mem::MaybeUninit;
@@ -34,7 +35,7 @@ pub(super) enum Parsed {
 
 /// Parses the head at the front of `buf`, taking it off `buf` only when the lean path serves
 /// it ([module docs](self)).
-pub(super) fn parse(buf: &mut BytesMut, max_head: usize) -> Parsed {
+pub(super) fn parse(buf: &mut BytesMut, max_head: usize, names: &mut Names) -> Parsed {
     // Where each header's name and value are in the head: only as many written as it has
     // (an array of `MAX_HEADERS` zeroed per request was 1.6 KiB of memset, 18 L1 data misses a
     // GET in callgrind's model).
@@ -50,7 +51,7 @@ pub(super) fn parse(buf: &mut BytesMut, max_head: usize) -> Parsed {
             Ok(httparse::Status::Partial) if buf.len() < max_head => return Parsed::Partial,
             // `HTTP/1.2` is served as HTTP/1.1 (RFC 9110 section 2.5), as nginx does.
             Err(httparse::Error::Version) if crate::h1::later_minor_as_11(buf) => {
-                return parse(buf, max_head)
+                return parse(buf, max_head, names)
             }
             Ok(httparse::Status::Partial) | Err(_) => return Parsed::Other,
         };
@@ -83,7 +84,7 @@ pub(super) fn parse(buf: &mut BytesMut, max_head: usize) -> Parsed {
         (len, at(path.as_bytes()), method)
     };
     let bytes = buf.split_to(len).freeze();
-    match lean_head(&bytes, &fields, path, method) {
+    match lean_head(&bytes, &fields, path, method, names) {
         Some(head) => Parsed::Lean(head),
         None => {
             // Put the head back for hyper.
@@ -106,14 +107,16 @@ fn lean_head(
     fields: &[(u32, u32, u32, u32)],
     path: (usize, usize),
     method: Method,
+    names: &mut Names,
 ) -> Option<Head> {
     let uri = Uri::from_maybe_shared(bytes.slice(path.0..path.1)).ok()?;
     // Room for the fields a proxy adds (`via`, `x-forwarded-for`, a deadline, a trace
     // context): a map sized to the request alone grows, and allocates, on the first of them.
     let mut headers = crate::spare::map(fields.len() + ADDED_FIELDS);
     let (mut length, mut keep_alive) = (None, true);
-    for &(ns, ne, vs, ve) in fields {
-        let name = HeaderName::from_bytes(&bytes[ns as usize..ne as usize]).ok()?;
+    names.fit(fields.len());
+    for (i, &(ns, ne, vs, ve)) in fields.iter().enumerate() {
+        let name = names.get(i, &bytes[ns as usize..ne as usize]).ok()?;
         let value = HeaderValue::from_maybe_shared(bytes.slice(vs as usize..ve as usize)).ok()?;
         match name {
             header::TRANSFER_ENCODING | header::EXPECT | header::UPGRADE | header::TE => {

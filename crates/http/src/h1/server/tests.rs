@@ -15,7 +15,7 @@ const MAX: usize = 4096;
 
 fn parsed(raw: &[u8]) -> (Parsed, BytesMut) {
     let mut buf = BytesMut::from(raw);
-    let p = parse(&mut buf, MAX);
+    let p = parse(&mut buf, MAX, &mut crate::names::Names::default());
     (p, buf)
 }
 
