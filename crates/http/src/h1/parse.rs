@@ -479,13 +479,18 @@ struct Framing {
 }
 
 impl Framing {
-    fn of(headers: &[httparse::Header<'_>], http11: bool) -> Framing {
-        let mut framing = Framing {
+    /// What a head without framing fields says: kept alive in HTTP/1.1, no body framing.
+    fn bare(http11: bool) -> Framing {
+        Framing {
             keep_alive: http11,
             chunked: None,
             content_length: None,
             http11,
-        };
+        }
+    }
+
+    fn of(headers: &[httparse::Header<'_>], http11: bool) -> Framing {
+        let mut framing = Framing::bare(http11);
         let mut close = false;
         for h in headers {
             let (name, value) = (h.name.as_bytes(), h.value);
@@ -873,12 +878,7 @@ mod tests {
 
     /// `Framing::of` as it was written before it compared names a word at a time.
     fn framing_by_bytes(headers: &[httparse::Header<'_>], http11: bool) -> Framing {
-        let mut framing = Framing {
-            keep_alive: http11,
-            chunked: None,
-            content_length: None,
-            http11,
-        };
+        let mut framing = Framing::bare(http11);
         let mut close = false;
         for h in headers {
             let value = h.value;
